@@ -1,0 +1,1 @@
+"""Recommendation learning: interactions, splits, negative sampling, GMF, local training, utility."""

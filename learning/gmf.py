@@ -1,0 +1,44 @@
+"""Generalized Matrix Factorization (He et al., NCF 2017 §3.2) as plain named parameters.
+
+ŷ_ui = σ(hᵀ(p_u ⊙ q_i) + b). A node holds one user row ``user`` (its own p_u), every item row
+``item``, the output weights ``h`` and bias ``b``. DESIGN §4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from learning.params import Params
+
+USER, ITEM, H, B = "user", "item", "h", "b"
+PARAM_NAMES: tuple[str, ...] = (USER, ITEM, H, B)
+
+
+def init_params(n_items: int, factors: int, seed: int) -> Params:
+    """The shared initial model θ_0 (002 Algorithm 1 line 1): same seed, same model on every node."""
+    rng = np.random.default_rng([seed, 0x6D66])
+    bound = np.sqrt(3.0 / factors)
+    return {
+        USER: rng.normal(0.0, 0.01, (1, factors)).astype(np.float32),
+        ITEM: rng.normal(0.0, 0.01, (n_items, factors)).astype(np.float32),
+        H: rng.uniform(-bound, bound, (factors,)).astype(np.float32),
+        B: np.zeros((1,), dtype=np.float32),
+    }
+
+
+def score(
+    params: Params, user_side: npt.NDArray[np.float32], items: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float32]:
+    """Relevance σ(hᵀ(p ⊙ q_i) + b) of ``items`` for the user embedding ``user_side`` (shape (d,))."""
+    q = params[ITEM][items]
+    logits = (q * user_side) @ params[H] + params[B][0]
+    return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)
+
+
+def logits_torch(
+    user: torch.Tensor, item: torch.Tensor, h: torch.Tensor, b: torch.Tensor, idx: torch.Tensor
+) -> torch.Tensor:
+    """Training-time logits for item indices ``idx`` (autograd-friendly)."""
+    return (item[idx] * user).matmul(h) + b

@@ -1,0 +1,20 @@
+"""Utility metrics for recommendation: HR@K under leave-one-out (NCF §4.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+
+def hit_at_k(test_score: float, negative_scores: npt.NDArray[np.float32], k: int) -> bool:
+    """True when the test item ranks in the top ``k`` among itself and the negatives.
+
+    Ties count against the test item (a model that scores everything alike gets no credit).
+    """
+    rank = int(np.count_nonzero(negative_scores >= test_score))
+    return rank < k
+
+
+def random_hit_ratio(k: int, n_negatives: int) -> float:
+    """HR@K of a random ranking: k / (n_negatives + 1)."""
+    return min(1.0, k / (n_negatives + 1))

@@ -1,0 +1,55 @@
+"""Model parameters as named float32 numpy arrays, and their specification for checking peer input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[np.float32]
+Params = dict[str, Array]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a named parameter must look like: dtype name and shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+
+ModelSpec = Mapping[str, TensorSpec]
+
+
+def spec_of(params: Mapping[str, Array]) -> dict[str, TensorSpec]:
+    """The spec a set of parameters satisfies."""
+    return {k: TensorSpec(str(v.dtype), tuple(int(d) for d in v.shape)) for k, v in params.items()}
+
+
+def copy_params(params: Mapping[str, Array], names: tuple[str, ...] | None = None) -> Params:
+    """A deep copy of ``params`` (restricted to ``names`` when given)."""
+    keys = names if names is not None else tuple(params)
+    return {k: params[k].copy() for k in keys}
+
+
+def mean_into(own: Mapping[str, Array], others: list[Mapping[str, Array]]) -> None:
+    """Set ``own[k] = mean(own[k], *others[k])`` in place for every key the others all carry.
+
+    This is the aggregation of 002 Algorithm 1 line 7 (two models) and Algorithm 2 line 4.
+    """
+    if not others:
+        return
+    scale = np.float32(1.0 / (len(others) + 1))
+    for name, arr in own.items():
+        if not all(name in o for o in others):
+            continue
+        for o in others:
+            arr += o[name]
+        arr *= scale

@@ -1,0 +1,90 @@
+"""Leave-one-out split: each user's latest interaction is held out and ranked among sampled negatives.
+
+He et al., NCF (2017) §4.1, the protocol the CIA paper (000 §V-C) uses for HR@K.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from learning.interactions import DataError, Interactions
+
+IntArray = npt.NDArray[np.int64]
+
+TEST_NEGATIVES = 100
+
+
+@dataclass(frozen=True)
+class UserData:
+    """One node's private data: its training items in time order and its held-out test case."""
+
+    user: int
+    n_items: int
+    train_items: IntArray
+    train_times: npt.NDArray[np.float64]
+    test_item: int
+    test_negatives: IntArray
+
+    @property
+    def interacted(self) -> npt.NDArray[np.bool_]:
+        """Mask of every item this user interacted with (train and test)."""
+        mask = np.zeros(self.n_items, dtype=bool)
+        mask[self.train_items] = True
+        mask[self.test_item] = True
+        return mask
+
+
+def leave_one_out(data: Interactions, seed: int, n_negatives: int = TEST_NEGATIVES) -> list[UserData]:
+    """Split every user: latest interaction → test item, the rest → training items.
+
+    Ties in time are broken by item id so the split is deterministic. Test negatives are
+    ``n_negatives`` items the user never interacted with, drawn with a generator seeded by
+    ``(seed, user)`` so a node can redraw its own without the others.
+    """
+    order = np.lexsort((data.items, data.timestamps, data.users))
+    users = data.users[order]
+    items = data.items[order]
+    times = data.timestamps[order]
+    bounds = np.searchsorted(users, np.arange(data.n_users + 1))
+    out: list[UserData] = []
+    for u in range(data.n_users):
+        lo, hi = int(bounds[u]), int(bounds[u + 1])
+        seq, seq_t = items[lo:hi], times[lo:hi]
+        u_items = np.unique(seq)
+        if len(u_items) < 2:
+            raise DataError(
+                f"user {data.raw_user_ids[u]} has {len(u_items)} distinct item(s); "
+                "leave-one-out needs at least 2"
+            )
+        if n_negatives > data.n_items - len(u_items):
+            raise DataError(
+                f"user {data.raw_user_ids[u]}: only {data.n_items - len(u_items)} items left "
+                f"to draw {n_negatives} test negatives from"
+            )
+        test_item = int(seq[-1])
+        keep = np.flatnonzero(seq != test_item)
+        last = _last_occurrences(seq[keep])
+        rng = np.random.default_rng([seed, u, 1])
+        mask = np.zeros(data.n_items, dtype=bool)
+        mask[u_items] = True
+        negatives = rng.choice(np.flatnonzero(~mask), size=n_negatives, replace=False)
+        out.append(
+            UserData(
+                user=u,
+                n_items=data.n_items,
+                train_items=seq[keep][last].astype(np.int64),
+                train_times=seq_t[keep][last].astype(np.float64),
+                test_item=test_item,
+                test_negatives=negatives.astype(np.int64),
+            )
+        )
+    return out
+
+
+def _last_occurrences(seq: IntArray) -> IntArray:
+    """Indices (ascending) of the last occurrence of each distinct value of ``seq``."""
+    _, idx_rev = np.unique(seq[::-1], return_index=True)
+    return np.sort(len(seq) - 1 - idx_rev)

@@ -1,0 +1,112 @@
+"""Builds nodes from a RunConfig: the same construction for the simulator and for real processes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from learning import gmf
+from learning.interactions import DataError
+from learning.learner import GMFLearner, TrainConfig
+from learning.params import Params
+from learning.split import UserData, leave_one_out
+from p2pnode.clock import Clock
+from p2pnode.config import RunConfig
+from p2pnode.datasets import ML100K, load_ml100k
+from p2pnode.metrics import Metrics
+from p2pnode.node import NodeRuntime
+from p2pnode.transport.base import Transport
+from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
+from peer_sampling.base import PeerSampler, StaticView
+from peer_sampling.cyclon import Cyclon, CyclonConfig
+from peer_sampling.graph import in_views, random_regular_digraph
+from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
+from protocols.base_gl import BaseGossip
+from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
+from protocols.samo import Samo
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What every node of an experiment shares: its data split, θ_0 and the initial graph."""
+
+    config: RunConfig
+    users: list[UserData]
+    init: Params
+    out_views: dict[int, list[int]]
+    in_views: dict[int, list[int]]
+
+    @property
+    def model_bytes(self) -> int:
+        return sum(v.nbytes for v in self.init.values())
+
+
+def prepare(config: RunConfig) -> Prepared:
+    """Load the data, split it, draw θ_0 and (static/peerswap) the initial k-regular graph."""
+    if config.dataset != ML100K:
+        raise DataError(f"unknown dataset {config.dataset!r}; this version knows {ML100K}")
+    data = load_ml100k(config.data_dir or None)
+    if config.nodes > data.n_users:
+        raise DataError(f"--nodes {config.nodes} exceeds the {data.n_users} users of {data.name}")
+    data = data.subset_users(config.nodes)
+    users = leave_one_out(data, config.seed)
+    init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
+    outs: dict[int, list[int]] = {}
+    ins: dict[int, list[int]] = {}
+    if config.sampling in ("static", "peerswap"):
+        outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
+        ins = in_views(outs)
+    return Prepared(config, users, init, outs, ins)
+
+
+def node_rng(seed: int, node_id: int) -> random.Random:
+    return random.Random(f"p2pnode:{seed}:{node_id}")
+
+
+def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tuple[int, str]]) -> PeerSampler:
+    cfg = prep.config
+    if cfg.sampling == "static":
+        return StaticView(node_id, prep.out_views[node_id], prep.in_views[node_id])
+    if cfg.sampling == "peerswap":
+        ps = PeerSwapConfig(rate_per_round=cfg.swap_rate)
+        return PeerSwap(node_id, prep.out_views[node_id], prep.in_views[node_id], ps)
+    return Cyclon(node_id, address, seeds, CyclonConfig(capacity=cfg.view_size))
+
+
+def make_node(
+    prep: Prepared,
+    node_id: int,
+    clock: Clock,
+    transport: Transport,
+    metrics: Metrics,
+    address: str = "",
+    seeds: Sequence[tuple[int, str]] = (),
+    on_learned: Callable[[int, str], None] | None = None,
+) -> NodeRuntime:
+    """One node runtime, ready to ``start``."""
+    cfg = prep.config
+    lc = cfg.learning
+    train = TrainConfig(lc.factors, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k)
+    learner = GMFLearner(prep.users[node_id], prep.init, train, np.random.default_rng([cfg.seed, node_id, 2]))
+    sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
+    timing = TimingConfig()
+    protocol: GossipProtocol
+    if cfg.protocol == "samo":
+        protocol = Samo(node_id, learner, sampler, timing, max_buffer=cfg.samo_buffer)
+    else:
+        protocol = BaseGossip(node_id, learner, sampler, timing)
+    wire = cfg.wire
+    return NodeRuntime(
+        GossipNode(protocol),
+        learner,
+        clock,
+        transport,
+        metrics,
+        node_rng(cfg.seed, node_id),
+        DeltaEncoder(wire.delta, wire.float16, wire.delta_peers),
+        DeltaDecoder(wire.delta, wire.delta_peers),
+        on_learned,
+    )

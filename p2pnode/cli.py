@@ -1,0 +1,258 @@
+"""The ``p2pnode`` command line. It only maps flags onto ``RunConfig`` and calls the runners."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from learning.interactions import DataError
+from p2pnode.config import (
+    PRESETS,
+    PROTOCOLS,
+    SAMPLINGS,
+    ConfigError,
+    RunConfig,
+    from_mapping,
+    load_toml,
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad flags give one clear line on stderr, not a usage dump or a traceback."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
+    g = p.add_argument_group("experiment")
+    g.add_argument("--config", type=Path, help="TOML file with RunConfig fields (flags override it)")
+    g.add_argument("--preset", choices=sorted(PRESETS), help="named starting configuration")
+    g.add_argument("--nodes", type=int, help="network size: nodes = users 0..N-1 (default 943)")
+    g.add_argument("--rounds", type=int, help="rounds to run (100 ticks each)")
+    g.add_argument("--protocol", choices=PROTOCOLS, help="base (002 Alg. 1) or samo (Alg. 2)")
+    g.add_argument("--sampling", choices=SAMPLINGS, help="peer sampling service")
+    g.add_argument("--view-size", type=int, help="out-view size P (default 3)")
+    g.add_argument("--swap-rate", type=float, help="PeerSwap view changes per node per round")
+    g.add_argument("--seed", type=int, help="seed of everything random")
+    g.add_argument("--data-dir", help="dataset directory (default $P2PNODE_DATA or ~/.cache)")
+    g.add_argument("--eval-every", type=int, help="evaluate HR@K every N rounds")
+    g.add_argument("--samo-buffer", type=int, help="SAMO: most models buffered per node")
+    lg = p.add_argument_group("learning")
+    lg.add_argument("--factors", type=int, help="GMF embedding size (default 32)")
+    lg.add_argument("--lr", type=float, help="Adam learning rate (default 0.001)")
+    lg.add_argument("--batch-size", type=int)
+    lg.add_argument("--negatives", type=int, help="negatives per positive (default 4)")
+    lg.add_argument("--local-epochs", type=int, help="epochs per local update (default 1)")
+    lg.add_argument("--top-k", type=int, help="K of HR@K (default 20)")
+    w = p.add_argument_group("wire")
+    w.add_argument("--no-delta", action="store_true", help="always send full models")
+    w.add_argument("--float16", action="store_true", help="send tensors in half precision")
+    if real:
+        p.add_argument("--tick-seconds", type=float, help="wall seconds per tick (default 0.01)")
+    else:
+        s = p.add_argument_group("simulated network")
+        s.add_argument("--delay-min", type=float, help="minimum one-way delay in ticks")
+        s.add_argument("--delay-max", type=float, help="maximum one-way delay in ticks")
+        s.add_argument("--drop", type=float, help="probability that a frame is lost")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", type=Path, help="directory for result files")
+    o.add_argument("--json", action="store_true", help="print one final JSON object")
+    o.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+_FLAG_FIELDS = {
+    "nodes": "nodes",
+    "rounds": "rounds",
+    "protocol": "protocol",
+    "sampling": "sampling",
+    "view_size": "view_size",
+    "swap_rate": "swap_rate",
+    "seed": "seed",
+    "data_dir": "data_dir",
+    "eval_every": "eval_every",
+    "samo_buffer": "samo_buffer",
+    "tick_seconds": "tick_seconds",
+    "factors": "learning.factors",
+    "lr": "learning.lr",
+    "batch_size": "learning.batch_size",
+    "negatives": "learning.negatives",
+    "local_epochs": "learning.local_epochs",
+    "top_k": "learning.top_k",
+    "delay_min": "sim.delay_min",
+    "delay_max": "sim.delay_max",
+    "drop": "sim.drop",
+}
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Defaults ← preset ← config file ← flags, then validation."""
+    cfg = RunConfig()
+    if getattr(args, "preset", None):
+        cfg = cfg.replace(**PRESETS[args.preset])
+    if getattr(args, "config_json", None):
+        cfg = _from_json(Path(args.config_json))
+    if getattr(args, "config", None):
+        cfg = load_toml(args.config, cfg)
+    changes: dict[str, Any] = {}
+    for flag, fieldname in _FLAG_FIELDS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            changes[fieldname] = value
+    if getattr(args, "no_delta", False):
+        changes["wire.delta"] = False
+    if getattr(args, "float16", False):
+        changes["wire.float16"] = True
+    if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
+        changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
+    return cfg.replace(**changes).validate()
+
+
+def _from_json(path: Path) -> RunConfig:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return from_mapping(raw, RunConfig(), source=str(path))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="p2pnode", description="Gossip-learning node daemon and privacy lab.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run the nodes of one process until stopped")
+    _experiment_flags(run, real=True)
+    run.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT to serve on")
+    run.add_argument("--peers", default="", help="HOST:PORT,... of other processes (seeds)")
+    run.add_argument("--users", help="node ids hosted here, e.g. 0-99 (default: all --nodes)")
+    run.add_argument("--config-json", help=argparse.SUPPRESS)
+
+    launch = sub.add_parser("launch", help="start a local cluster of N nodes, print a report")
+    _experiment_flags(launch, real=True)
+    launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
+
+    simulate = sub.add_parser("simulate", help="the same experiment on the virtual clock")
+    _experiment_flags(simulate, real=False)
+
+    metrics = sub.add_parser("metrics", help="tail node metrics endpoints")
+    metrics.add_argument("urls", nargs="+", help="HOST:PORT or http://HOST:PORT/metrics")
+    metrics.add_argument("--follow", action="store_true", help="refresh until interrupted")
+    metrics.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    metrics.add_argument("--count", type=int, default=0, help="stop after N refreshes")
+
+    data = sub.add_parser("data", help="datasets")
+    data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+    get = data_sub.add_parser("get", help="make a dataset available offline")
+    get.add_argument("name", choices=["ml-100k"])
+    get.add_argument("--data-dir", help="target directory (default $P2PNODE_DATA or ~/.cache)")
+    get.add_argument("--wheel", type=Path, help="use this recbole wheel instead of downloading")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        return _dispatch(args)
+    except (ConfigError, DataError, ValueError) as exc:
+        print(f"p2pnode: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("p2pnode: interrupted", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:
+        print(f"p2pnode: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    if getattr(args, "quiet", False):
+        return None
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout
+
+    def out(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    return out
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "data":
+        from p2pnode.datasets import fetch_ml100k
+
+        path = fetch_ml100k(args.data_dir, args.wheel)
+        print(f"ml-100k is ready in {path}")
+        return 0
+    if args.command == "metrics":
+        from p2pnode.follow import follow
+
+        return follow(args.urls, args.interval, not args.follow, print, args.count)
+
+    _single_thread_torch()
+    config = config_from_args(args)
+    result: dict[str, Any]
+    if args.command == "simulate":
+        from p2pnode.report import summary
+        from p2pnode.sim import simulate
+
+        progress = _progress(args)
+        result = simulate(config, progress)
+        if progress is not None:
+            progress(summary(result, config.learning.top_k))
+    elif args.command == "launch":
+        from p2pnode.launch import launch
+
+        if args.processes < 1:
+            raise ConfigError("--processes must be at least 1")
+        result = _run_async(launch(config, args.processes, args.out, _progress(args)))
+    else:
+        from p2pnode.real import ProcessSpec, parse_hostport, parse_users, run_process
+
+        host, port = parse_hostport(args.listen)
+        users = parse_users(args.users) if args.users else tuple(range(config.nodes))
+        peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
+        for peer in peers:
+            parse_hostport(peer)
+        spec = ProcessSpec(users, host, port, peers, args.out)
+        result = _run_async(run_process(config, spec, _progress(args)))
+    if args.out is not None and args.command == "simulate":
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(json.dumps(result, indent=1))
+    if args.json:
+        printable = {k: v for k, v in result.items() if k != "history"}
+        printable["per_round"] = [
+            {
+                k: h[k]
+                for k in ("round", f"hit_ratio_at_{config.learning.top_k}", "messages", "bytes")
+                if k in h
+            }
+            for h in result.get("history", [])
+        ]
+        print(json.dumps(printable))
+    return 0
+
+
+def _run_async(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def _single_thread_torch() -> None:
+    import torch
+
+    torch.set_num_threads(1)

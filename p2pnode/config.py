@@ -1,0 +1,173 @@
+"""The one typed, validated configuration tree, its presets, and loading from TOML.
+
+The CLI only maps flags onto this tree (DESIGN §2 rule 9). Every field is documented here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROTOCOLS = ("base", "samo")
+SAMPLINGS = ("static", "peerswap", "cyclon")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class LearningConfig:
+    """Local model and training (GMF defaults from NCF; DESIGN §4)."""
+
+    factors: int = 32  #: embedding size
+    lr: float = 0.001  #: Adam learning rate
+    batch_size: int = 256  #: minibatch size
+    negatives: int = 4  #: sampled negatives per positive
+    local_epochs: int = 1  #: epochs over the local data per local update
+    top_k: int = 20  #: K of HR@K
+
+
+@dataclass(frozen=True)
+class WireConfig:
+    """How models travel."""
+
+    delta: bool = True  #: send row deltas against an acknowledged base when smaller
+    float16: bool = False  #: send float tensors in half precision (lossy, both sides agree)
+    delta_peers: int = 4  #: bases remembered per node, per direction
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """In-memory network knobs (simulator only)."""
+
+    delay_min: float = 0.0  #: minimum one-way delay, ticks
+    delay_max: float = 0.0  #: maximum one-way delay, ticks
+    drop: float = 0.0  #: probability that a frame is lost
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One experiment: network, protocol, sampling, data, learning, wire and timing."""
+
+    nodes: int = 943  #: number of nodes (one per user, the first N users of the dataset)
+    rounds: int = 20  #: rounds to run (a round is 100 ticks)
+    protocol: str = "base"  #: base | samo (002 Algorithms 1 and 2)
+    sampling: str = "peerswap"  #: static | peerswap | cyclon
+    view_size: int = 3  #: out-view size P
+    swap_rate: float = 0.1  #: PeerSwap view changes per node per round (p ~ Exp(rate))
+    seed: int = 0  #: seed of everything random
+    dataset: str = "ml-100k"  #: dataset name
+    data_dir: str = ""  #: where datasets live ("" = default cache directory)
+    samo_buffer: int = 64  #: SAMO: most models buffered between wake-ups
+    tick_seconds: float = 0.01  #: real runs: wall-clock seconds per tick
+    eval_every: int = 1  #: evaluate HR@K every this many rounds
+    learning: LearningConfig = field(default_factory=LearningConfig)
+    wire: WireConfig = field(default_factory=WireConfig)
+    sim: SimConfig = field(default_factory=SimConfig)
+
+    def validate(self) -> RunConfig:
+        """Return self, or raise ConfigError naming the first bad field."""
+        _check(self.nodes >= 2, "nodes", "must be at least 2")
+        _check(self.rounds >= 1, "rounds", "must be at least 1")
+        _check(self.protocol in PROTOCOLS, "protocol", f"must be one of {', '.join(PROTOCOLS)}")
+        _check(self.sampling in SAMPLINGS, "sampling", f"must be one of {', '.join(SAMPLINGS)}")
+        _check(1 <= self.view_size < self.nodes, "view-size", "must be in [1, nodes)")
+        _check(self.swap_rate >= 0, "swap-rate", "must be >= 0")
+        _check(self.samo_buffer >= 1, "samo-buffer", "must be >= 1")
+        _check(self.tick_seconds > 0, "tick-seconds", "must be > 0")
+        _check(self.eval_every >= 1, "eval-every", "must be >= 1")
+        lc = self.learning
+        _check(lc.factors >= 1, "factors", "must be >= 1")
+        _check(lc.lr > 0, "lr", "must be > 0")
+        _check(lc.batch_size >= 1, "batch-size", "must be >= 1")
+        _check(lc.negatives >= 1, "negatives", "must be >= 1")
+        _check(lc.local_epochs >= 1, "local-epochs", "must be >= 1")
+        _check(lc.top_k >= 1, "top-k", "must be >= 1")
+        _check(self.wire.delta_peers >= 1, "delta-peers", "must be >= 1")
+        s = self.sim
+        _check(0 <= s.drop < 1, "drop", "must be in [0, 1)")
+        _check(0 <= s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")
+        return self
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with top-level or nested (``learning.lr``) fields changed."""
+        top: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in changes.items():
+            if "." in key:
+                section, name = key.split(".", 1)
+                nested.setdefault(section, {})[name] = value
+            else:
+                top[key] = value
+        for section, values in nested.items():
+            top[section] = dataclasses.replace(getattr(self, section), **values)
+        return dataclasses.replace(self, **top)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {},
+    "quick": {"nodes": 100, "rounds": 10, "learning.lr": 0.01},
+}
+
+
+def load_toml(path: Path, base: RunConfig | None = None) -> RunConfig:
+    """Read a TOML file with top-level keys and [learning], [wire], [sim] tables."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    return from_mapping(raw, base or RunConfig(), source=str(path))
+
+
+def from_mapping(raw: dict[str, Any], base: RunConfig, source: str = "config") -> RunConfig:
+    changes: dict[str, Any] = {}
+    sections = {f.name: f for f in dataclasses.fields(RunConfig)}
+    for key, value in raw.items():
+        k = key.replace("-", "_")
+        if k not in sections:
+            raise ConfigError(f"{source}: unknown key {key!r}")
+        sub = getattr(base, k)
+        if dataclasses.is_dataclass(sub):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: [{key}] must be a table")
+            names = {f.name: f for f in dataclasses.fields(sub)}
+            for sk, sv in value.items():
+                sk2 = sk.replace("-", "_")
+                if sk2 not in names:
+                    raise ConfigError(f"{source}: unknown key {key}.{sk}")
+                changes[f"{k}.{sk2}"] = _coerce(sv, getattr(sub, sk2), f"{key}.{sk}", source)
+        else:
+            changes[k] = _coerce(value, sub, key, source)
+    return base.replace(**changes).validate()
+
+
+def _coerce(value: Any, default: Any, name: str, source: str) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: {name} must be true or false")
+        return value
+    if isinstance(default, int):
+        if type(value) is not int:
+            raise ConfigError(f"{source}: {name} must be an integer")
+        return value
+    if isinstance(default, float):
+        if type(value) not in (int, float):
+            raise ConfigError(f"{source}: {name} must be a number")
+        return float(value)
+    if isinstance(default, str) and not isinstance(value, str):
+        raise ConfigError(f"{source}: {name} must be a string")
+    return value
+
+
+def _check(ok: bool, name: str, what: str) -> None:
+    if not ok:
+        raise ConfigError(f"--{name} {what}")

@@ -1,0 +1,123 @@
+"""Datasets on disk: MovieLens-100k from the recbole wheel, read offline from a cache directory.
+
+DESIGN §5: the wheel of ``recbole==1.2.1`` on PyPI ships ML-100k in
+``recbole/dataset_example/ml-100k/``. ``p2pnode data get ml-100k`` takes the files from an
+installed recbole (never imported) or from the wheel, which it downloads with pip, and copies
+them into the data directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from learning.interactions import DataError, Interactions
+
+ML100K = "ml-100k"
+ML100K_FILES = ("ml-100k.inter", "ml-100k.user", "ml-100k.item")
+RECBOLE_PIN = "recbole==1.2.1"
+_WHEEL_DIR = "recbole/dataset_example/ml-100k/"
+
+
+def default_data_dir() -> Path:
+    """``$P2PNODE_DATA`` or ``~/.cache/p2pnode/data``."""
+    env = os.environ.get("P2PNODE_DATA")
+    return Path(env) if env else Path.home() / ".cache" / "p2pnode" / "data"
+
+
+def dataset_path(data_dir: str | Path | None, name: str = ML100K) -> Path:
+    return Path(data_dir or default_data_dir()) / name
+
+
+def load_ml100k(data_dir: str | Path | None = None) -> Interactions:
+    """All 100,000 ratings of ML-100k as implicit feedback (every rating is an interaction)."""
+    path = dataset_path(data_dir) / "ml-100k.inter"
+    if not path.exists():
+        raise DataError(f"MovieLens-100k is not in {path.parent}; run `p2pnode data get ml-100k` first")
+    users: list[str] = []
+    items: list[str] = []
+    times: list[float] = []
+    with path.open() as fh:
+        header = fh.readline().rstrip("\n").split("\t")
+        cols = {name.split(":")[0]: k for k, name in enumerate(header)}
+        if not {"user_id", "item_id", "timestamp"} <= set(cols):
+            raise DataError(f"{path}: header {header} lacks user_id, item_id or timestamp")
+        ui, ii, ti = cols["user_id"], cols["item_id"], cols["timestamp"]
+        for lineno, line in enumerate(fh, start=2):
+            parts = line.rstrip("\n").split("\t")
+            try:
+                users.append(parts[ui])
+                items.append(parts[ii])
+                times.append(float(parts[ti]))
+            except (IndexError, ValueError):
+                raise DataError(f"{path}:{lineno}: bad row {line.strip()!r}") from None
+    return Interactions.from_raw(users, items, times, name=ML100K)
+
+
+def fetch_ml100k(data_dir: str | Path | None = None, wheel: Path | None = None) -> Path:
+    """Make ML-100k available in ``data_dir``; returns the dataset directory."""
+    target = dataset_path(data_dir)
+    if all((target / f).exists() for f in ML100K_FILES):
+        return target
+    source = _installed_recbole()
+    if source is not None:
+        _copy_files(lambda name: (source / name).read_bytes(), target)
+        return target
+    if wheel is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            wheel = _download_wheel(Path(tmp))
+            _extract(wheel, target)
+    else:
+        _extract(wheel, target)
+    return target
+
+
+def _installed_recbole() -> Path | None:
+    spec = importlib.util.find_spec("recbole")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        d = Path(loc) / "dataset_example" / ML100K
+        if all((d / f).exists() for f in ML100K_FILES):
+            return d
+    return None
+
+
+def _download_wheel(dest: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(dest)]
+    proc = subprocess.run([*cmd, RECBOLE_PIN], capture_output=True, text=True, check=False)
+    wheels = sorted(dest.glob("recbole-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        raise DataError(
+            f"could not download {RECBOLE_PIN} with pip ({proc.stderr.strip()[-300:]}); "
+            "download the wheel elsewhere and pass it with --wheel"
+        )
+    return wheels[0]
+
+
+def _extract(wheel: Path, target: Path) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = set(zf.namelist())
+            missing = [f for f in ML100K_FILES if _WHEEL_DIR + f not in names]
+            if missing:
+                raise DataError(f"{wheel} does not contain {', '.join(missing)}")
+            _copy_files(lambda name: zf.read(_WHEEL_DIR + name), target)
+    except (zipfile.BadZipFile, FileNotFoundError) as exc:
+        raise DataError(f"{wheel}: {exc}") from None
+
+
+def _copy_files(read: object, target: Path) -> None:
+    assert callable(read)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ML100K_FILES:
+        tmp = target / (name + ".tmp")
+        tmp.write_bytes(read(name))
+        os.replace(tmp, target / name)
+    shutil.rmtree(target / "__pycache__", ignore_errors=True)

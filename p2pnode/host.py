@@ -1,0 +1,55 @@
+"""A host: the 1..M nodes of one process, behind one receive point (the single decode/dispatch).
+
+The HTTP server and the in-memory network both hand frames to ``Host.receive``; it decodes the
+envelope once, checks the route, and gives the frame to the addressed node.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from p2pnode.metrics import Metrics
+from p2pnode.node import NodeRuntime
+from p2pnode.transport.base import Frame as Data
+from p2pnode.transport.base import Outcome
+from p2pnode.wire.codec import decode_frame
+from p2pnode.wire.schema import Channel, WireError
+
+log = logging.getLogger("p2pnode.host")
+
+
+def body_limit(model_bytes: int) -> int:
+    """Largest frame a node accepts: a full float32 model plus room for the envelope."""
+    return int(model_bytes * 1.25) + 64 * 1024
+
+
+class Host:
+    """The nodes hosted by one process."""
+
+    def __init__(self, metrics: Metrics, max_frame_bytes: int) -> None:
+        self.metrics = metrics
+        self.max_frame_bytes = max_frame_bytes
+        self.nodes: dict[int, NodeRuntime] = {}
+        self.rejected_unknown = 0
+
+    def add(self, runtime: NodeRuntime) -> None:
+        self.nodes[runtime.node_id] = runtime
+
+    def receive(self, dest: int, channel: Channel, data: Data) -> Outcome:
+        """Decode, route and deliver one frame addressed to hosted node ``dest``."""
+        node = self.nodes.get(dest)
+        if node is None:
+            self.rejected_unknown += 1
+            self.metrics.rejected.labels("none", "unknown-node").inc()
+            return Outcome(404, "unknown-node")
+        try:
+            frame = decode_frame(data, self.max_frame_bytes)
+            if frame.dest != dest:
+                raise WireError("wrong-route", f"frame for {frame.dest} posted to {dest}")
+            if frame.channel != channel:
+                raise WireError("wrong-route", f"{frame.type.name} posted to the {channel.name} route")
+        except WireError as err:
+            node.reject(err.reason)
+            log.info("node %s refused a frame: %s", dest, err)
+            return Outcome(err.status, err.reason)
+        return node.deliver(frame, len(data))

@@ -1,0 +1,215 @@
+"""The node driver: runs one pure gossip node, executing the effects it returns.
+
+It owns the node's wire state (delta encoder/decoder), its timers on the clock, its counters and
+metrics. Peer messages come in through ``deliver`` after the host decoded the envelope.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from learning.learner import GMFLearner
+from p2pnode.clock import Clock, TimerHandle
+from p2pnode.metrics import Metrics, NodeCounters
+from p2pnode.transport.base import Outcome, Transport
+from p2pnode.wire.codec import (
+    Frame,
+    decode_model,
+    decode_sampling,
+    encode_model_frame,
+    encode_sampling_frame,
+)
+from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
+from p2pnode.wire.schema import Channel, WireError
+from peer_sampling.effects import Effect, Learned, Send, SetTimer
+from protocols.gossip import GossipNode
+from protocols.messages import ModelMessage
+
+log = logging.getLogger("p2pnode.node")
+
+
+class NodeRuntime:
+    """One hosted node: pure state machine + learner + wire state + timers + counters."""
+
+    def __init__(
+        self,
+        node: GossipNode,
+        learner: GMFLearner,
+        clock: Clock,
+        transport: Transport,
+        metrics: Metrics,
+        rng: random.Random,
+        encoder: DeltaEncoder,
+        decoder: DeltaDecoder,
+        on_learned: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.node = node
+        self.node_id = node.node_id
+        self.learner = learner
+        self.clock = clock
+        self.transport = transport
+        self.rng = rng
+        self.encoder = encoder
+        self.decoder = decoder
+        self.spec = learner.spec
+        self.counters = NodeCounters()
+        self.on_learned = on_learned
+        self._timers: dict[str, TimerHandle] = {}
+        self.stopped = False
+        label = str(self.node_id)
+        self._m_models_sent = metrics.models_sent.labels(label)
+        self._m_models_received = metrics.models_received.labels(label)
+        self._m_delta_sent = metrics.delta_sent.labels(label)
+        self._m_bytes_sent = metrics.bytes_sent.labels(label)
+        self._m_bytes_received = metrics.bytes_received.labels(label)
+        self._m_msgs = {
+            Channel.GOSSIP: metrics.messages_sent.labels(label, "gossip"),
+            Channel.SAMPLING: metrics.messages_sent.labels(label, "sampling"),
+        }
+        self._metrics = metrics
+        self._label = label
+        self._m_view = metrics.view_size.labels(label)
+        self._m_version = metrics.model_version.labels(label)
+        self._m_round = metrics.round.labels(label)
+        self._m_hit = metrics.hit_ratio.labels(label)
+        self._m_merges = metrics.merges.labels(label)
+        self._m_steps = metrics.local_steps.labels(label)
+        self._synced = (0, 0)
+        self.round = 0
+        self.last_hit: bool | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.execute(self.node.start(self.clock.now(), self.rng))
+
+    def pause(self) -> None:
+        """Cancel the node's timers; it keeps answering peers (used to freeze a node for checks)."""
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+    def stop(self) -> None:
+        """Stop for good: no timers, and later frames are answered 503."""
+        self.stopped = True
+        self.pause()
+
+    def record_round(self, round_no: int, hit: bool) -> None:
+        """Publish the round, the latest HR@K outcome and the protocol's counters."""
+        self.round = round_no
+        self.last_hit = hit
+        self._m_round.set(round_no)
+        self._m_hit.set(1.0 if hit else 0.0)
+        stats = self.node.protocol.stats
+        merges, steps = self._synced
+        self._m_merges.inc(stats.merges - merges)
+        self._m_steps.inc(stats.local_steps - steps)
+        self._synced = (stats.merges, stats.local_steps)
+
+    # -- effects --------------------------------------------------------------------------------
+
+    def execute(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Send):
+                self._send(effect.to, effect.message)
+            elif isinstance(effect, SetTimer):
+                self._set_timer(effect.key, effect.at)
+            elif isinstance(effect, Learned) and self.on_learned is not None:
+                self.on_learned(effect.node, effect.address)
+        self._m_view.set(len(self.node.sampler.out_view()))
+        self._m_version.set(self.learner.version)
+
+    def _set_timer(self, key: str, at: float) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        if at == float("inf") or self.stopped:
+            return
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            if not self.stopped:
+                self.execute(self.node.on_timer(key, self.clock.now(), self.rng))
+
+        self._timers[key] = self.clock.call_at(at, fire)
+
+    def _send(self, peer: int, message: object) -> None:
+        if self.stopped:
+            return
+        if isinstance(message, ModelMessage):
+            self._send_model(peer, message, allow_delta=True)
+            return
+        data = encode_sampling_frame(self.node_id, peer, message)
+        self._account(Channel.SAMPLING, len(data))
+        self.transport.send(self.node_id, peer, Channel.SAMPLING, data, lambda out: self._sent(peer, out))
+
+    def _send_model(self, peer: int, message: ModelMessage, allow_delta: bool) -> None:
+        if not allow_delta:
+            self.encoder.forget(peer)
+        encoded = self.encoder.encode(peer, message.version, message.params)
+        data = encode_model_frame(self.node_id, peer, encoded)
+        self._account(Channel.GOSSIP, len(data))
+        self.counters.models_sent += 1
+        self._m_models_sent.inc()
+        if encoded.is_delta:
+            self.counters.delta_models_sent += 1
+            self._m_delta_sent.inc()
+
+        def done(outcome: Outcome) -> None:
+            self._model_sent(peer, message, encoded, outcome)
+
+        self.transport.send(self.node_id, peer, Channel.GOSSIP, data, done)
+
+    def _model_sent(self, peer: int, message: ModelMessage, encoded: EncodedModel, outcome: Outcome) -> None:
+        if outcome.ok:
+            self.encoder.acknowledged(peer, message.version, encoded.view)
+            return
+        self.encoder.forget(peer)
+        if outcome.reason == "no-base" and encoded.is_delta and not self.stopped:
+            self._send_model(peer, message, allow_delta=False)
+            return
+        self._sent(peer, outcome)
+
+    def _sent(self, peer: int, outcome: Outcome) -> None:
+        if outcome.ok or self.stopped:
+            return
+        self.counters.send_failures += 1
+        self._metrics.send_failures.labels(self._label, outcome.reason or str(outcome.status)).inc()
+        if outcome.status == 0:
+            self.execute(self.node.on_unreachable(peer, self.clock.now(), self.rng))
+
+    def _account(self, channel: Channel, nbytes: int) -> None:
+        self.counters.messages_sent += 1
+        self.counters.bytes_sent += nbytes
+        self._m_bytes_sent.inc(nbytes)
+        self._m_msgs[channel].inc()
+
+    # -- incoming -------------------------------------------------------------------------------
+
+    def deliver(self, frame: Frame, nbytes: int) -> Outcome:
+        """Interpret a frame addressed to this node; a bad one changes nothing and is counted."""
+        if self.stopped:
+            return Outcome(503, "stopping")
+        try:
+            message: Any
+            if frame.type.name == "MODEL":
+                message = decode_model(frame, self.spec, self.decoder)
+            else:
+                message = decode_sampling(frame)
+        except WireError as err:
+            self.reject(err.reason)
+            log.info("node %s refused a message from %s: %s", self.node_id, frame.sender, err)
+            return Outcome(err.status, err.reason)
+        self.counters.bytes_received += nbytes
+        self._m_bytes_received.inc(nbytes)
+        if isinstance(message, ModelMessage):
+            self._m_models_received.inc()
+        self.execute(self.node.on_message(frame.sender, message, self.clock.now(), self.rng))
+        return Outcome(200)
+
+    def reject(self, reason: str) -> None:
+        self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
+        self._metrics.rejected.labels(self._label, reason).inc()

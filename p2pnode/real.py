@@ -1,0 +1,324 @@
+"""A real process: 1..M nodes behind one aiohttp server, talking HTTP to the other processes.
+
+Start-up: serve, learn the other processes' nodes from ``--peers`` (``GET /v1/members``), build
+the nodes (static and PeerSwap need every node id to draw the shared initial graph; Cyclon needs
+only its seeds), start them on the monotonic clock. Each round the process evaluates its nodes and
+prints one line. It stops after ``rounds`` rounds or on SIGTERM/SIGINT: timers are cancelled,
+in-flight sends finish (bounded), the server closes after in-flight requests, the session closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from p2pnode.build import Prepared, make_node, prepare
+from p2pnode.clock import MonotonicClock
+from p2pnode.config import RunConfig
+from p2pnode.host import Host, body_limit
+from p2pnode.metrics import Metrics
+from p2pnode.report import progress_line, round_stats, summary
+from p2pnode.transport.http import HttpTransport, make_app
+from peer_sampling.cyclon import Cyclon
+from protocols.gossip import TimingConfig
+
+log = logging.getLogger("p2pnode.real")
+ROUND_TICKS = TimingConfig().round_ticks
+
+
+class StartupError(RuntimeError):
+    """The process could not join the network (peers unreachable, ids clash, ...)."""
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """What one ``p2pnode run`` process hosts and where it listens."""
+
+    users: tuple[int, ...]
+    listen_host: str
+    listen_port: int
+    peers: tuple[str, ...] = ()
+    out: Path | None = None
+    bootstrap_timeout_s: float = 60.0
+
+    @property
+    def address(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+
+class NodeProcess:
+    """The running process: host, server, transport and the round loop."""
+
+    def __init__(self, config: RunConfig, spec: ProcessSpec, prep: Prepared | None = None) -> None:
+        self.config = config.validate()
+        self.spec = spec
+        self.prep = prep or prepare(self.config)
+        for u in spec.users:
+            if not 0 <= u < self.config.nodes:
+                raise StartupError(f"user {u} is outside the network's 0..{self.config.nodes - 1}")
+        self.metrics = Metrics()
+        self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
+        self.addresses: dict[int, str] = {u: spec.address for u in spec.users}
+        self.transport: HttpTransport | None = None
+        self.runner: web.AppRunner | None = None
+        self.round = 0
+        self.history: list[dict[str, Any]] = []
+        self._stop = asyncio.Event()
+        self._t0 = 0.0
+
+    # -- HTTP views ----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        nodes = []
+        for n in self.host.nodes.values():
+            nodes.append(
+                {
+                    "id": n.node_id,
+                    "round": n.round,
+                    "view": list(n.node.sampler.out_view()),
+                    "model_version": n.learner.version,
+                    "hit": n.last_hit,
+                    "models_sent": n.counters.models_sent,
+                    "bytes_sent": n.counters.bytes_sent,
+                    "rejected": n.counters.rejected,
+                }
+            )
+        hits = [bool(n.last_hit) for n in self.host.nodes.values() if n.last_hit is not None]
+        return {
+            "address": self.spec.address,
+            "protocol": self.config.protocol,
+            "sampling": self.config.sampling,
+            "round": self.round,
+            "rounds": self.config.rounds,
+            "hit_ratio": sum(hits) / len(hits) if hits else None,
+            "nodes": nodes,
+        }
+
+    def members(self) -> dict[str, Any]:
+        return {"address": self.spec.address, "nodes": sorted(self.spec.users)}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Build the nodes, serve, learn the peers, then start the nodes' timers."""
+        self.transport = HttpTransport(self.addresses)
+        clock = MonotonicClock(self.config.tick_seconds)
+        seeds: list[tuple[int, str]] = []
+        for u in self.spec.users:
+            runtime = make_node(
+                self.prep,
+                u,
+                clock,
+                self.transport,
+                self.metrics,
+                address=f"{u}@{self.spec.address}",
+                seeds=seeds,
+                on_learned=self._learned,
+            )
+            self.host.add(runtime)
+        app = make_app(self.host, self.status, self.members)
+        self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port)
+        await site.start()
+        seeds.extend(await self._bootstrap())
+        seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
+        for runtime in self.host.nodes.values():
+            sampler = runtime.node.sampler
+            if isinstance(sampler, Cyclon):
+                sampler.add_seeds(seeds)
+            runtime.start()
+        self._t0 = time.perf_counter()
+
+    def _learned(self, node: int, address: str) -> None:
+        _, _, hostport = address.partition("@")
+        if hostport and hostport != "sim":
+            self.addresses[node] = hostport
+
+    async def _bootstrap(self) -> list[tuple[int, str]]:
+        """Learn who hosts which node; returns Cyclon seeds (the nodes of the seed processes)."""
+        need_all = self.config.sampling in ("static", "peerswap")
+        deadline = time.monotonic() + self.spec.bootstrap_timeout_s
+        pending = [p for p in self.spec.peers if p != self.spec.address]
+        seeds: list[tuple[int, str]] = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+            while pending:
+                still: list[str] = []
+                for peer in pending:
+                    try:
+                        async with session.get(f"http://{peer}/v1/members") as resp:
+                            body = await resp.json()
+                        for u in body["nodes"]:
+                            if u in self.addresses and self.addresses[u] != peer:
+                                raise StartupError(
+                                    f"node {u} is hosted by both {peer} and {self.addresses[u]}"
+                                )
+                            self.addresses[int(u)] = peer
+                            seeds.append((int(u), f"{u}@{peer}"))
+                    except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
+                        still.append(peer)
+                pending = still
+                if pending:
+                    if time.monotonic() > deadline:
+                        raise StartupError(f"peers not reachable: {', '.join(pending)}")
+                    await asyncio.sleep(0.2)
+        if need_all:
+            missing = sorted(set(range(self.config.nodes)) - set(self.addresses))
+            if missing:
+                raise StartupError(
+                    f"{len(missing)} of {self.config.nodes} node ids are hosted by no process "
+                    f"(first: {missing[:5]}); --sampling {self.config.sampling} needs all of them"
+                )
+        return seeds
+
+    async def run(self, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Run until ``rounds`` rounds passed or ``stop`` is called; returns the summary."""
+        loop = asyncio.get_running_loop()
+        round_s = ROUND_TICKS * self.config.tick_seconds
+        top_k = self.config.learning.top_k
+        stats: dict[str, Any] = {}
+        while self.round < self.config.rounds and not self._stop.is_set():
+            target = self._t0 + (self.round + 1) * round_s
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), max(0.0, target - time.perf_counter()))
+            if self._stop.is_set():
+                break
+            self.round += 1
+            if self.round % self.config.eval_every == 0 or self.round == self.config.rounds:
+                stats = round_stats(self.round, self.host.nodes.values(), top_k)
+                stats["seconds"] = time.perf_counter() - self._t0
+                self.history.append(stats)
+                if progress is not None:
+                    progress(progress_line(stats, top_k, self.config.rounds, stats["seconds"]))
+        del loop
+        if not stats:
+            stats = round_stats(self.round, self.host.nodes.values(), top_k)
+        result = dict(stats)
+        result.update(
+            mode="real",
+            address=self.spec.address,
+            users=list(self.spec.users),
+            rounds=self.round,
+            seconds=time.perf_counter() - self._t0,
+            history=self.history,
+            config=self.config.to_dict(),
+        )
+        return result
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def shutdown(self) -> None:
+        """Graceful: stop timers, let in-flight sends finish, close server and session."""
+        for node in self.host.nodes.values():
+            node.stop()
+        if self.transport is not None:
+            await self.transport.drain(timeout_s=5.0)
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.transport is not None:
+            await self.transport.close()
+
+
+async def run_process(
+    config: RunConfig,
+    spec: ProcessSpec,
+    progress: Callable[[str], None] | None = None,
+    install_signals: bool = True,
+) -> dict[str, Any]:
+    """Run one process to completion (or SIGTERM/SIGINT) and write ``result.json`` to ``out``."""
+    proc = NodeProcess(config, spec)
+    loop = asyncio.get_running_loop()
+    if install_signals:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, proc.stop)
+    try:
+        await proc.start()
+        result = await proc.run(progress)
+    finally:
+        await proc.shutdown()
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+    if progress is not None:
+        progress(summary(result, config.learning.top_k))
+    if spec.out is not None:
+        spec.out.mkdir(parents=True, exist_ok=True)
+        (spec.out / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def parse_users(text: str) -> tuple[int, ...]:
+    """``0-99,120,130-131`` → node ids."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise ValueError(f"--users: {part!r} is not N or N-M") from None
+        if a < 0 or b < a:
+            raise ValueError(f"--users: {part!r} is not a valid range")
+        out.extend(range(a, b + 1))
+    if len(set(out)) != len(out):
+        raise ValueError("--users lists a node twice")
+    if not out:
+        raise ValueError("--users is empty")
+    return tuple(out)
+
+
+def parse_hostport(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def split_users(n: int, parts: int) -> list[tuple[int, ...]]:
+    """Contiguous, near-equal ranges of 0..n-1."""
+    parts = max(1, min(parts, n))
+    bounds = [round(k * n / parts) for k in range(parts + 1)]
+    return [tuple(range(bounds[k], bounds[k + 1])) for k in range(parts)]
+
+
+def aggregate(results: Sequence[dict[str, Any]], top_k: int) -> dict[str, Any]:
+    """Merge per-process summaries into one network summary (HR weighted by node count)."""
+    key = f"hit_ratio_at_{top_k}"
+    nodes = sum(r["nodes"] for r in results)
+    total: dict[str, Any] = {
+        "nodes": nodes,
+        "round": min(r["round"] for r in results),
+        "rounds": min(r["rounds"] for r in results),
+        key: sum(r[key] * r["nodes"] for r in results) / max(nodes, 1),
+    }
+    for k in (
+        "messages",
+        "model_messages",
+        "delta_messages",
+        "bytes",
+        "merges",
+        "local_steps",
+        "send_failures",
+    ):
+        total[k] = sum(r[k] for r in results)
+    rejected: dict[str, int] = {}
+    for r in results:
+        for k, v in r["rejected"].items():
+            rejected[k] = rejected.get(k, 0) + v
+    total["rejected"] = rejected
+    return total

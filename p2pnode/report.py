@@ -1,0 +1,68 @@
+"""Per-round progress lines and the final summary shared by simulate, run and launch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from learning.metrics import random_hit_ratio
+from learning.split import TEST_NEGATIVES
+from p2pnode.node import NodeRuntime
+
+
+def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict[str, Any]:
+    """Evaluate every node and sum its counters; also syncs the protocol counters to metrics."""
+    hits = 0
+    n = 0
+    msgs = nbytes = models = deltas = merges = steps = failures = 0
+    rejected: dict[str, int] = {}
+    for node in nodes:
+        hit = node.learner.evaluate()
+        node.record_round(round_no, hit)
+        hits += int(hit)
+        n += 1
+        c = node.counters
+        msgs += c.messages_sent
+        nbytes += c.bytes_sent
+        models += c.models_sent
+        deltas += c.delta_models_sent
+        failures += c.send_failures
+        for k, v in c.rejected.items():
+            rejected[k] = rejected.get(k, 0) + v
+        stats = node.node.protocol.stats
+        merges += stats.merges
+        steps += stats.local_steps
+    return {
+        "round": round_no,
+        "nodes": n,
+        f"hit_ratio_at_{top_k}": hits / max(n, 1),
+        "messages": msgs,
+        "model_messages": models,
+        "delta_messages": deltas,
+        "bytes": nbytes,
+        "merges": merges,
+        "local_steps": steps,
+        "send_failures": failures,
+        "rejected": rejected,
+    }
+
+
+def progress_line(stats: dict[str, Any], top_k: int, total_rounds: int, seconds: float) -> str:
+    hr = stats[f"hit_ratio_at_{top_k}"]
+    return (
+        f"round {stats['round']:>4}/{total_rounds}  HR@{top_k} {hr:.3f}  "
+        f"models {stats['model_messages']:>7} ({stats['delta_messages']} delta)  "
+        f"MB {stats['bytes'] / 1e6:9.1f}  merges {stats['merges']:>7}  {seconds:7.1f}s"
+    )
+
+
+def summary(stats: dict[str, Any], top_k: int) -> str:
+    hr = stats[f"hit_ratio_at_{top_k}"]
+    rnd = random_hit_ratio(top_k, TEST_NEGATIVES)
+    per_msg = stats["bytes"] / max(stats["messages"], 1)
+    return (
+        f"done: {stats['nodes']} nodes, {stats['round']} rounds, HR@{top_k} {hr:.3f} "
+        f"(random {rnd:.3f}), {stats['messages']} messages ({stats['model_messages']} models, "
+        f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "
+        f"{per_msg / 1e3:.1f} kB/message"
+    )

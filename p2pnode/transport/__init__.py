@@ -1,0 +1,1 @@
+"""Transports that move frames between nodes: in-memory (simulator) and HTTP (real runs)."""

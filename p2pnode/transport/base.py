@@ -1,0 +1,39 @@
+"""The transport interface: move one frame to a node, report the outcome; nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from p2pnode.wire.schema import Channel
+
+UNREACHABLE = 0  # status reported when no answer came back (refused, timeout, dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to a frame: an HTTP-style status (200 accepted) and a short reason."""
+
+    status: int
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+Frame = bytes | memoryview
+OnDone = Callable[[Outcome], None]
+
+
+class Receiver(Protocol):
+    """The side of a host that takes frames in (the single decode/dispatch point)."""
+
+    def receive(self, dest: int, channel: Channel, data: Frame) -> Outcome: ...
+
+
+class Transport(Protocol):
+    """Sends frames; ``on_done`` is called exactly once with the outcome."""
+
+    def send(self, src: int, dst: int, channel: Channel, data: Frame, on_done: OnDone) -> None: ...

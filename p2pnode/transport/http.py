@@ -1,0 +1,133 @@
+"""HTTP transport (aiohttp): one ClientSession per process with connection reuse, and the server.
+
+The HTTP layer only moves bytes (DESIGN §2 rule 3): bounded read, hand to ``Host.receive``,
+answer with its status. Routes: ``POST /v1/nodes/{id}/gossip`` and ``/v1/nodes/{id}/sampling``
+(msgpack frames), ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from p2pnode.host import Host
+from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome
+from p2pnode.wire.schema import Channel
+
+log = logging.getLogger("p2pnode.http")
+REASON_HEADER = "X-P2P-Reason"
+_ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING}
+_PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling"}
+
+
+class HttpTransport:
+    """Posts frames to ``http://host:port/v1/nodes/{dst}/{channel}``; tracks every in-flight send."""
+
+    def __init__(
+        self,
+        addresses: dict[int, str],
+        timeout_s: float = 10.0,
+        max_connections: int = 256,
+    ) -> None:
+        self.addresses = addresses
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, 3.0))
+        self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=64)
+        self.session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def send(self, src: int, dst: int, channel: Channel, data: Frame, on_done: OnDone) -> None:
+        address = self.addresses.get(dst)
+        if address is None or self.closed:
+            reason = "closing" if self.closed else "unknown address"
+            asyncio.get_running_loop().call_soon(on_done, Outcome(UNREACHABLE, reason))
+            return
+        url = f"http://{address}/v1/nodes/{dst}/{_PATH[channel]}"
+        task = asyncio.create_task(self._post(url, data, on_done))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _post(self, url: str, data: Frame, on_done: OnDone) -> None:
+        try:
+            async with self.session.post(
+                url, data=data, headers={"Content-Type": "application/msgpack"}
+            ) as resp:
+                await resp.read()
+                outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
+        except asyncio.CancelledError:
+            on_done(Outcome(UNREACHABLE, "cancelled"))
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            outcome = Outcome(UNREACHABLE, type(exc).__name__)
+        on_done(outcome)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait for in-flight sends to finish, then cancel what is left."""
+        pending = set(self._inflight)
+        if pending:
+            _done, still = await asyncio.wait(pending, timeout=timeout_s)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.gather(*still, return_exceptions=True)
+
+    async def close(self) -> None:
+        self.closed = True
+        await self.session.close()
+
+
+def make_app(
+    host: Host, status: Callable[[], dict[str, Any]], members: Callable[[], dict[str, Any]]
+) -> web.Application:
+    """The aiohttp application of one process; the body limit comes from the model size."""
+    app = web.Application(client_max_size=host.max_frame_bytes)
+
+    async def post_frame(request: web.Request) -> web.Response:
+        channel = _ROUTE.get(request.match_info["channel"])
+        try:
+            dest = int(request.match_info["node"])
+        except ValueError:
+            dest = -1
+        if channel is None or dest < 0:
+            return _answer(Outcome(404, "no-route"))
+        try:
+            data = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            node = host.nodes.get(dest)
+            if node is not None:
+                node.reject("too-large")
+            return _answer(Outcome(413, "too-large"))
+        return _answer(host.receive(dest, channel, data))
+
+    async def get_metrics(request: web.Request) -> web.Response:
+        body = generate_latest(host.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def get_status(request: web.Request) -> web.Response:
+        return web.json_response(status(), dumps=_dumps)
+
+    async def get_members(request: web.Request) -> web.Response:
+        return web.json_response(members(), dumps=_dumps)
+
+    app.router.add_post("/v1/nodes/{node}/{channel}", post_frame)
+    app.router.add_get("/v1/members", get_members)
+    app.router.add_get("/status", get_status)
+    app.router.add_get("/metrics", get_metrics)
+    return app
+
+
+def _answer(outcome: Outcome) -> web.Response:
+    headers = {REASON_HEADER: outcome.reason} if outcome.reason else None
+    text = outcome.reason or "ok"
+    return web.Response(status=outcome.status, text=text, headers=headers)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))

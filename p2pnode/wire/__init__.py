@@ -1,0 +1,1 @@
+"""The one wire schema: msgpack frames, an append-only message-type enum, one decode point."""

@@ -1,0 +1,269 @@
+"""Frame encoding and the single decode/dispatch point for every ``/v1/`` message.
+
+A frame is one msgpack map ``{"v": WIRE_VERSION, "t": MsgType, "src": id, "dst": id, "b": body}``.
+``decode_frame`` checks the envelope; ``decode_body`` turns a body into the pure packages' message
+dataclasses, checking every field (and, for models, every tensor against the local model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from learning.params import ModelSpec
+from p2pnode.wire.delta import DeltaDecoder, EncodedModel
+from p2pnode.wire.schema import (
+    MAX_ADDRESS_LEN,
+    MAX_CYCLON_ENTRIES,
+    MAX_NODE_ID,
+    MAX_VIEW_IDS,
+    WIRE_VERSION,
+    Channel,
+    MsgType,
+    WireError,
+)
+from peer_sampling.messages import (
+    CyclonEntry,
+    LockReply,
+    LockRequest,
+    ShuffleReply,
+    ShuffleRequest,
+    SwapAccept,
+    SwapAdopt,
+    SwapCommit,
+    SwapPropose,
+    Txn,
+    Unlock,
+)
+from protocols.messages import ModelMessage
+
+_ENVELOPE_KEYS = {"v", "t", "src", "dst", "b"}
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A decoded envelope whose body has not been interpreted yet."""
+
+    type: MsgType
+    sender: int
+    dest: int
+    body: Any
+
+    @property
+    def channel(self) -> Channel:
+        return Channel.GOSSIP if self.type == MsgType.MODEL else Channel.SAMPLING
+
+
+def encode_model_frame(sender: int, dest: int, model: EncodedModel) -> memoryview:
+    """The frame for a model message (full or delta body).
+
+    Packed into a buffer sized up front and returned as a view of it, so the tensor bytes are
+    copied exactly once.
+    """
+    frame = {
+        "v": WIRE_VERSION,
+        "t": int(MsgType.MODEL),
+        "src": sender,
+        "dst": dest,
+        "b": model.body,
+    }
+    packer = msgpack.Packer(buf_size=model.nbytes + 4096, autoreset=False, use_bin_type=True)
+    packer.pack(frame)
+    return memoryview(packer.getbuffer())
+
+
+def encode_sampling_frame(sender: int, dest: int, message: object) -> bytes:
+    """The frame for a peer-sampling message."""
+    for msg_type, (cls, enc, _dec) in _SAMPLING.items():
+        if type(message) is cls:
+            return _pack(msg_type, sender, dest, enc(message))
+    raise TypeError(f"no wire type for {type(message).__name__}")
+
+
+def _pack(msg_type: MsgType, sender: int, dest: int, body: Any) -> bytes:
+    frame = {"v": WIRE_VERSION, "t": int(msg_type), "src": sender, "dst": dest, "b": body}
+    return bytes(msgpack.packb(frame, use_bin_type=True))
+
+
+def decode_frame(data: bytes | memoryview, max_bytes: int) -> Frame:
+    """Parse and check the envelope. Raises WireError with the reason to count."""
+    if len(data) > max_bytes:
+        raise WireError("too-large", f"{len(data)} bytes > limit {max_bytes}", 413)
+    try:
+        obj = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            max_bin_len=max_bytes,
+            max_str_len=4096,
+            max_array_len=max(MAX_VIEW_IDS, 16),
+            max_map_len=256,
+            max_ext_len=0,
+        )
+    except ValueError as exc:
+        if "incomplete" in str(exc):
+            raise WireError("truncated", "the body ends inside a msgpack value") from None
+        raise WireError("malformed", f"not msgpack: {exc}") from None
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise WireError("malformed", f"not msgpack: {type(exc).__name__}") from None
+    if not isinstance(obj, dict) or set(obj) != _ENVELOPE_KEYS:
+        raise WireError("malformed", "a frame is a map with keys v, t, src, dst, b")
+    if obj["v"] != WIRE_VERSION:
+        raise WireError("version", f"wire version {obj['v']!r}, this node speaks {WIRE_VERSION}")
+    try:
+        msg_type = MsgType(obj["t"])
+    except ValueError:
+        raise WireError("unknown-type", f"message type {obj['t']!r}") from None
+    sender, dest = _node_id(obj["src"], "src"), _node_id(obj["dst"], "dst")
+    return Frame(msg_type, sender, dest, obj["b"])
+
+
+def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelMessage:
+    """Check a model body against the local model and rebuild it (full or delta)."""
+    version, params = decoder.decode(frame.sender, frame.body, spec)
+    return ModelMessage(version, params)
+
+
+def decode_sampling(frame: Frame) -> object:
+    """Turn a peer-sampling body into its message dataclass."""
+    entry = _SAMPLING.get(frame.type)
+    if entry is None:
+        raise WireError("unknown-type", f"{frame.type.name} is not a peer-sampling message")
+    body = frame.body
+    if not isinstance(body, dict):
+        raise WireError("schema", f"{frame.type.name}: body must be a map")
+    return entry[2](body)
+
+
+# -- field checks --------------------------------------------------------------------------------
+
+
+def _node_id(v: object, what: str) -> int:
+    if type(v) is not int or not 0 <= v < MAX_NODE_ID:
+        raise WireError("schema", f"{what} must be a node id (int in [0, 2^40))")
+    return v
+
+
+def _field(body: dict[str, Any], keys: set[str], name: str) -> None:
+    if set(body) != keys:
+        raise WireError("schema", f"{name}: fields {sorted(body)} where {sorted(keys)} expected")
+
+
+def _txn(v: object) -> Txn:
+    if not isinstance(v, list) or len(v) != 2:
+        raise WireError("schema", "txn must be [initiator, counter]")
+    return (_node_id(v[0], "txn"), _node_id(v[1], "txn"))
+
+
+def _ids(v: object) -> tuple[int, ...]:
+    if not isinstance(v, list) or len(v) > MAX_VIEW_IDS:
+        raise WireError("schema", "a view is a list of at most 4096 node ids")
+    return tuple(_node_id(x, "view") for x in v)
+
+
+def _entries(v: object) -> tuple[CyclonEntry, ...]:
+    if not isinstance(v, list) or len(v) > MAX_CYCLON_ENTRIES:
+        raise WireError("schema", "cyclon entries: a list of at most 256")
+    out: list[CyclonEntry] = []
+    for e in v:
+        if not (isinstance(e, list) and len(e) == 3 and isinstance(e[1], str)):
+            raise WireError("schema", "a cyclon entry is [id, address, age]")
+        if len(e[1]) > MAX_ADDRESS_LEN or type(e[2]) is not int or not 0 <= e[2] < 2**31:
+            raise WireError("schema", "cyclon entry address too long or age out of range")
+        out.append((_node_id(e[0], "entry"), e[1], e[2]))
+    return tuple(out)
+
+
+def _bool(v: object) -> bool:
+    if type(v) is not bool:
+        raise WireError("schema", "expected a boolean")
+    return v
+
+
+def _dec_txn_only(cls: Callable[[Txn], object], name: str) -> Callable[[dict[str, Any]], object]:
+    def dec(b: dict[str, Any]) -> object:
+        _field(b, {"txn"}, name)
+        return cls(_txn(b["txn"]))
+
+    return dec
+
+
+def _dec_accept(b: dict[str, Any]) -> object:
+    _field(b, {"txn", "out", "in"}, "SwapAccept")
+    return SwapAccept(_txn(b["txn"]), _ids(b["out"]), _ids(b["in"]))
+
+
+def _dec_adopt(b: dict[str, Any]) -> object:
+    _field(b, {"txn", "out", "in"}, "SwapAdopt")
+    return SwapAdopt(_txn(b["txn"]), _ids(b["out"]), _ids(b["in"]))
+
+
+def _dec_lock_reply(b: dict[str, Any]) -> object:
+    _field(b, {"txn", "ok"}, "LockReply")
+    return LockReply(_txn(b["txn"]), _bool(b["ok"]))
+
+
+def _dec_commit(b: dict[str, Any]) -> object:
+    _field(b, {"txn", "a", "b"}, "SwapCommit")
+    return SwapCommit(_txn(b["txn"]), _node_id(b["a"], "a"), _node_id(b["b"], "b"))
+
+
+def _dec_shuffle(
+    cls: Callable[[tuple[CyclonEntry, ...]], object], name: str
+) -> Callable[[dict[str, Any]], object]:
+    def dec(b: dict[str, Any]) -> object:
+        _field(b, {"e"}, name)
+        return cls(_entries(b["e"]))
+
+    return dec
+
+
+_Enc = Callable[[Any], dict[str, Any]]
+_Dec = Callable[[dict[str, Any]], object]
+
+_SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
+    MsgType.SWAP_PROPOSE: (
+        SwapPropose,
+        lambda m: {"txn": list(m.txn)},
+        _dec_txn_only(SwapPropose, "SwapPropose"),
+    ),
+    MsgType.SWAP_ACCEPT: (
+        SwapAccept,
+        lambda m: {"txn": list(m.txn), "out": list(m.out_view), "in": list(m.in_view)},
+        _dec_accept,
+    ),
+    MsgType.LOCK_REQUEST: (
+        LockRequest,
+        lambda m: {"txn": list(m.txn)},
+        _dec_txn_only(LockRequest, "LockRequest"),
+    ),
+    MsgType.LOCK_REPLY: (
+        LockReply,
+        lambda m: {"txn": list(m.txn), "ok": m.granted},
+        _dec_lock_reply,
+    ),
+    MsgType.SWAP_COMMIT: (
+        SwapCommit,
+        lambda m: {"txn": list(m.txn), "a": m.a, "b": m.b},
+        _dec_commit,
+    ),
+    MsgType.SWAP_ADOPT: (
+        SwapAdopt,
+        lambda m: {"txn": list(m.txn), "out": list(m.out_view), "in": list(m.in_view)},
+        _dec_adopt,
+    ),
+    MsgType.UNLOCK: (Unlock, lambda m: {"txn": list(m.txn)}, _dec_txn_only(Unlock, "Unlock")),
+    MsgType.SHUFFLE_REQUEST: (
+        ShuffleRequest,
+        lambda m: {"e": [list(e) for e in m.entries]},
+        _dec_shuffle(ShuffleRequest, "ShuffleRequest"),
+    ),
+    MsgType.SHUFFLE_REPLY: (
+        ShuffleReply,
+        lambda m: {"e": [list(e) for e in m.entries]},
+        _dec_shuffle(ShuffleReply, "ShuffleReply"),
+    ),
+}

@@ -1,0 +1,190 @@
+"""Model bodies in full or as row deltas against a version the receiver has acknowledged.
+
+A sender remembers, per peer, the last model that peer acknowledged (HTTP 200). For the next
+model it sends only the rows of each 2-D parameter that differ from that base, with their new
+values (not differences, so the receiver rebuilds the model bit for bit), when that is smaller
+than the full model. A receiver remembers the last model from each sender; a delta against a base
+it no longer holds is refused with reason ``no-base`` (409) and the sender falls back to full.
+With ``float16`` every float tensor travels in half precision; both sides then hold the rounded
+values, so later deltas stay exact with respect to what was sent.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from learning.params import ModelSpec, TensorSpec
+from p2pnode.wire.schema import MAX_TENSORS, WireError
+from p2pnode.wire.tensors import pack_tensor, unpack_tensor
+
+Params = dict[str, npt.NDArray[np.float32]]
+FrozenParams = Mapping[str, npt.NDArray[np.float32]]
+
+
+@dataclass(frozen=True)
+class EncodedModel:
+    """A model body ready for the frame, and what the receiver will hold once it accepts it."""
+
+    body: dict[str, Any]
+    view: FrozenParams
+    is_delta: bool
+    nbytes: int
+
+
+class DeltaEncoder:
+    """Per-node sender side: chooses full or delta per peer and tracks acknowledged bases."""
+
+    def __init__(
+        self,
+        enabled: bool = True,
+        float16: bool = False,
+        max_peers: int = 8,
+        min_saving: float = 0.1,
+    ) -> None:
+        self.enabled = enabled
+        self.float16 = float16
+        self.max_peers = max_peers
+        self.min_saving = min_saving
+        self._acked: OrderedDict[int, tuple[int, FrozenParams]] = OrderedDict()
+
+    def encode(self, peer: int, version: int, params: FrozenParams) -> EncodedModel:
+        view = _round16(params) if self.float16 else params
+        dtype = "float16" if self.float16 else None
+        base = self._acked.get(peer) if self.enabled else None
+        if base is not None:
+            delta = self._delta(version, base, view, dtype)
+            if delta is not None:
+                return EncodedModel(delta[0], view, True, delta[1])
+        body = {"ver": version, "p": {k: pack_tensor(v, dtype) for k, v in view.items()}}
+        nbytes = sum(v.size * (2 if dtype else v.itemsize) for v in view.values())
+        return EncodedModel(body, view, False, nbytes)
+
+    def _delta(
+        self, version: int, base: tuple[int, FrozenParams], view: FrozenParams, dtype: str | None
+    ) -> tuple[dict[str, Any], int] | None:
+        base_version, base_params = base
+        if set(base_params) != set(view):
+            return None
+        full_bytes = 0
+        delta_bytes = 0
+        dense: dict[str, Any] = {}
+        rows: dict[str, Any] = {}
+        for name, arr in view.items():
+            itemsize = 2 if dtype == "float16" else arr.itemsize
+            full_bytes += arr.size * itemsize
+            old = base_params[name]
+            if arr.ndim == 2 and old.shape == arr.shape:
+                changed = np.flatnonzero((arr != old).any(axis=1)).astype(np.int32)
+                delta_bytes += changed.size * (4 + arr.shape[1] * itemsize)
+                rows[name] = (changed, arr)
+            else:
+                delta_bytes += arr.size * itemsize
+                dense[name] = pack_tensor(arr, dtype)
+        if delta_bytes > (1.0 - self.min_saving) * full_bytes:
+            return None
+        packed_rows = {
+            name: {"i": pack_tensor(idx), "v": pack_tensor(arr[idx], dtype)}
+            for name, (idx, arr) in rows.items()
+        }
+        body = {"ver": version, "base": base_version, "p": dense, "r": packed_rows}
+        return body, delta_bytes
+
+    def acknowledged(self, peer: int, version: int, view: FrozenParams) -> None:
+        """The peer accepted ``view``; deltas to it may now be based on it."""
+        if not self.enabled:
+            return
+        self._acked[peer] = (version, view)
+        self._acked.move_to_end(peer)
+        while len(self._acked) > self.max_peers:
+            self._acked.popitem(last=False)
+
+    def forget(self, peer: int) -> None:
+        """The peer lacks our base (or failed): next message to it goes in full."""
+        self._acked.pop(peer, None)
+
+
+class DeltaDecoder:
+    """Per-node receiver side: rebuilds models and keeps the last one from each sender."""
+
+    def __init__(self, enabled: bool = True, max_peers: int = 8) -> None:
+        self.enabled = enabled
+        self.max_peers = max_peers
+        self._bases: OrderedDict[int, tuple[int, FrozenParams]] = OrderedDict()
+
+    def decode(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, FrozenParams]:
+        """Check ``body`` against ``spec`` and return (version, parameters). Raises WireError."""
+        if not isinstance(body, dict) or not {"ver", "p"} <= set(body) <= {"ver", "p", "base", "r"}:
+            raise WireError("schema", "model body must have ver, p and optionally base, r")
+        version = body["ver"]
+        if type(version) is not int or version < 0:
+            raise WireError("schema", "ver must be a non-negative int")
+        dense = body["p"]
+        if not isinstance(dense, dict) or len(dense) > MAX_TENSORS:
+            raise WireError("schema", "p must be a map of at most 64 tensors")
+        rows = body.get("r", {})
+        if not isinstance(rows, dict) or len(rows) > MAX_TENSORS:
+            raise WireError("schema", "r must be a map of at most 64 row sets")
+        if ("r" in body) != ("base" in body):
+            raise WireError("schema", "a delta carries both base and r")
+        names = set(dense) | set(rows)
+        if set(dense) & set(rows) or names != set(spec):
+            raise WireError(
+                "schema", f"parameters {sorted(map(str, names))} where {sorted(spec)} are expected"
+            )
+        with np.errstate(over="ignore", invalid="ignore"):
+            params: Params = {k: unpack_tensor(v, spec[k], what=k) for k, v in dense.items()}
+            if "base" in body:
+                params.update(self._apply_rows(sender, body["base"], rows, spec))
+        frozen = dict(params)
+        self._remember(sender, version, frozen)
+        return version, frozen
+
+    def _apply_rows(self, sender: int, base_version: object, rows: dict[Any, Any], spec: ModelSpec) -> Params:
+        held = self._bases.get(sender)
+        if held is None or held[0] != base_version:
+            raise WireError("no-base", f"no base version {base_version!r} from {sender}", 409)
+        out: Params = {}
+        for name, entry in rows.items():
+            tspec = spec[name]
+            if len(tspec.shape) != 2:
+                raise WireError("schema", f"{name}: row deltas only apply to 2-D parameters")
+            if not isinstance(entry, dict) or set(entry) != {"i", "v"}:
+                raise WireError("schema", f"{name}: a row set is a map with keys i, v")
+            n = _declared_len(entry["i"], name)
+            if n > tspec.shape[0]:
+                raise WireError("shape", f"{name}: {n} rows for a {tspec.shape[0]}-row parameter")
+            idx = unpack_tensor(entry["i"], TensorSpec("int32", (n,)), what=f"{name}.i")
+            if n and (idx[0] < 0 or idx[-1] >= tspec.shape[0] or np.any(np.diff(idx) <= 0)):
+                raise WireError("shape", f"{name}: row indices must be increasing and in range")
+            vals = unpack_tensor(entry["v"], TensorSpec(tspec.dtype, (n, tspec.shape[1])), what=f"{name}.v")
+            arr = np.array(held[1][name], copy=True)
+            arr[idx] = vals
+            arr.flags.writeable = False
+            out[name] = arr
+        return out
+
+    def _remember(self, sender: int, version: int, params: FrozenParams) -> None:
+        if not self.enabled:
+            return
+        self._bases[sender] = (version, params)
+        self._bases.move_to_end(sender)
+        while len(self._bases) > self.max_peers:
+            self._bases.popitem(last=False)
+
+
+def _declared_len(obj: object, name: str) -> int:
+    if isinstance(obj, dict) and isinstance(obj.get("s"), list) and len(obj["s"]) == 1:
+        n = obj["s"][0]
+        if type(n) is int and n >= 0:
+            return n
+    raise WireError("schema", f"{name}.i must be a 1-D tensor")
+
+
+def _round16(params: FrozenParams) -> FrozenParams:
+    return {k: v.astype(np.float16).astype(np.float32) for k, v in params.items()}

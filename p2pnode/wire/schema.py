@@ -1,0 +1,47 @@
+"""Wire version, the append-only message-type enum, limits, and the rejection error."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+WIRE_VERSION = 1
+
+
+class MsgType(IntEnum):
+    """Message types. Append only: never renumber or reuse a value."""
+
+    MODEL = 1
+    SWAP_PROPOSE = 2
+    SWAP_ACCEPT = 3
+    LOCK_REQUEST = 4
+    LOCK_REPLY = 5
+    SWAP_COMMIT = 6
+    SWAP_ADOPT = 7
+    UNLOCK = 8
+    SHUFFLE_REQUEST = 9
+    SHUFFLE_REPLY = 10
+
+
+class Channel(IntEnum):
+    """Which ``/v1/`` route a message type travels on."""
+
+    GOSSIP = 1
+    SAMPLING = 2
+
+
+MAX_VIEW_IDS = 4096
+MAX_CYCLON_ENTRIES = 256
+MAX_ADDRESS_LEN = 255
+MAX_TENSORS = 64
+MAX_NAME_LEN = 64
+MAX_NODE_ID = 2**40
+
+
+class WireError(Exception):
+    """A peer's message was refused. ``reason`` labels the metric; ``status`` is the HTTP answer."""
+
+    def __init__(self, reason: str, detail: str, status: int = 400) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.status = status

@@ -1,0 +1,88 @@
+"""Tensors on the wire as ``{"d": dtype, "s": shape, "b": raw bytes}``, checked before use.
+
+DESIGN §2 rule 6: never unpickle, never ``torch.load`` peer bytes. The dtype comes from an
+allowlist, the shape must match the local model's, the byte count must match the shape, and every
+value must be finite.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from learning.params import TensorSpec
+from p2pnode.wire.schema import WireError
+
+ALLOWED_DTYPES: dict[str, np.dtype[Any]] = {
+    "float32": np.dtype("<f4"),
+    "float16": np.dtype("<f2"),
+    "int32": np.dtype("<i4"),
+}
+_NAME_OF = {dt: name for name, dt in ALLOWED_DTYPES.items()}
+_F32 = ALLOWED_DTYPES["float32"]
+_F16 = ALLOWED_DTYPES["float16"]
+
+
+def pack_tensor(arr: npt.NDArray[Any], dtype: str | None = None) -> dict[str, Any]:
+    """The wire form of ``arr`` (cast to ``dtype`` when given); bytes are little-endian."""
+    if dtype is not None:
+        arr = arr.astype(ALLOWED_DTYPES[dtype])
+    name = _NAME_OF.get(arr.dtype)
+    if name is None:
+        raise TypeError(f"dtype {arr.dtype} cannot go on the wire")
+    if arr.size == 0:
+        return {"d": name, "s": list(arr.shape), "b": b""}
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return {"d": name, "s": list(arr.shape), "b": memoryview(arr.data).cast("B")}
+
+
+def unpack_tensor(
+    obj: object, spec: TensorSpec, *, allow_float16: bool = True, what: str = "tensor"
+) -> npt.NDArray[Any]:
+    """Check a wire tensor against ``spec`` and return a read-only array of the spec's dtype."""
+    if type(obj) is not dict or len(obj) != 3:
+        raise WireError("schema", f"{what}: a tensor is a map with keys d, s, b")
+    try:
+        dtype_name, shape, raw = obj["d"], obj["s"], obj["b"]
+    except KeyError:
+        raise WireError("schema", f"{what}: a tensor is a map with keys d, s, b") from None
+    got = ALLOWED_DTYPES.get(dtype_name) if type(dtype_name) is str else None
+    if got is None:
+        raise WireError("dtype", f"{what}: dtype {dtype_name!r} is not allowed")
+    want = np.dtype(spec.dtype)
+    if got != want and not (allow_float16 and got == _F16 and want == _F32):
+        raise WireError("dtype", f"{what}: dtype {dtype_name} where {spec.dtype} is expected")
+    if type(shape) is not list or tuple(shape) != spec.shape:
+        raise WireError("shape", f"{what}: shape {shape!r} where {list(spec.shape)} is expected")
+    if type(raw) is not bytes:
+        raise WireError("schema", f"{what}: data must be bytes")
+    count = math.prod(spec.shape)
+    if len(raw) != count * got.itemsize:
+        raise WireError("shape", f"{what}: {len(raw)} bytes for shape {spec.shape} {dtype_name}")
+    arr = np.frombuffer(raw, dtype=got).reshape(spec.shape)
+    if got is not want and got != want:
+        arr = arr.astype(want)
+    if got.kind == "f" and not all_finite(arr):
+        raise WireError("non-finite", f"{what}: NaN or infinite values")
+    arr.flags.writeable = False
+    return arr
+
+
+def all_finite(arr: npt.NDArray[Any]) -> bool:
+    """True when no element is NaN or ±inf.
+
+    A BLAS dot product of the values with themselves is NaN or inf as soon as one value is, and
+    costs about one read of the array; only when it is not finite is the exact element-wise check
+    run (it tells a NaN from an overflow of legitimately huge values). Callers decoding a whole
+    message wrap it in one ``np.errstate(over="ignore")`` so that overflow does not warn.
+    """
+    if arr.size == 0:
+        return True
+    flat = arr.reshape(-1)
+    if math.isfinite(float(np.dot(flat, flat))):
+        return True
+    return bool(np.isfinite(flat).all())

@@ -1,0 +1,1 @@
+"""Peer sampling: static k-regular views, PeerSwap dynamic views, Cyclon shuffle. Pure state machines."""

@@ -1,0 +1,134 @@
+"""Cyclon shuffle (Voulgaris et al., 2005) for open membership bootstrapped from seed addresses.
+
+Each node keeps a cache of at most ``capacity`` entries (node id, address, age). Once per
+``period_ticks`` it ages every entry, takes the oldest peer q out of the cache and sends q a random
+subset of ``shuffle_length - 1`` entries plus itself at age 0. q answers with up to
+``shuffle_length`` of its own entries and merges what it got; p merges the answer. Merging fills
+empty slots first, then replaces the entries that were sent. A peer that cannot be reached is
+simply not put back, which is Cyclon's failure detection; a node whose cache runs dry falls back
+on its seeds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from peer_sampling.base import PeerSampler
+from peer_sampling.effects import Effect, Learned, NodeId, Send, SetTimer
+from peer_sampling.messages import CyclonEntry, ShuffleReply, ShuffleRequest
+
+SHUFFLE_TIMER = "ps:shuffle"
+
+
+@dataclass(frozen=True)
+class CyclonConfig:
+    """Cache capacity (the out-view size), shuffle length and period."""
+
+    capacity: int = 3
+    shuffle_length: int = 0  # 0: ceil(capacity / 2) + 1
+    period_ticks: float = 100.0
+
+    @property
+    def length(self) -> int:
+        return self.shuffle_length or (self.capacity + 1) // 2 + 1
+
+
+class Cyclon(PeerSampler):
+    """A node's Cyclon cache state machine."""
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        address: str,
+        seeds: Sequence[tuple[NodeId, str]],
+        config: CyclonConfig = CyclonConfig(),
+    ) -> None:
+        self.node_id = node_id
+        self.address = address
+        self.config = config
+        self.seeds = [(n, a) for n, a in seeds if n != node_id]
+        self.cache: dict[NodeId, tuple[str, int]] = {}
+        self._sent: dict[NodeId, list[NodeId]] = {}
+        for n, a in self.seeds[: config.capacity]:
+            self.cache[n] = (a, 0)
+
+    def out_view(self) -> tuple[NodeId, ...]:
+        return tuple(sorted(self.cache))
+
+    def add_seeds(self, seeds: Sequence[tuple[NodeId, str]]) -> None:
+        """Seeds learned after construction (a real process learns them at bootstrap)."""
+        known = {n for n, _ in self.seeds}
+        fresh = [(n, a) for n, a in seeds if n != self.node_id and n not in known]
+        if fresh:  # rotate so that nodes given the same seed list start from different seeds
+            k = self.node_id % len(fresh)
+            fresh = fresh[k:] + fresh[:k]
+        self.seeds += fresh
+        for n, a in self.seeds:
+            if len(self.cache) >= self.config.capacity:
+                break
+            self.cache.setdefault(n, (a, 0))
+
+    def start(self, now: float, rng: random.Random) -> list[Effect]:
+        first = now + rng.uniform(0, self.config.period_ticks)
+        return [SetTimer(SHUFFLE_TIMER, first)]
+
+    def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
+        if key != SHUFFLE_TIMER:
+            return []
+        effects: list[Effect] = [SetTimer(SHUFFLE_TIMER, now + self.config.period_ticks)]
+        if not self.cache:
+            effects += self._reseed()
+        if not self.cache:
+            return effects
+        self.cache = {n: (a, age + 1) for n, (a, age) in self.cache.items()}
+        oldest = max(sorted(self.cache), key=lambda n: self.cache[n][1])
+        del self.cache[oldest]
+        others = sorted(self.cache)
+        chosen = rng.sample(others, min(len(others), self.config.length - 1))
+        self._sent[oldest] = chosen
+        entries = [(self.node_id, self.address, 0), *((n, *self.cache[n]) for n in chosen)]
+        effects.append(Send(oldest, ShuffleRequest(tuple(entries))))
+        return effects
+
+    def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        match message:
+            case ShuffleRequest(entries=entries):
+                others = sorted(n for n in self.cache if n != sender)
+                chosen = rng.sample(others, min(len(others), self.config.length))
+                reply = tuple((n, *self.cache[n]) for n in chosen)
+                return [Send(sender, ShuffleReply(reply)), *self._merge(entries, chosen)]
+            case ShuffleReply(entries=entries):
+                return self._merge(entries, self._sent.pop(sender, []))
+        return []
+
+    def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:
+        self.cache.pop(peer, None)
+        self._sent.pop(peer, None)
+        return self._reseed() if not self.cache else []
+
+    def _reseed(self) -> list[Effect]:
+        effects: list[Effect] = []
+        for n, a in self.seeds[: self.config.capacity]:
+            self.cache[n] = (a, 0)
+            effects.append(Learned(n, a))
+        return effects
+
+    def _merge(self, entries: Sequence[CyclonEntry], sent: list[NodeId]) -> list[Effect]:
+        replaceable = [n for n in sent if n in self.cache]
+        effects: list[Effect] = []
+        for node, address, age in entries:
+            if node == self.node_id:
+                continue
+            if node in self.cache:
+                if age < self.cache[node][1]:
+                    self.cache[node] = (address, age)
+                continue
+            if len(self.cache) >= self.config.capacity:
+                if not replaceable:
+                    continue
+                del self.cache[replaceable.pop()]
+            self.cache[node] = (address, age)
+            effects.append(Learned(node, address))
+        return effects

@@ -1,0 +1,34 @@
+"""Effects that the pure state machines return for the node driver to carry out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NodeId = int
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Deliver ``message`` to node ``to`` (one-way; the driver reports failures back)."""
+
+    to: NodeId
+    message: object
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    """Call the machine's ``on_timer(key)`` at virtual time ``at`` (ticks); replaces a pending one."""
+
+    key: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """The driver should remember that ``node`` is reachable at ``address`` (``id@host:port``)."""
+
+    node: NodeId
+    address: str
+
+
+Effect = Send | SetTimer | Learned

@@ -1,0 +1,226 @@
+"""PeerSwap dynamic views (002 §2.4, after Guerraoui et al. 2024) as a locked message exchange.
+
+When its swap timer fires (inter-swap times ~ Exp(rate) rounds, CIA paper §V-B), node i picks a
+random out-neighbour j and they exchange positions in the graph: with π the transposition (i j),
+every edge (a, b) becomes (π(a), π(b)). The graph stays k-out/k-in regular and every view stays
+consistent with its peers' (j ∈ out(i) ⇔ i ∈ in(j)).
+
+No node sees the global graph. The exchange is a small transaction driven by i:
+
+1. i locks itself and sends ``SwapPropose`` to j; j locks itself and answers ``SwapAccept`` with
+   its views (or ``LockReply(granted=False)`` if it is already in another swap).
+2. i sends ``LockRequest`` to every neighbour of i or j; each locks itself and answers.
+3. If all granted: i adopts π(views of j), sends ``SwapAdopt`` (π(views of i)) to j and
+   ``SwapCommit`` to the neighbours, who apply π to their views and unlock.
+   If any refused or the transaction timed out: ``Unlock`` to everyone locked; nothing changes.
+
+Locks carry a lease so a crashed initiator cannot freeze its neighbours; a commit is applied even
+after its lease ran out, since applying it is what keeps the views consistent with the others.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from peer_sampling.base import PeerSampler
+from peer_sampling.effects import Effect, NodeId, Send, SetTimer
+from peer_sampling.messages import (
+    LockReply,
+    LockRequest,
+    SwapAccept,
+    SwapAdopt,
+    SwapCommit,
+    SwapPropose,
+    Txn,
+    Unlock,
+)
+
+SWAP_TIMER = "ps:swap"
+TXN_TIMER = "ps:txn"
+LEASE_TIMER = "ps:lease"
+
+
+@dataclass(frozen=True)
+class PeerSwapConfig:
+    """Rates and timeouts, in rounds and ticks."""
+
+    rate_per_round: float = 0.1
+    round_ticks: float = 100.0
+    txn_timeout_ticks: float = 50.0
+    lease_ticks: float = 100.0
+
+
+@dataclass
+class _Pending:
+    txn: Txn
+    partner: NodeId
+    partner_out: tuple[NodeId, ...] = ()
+    partner_in: tuple[NodeId, ...] = ()
+    waiting: set[NodeId] = field(default_factory=set)
+    granted: set[NodeId] = field(default_factory=set)
+    accepted: bool = False
+
+
+@dataclass
+class SwapStats:
+    """Counts a test or a metric can read."""
+
+    committed: int = 0
+    aborted: int = 0
+    skipped_busy: int = 0
+
+
+class PeerSwap(PeerSampler):
+    """A node's PeerSwap view state machine."""
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        out_view: Sequence[NodeId],
+        in_view: Sequence[NodeId],
+        config: PeerSwapConfig = PeerSwapConfig(),
+    ) -> None:
+        self.node_id = node_id
+        self.config = config
+        self._out = sorted(out_view)
+        self._in = sorted(in_view)
+        self.lock: Txn | None = None
+        self._pending: _Pending | None = None
+        self._counter = 0
+        self.stats = SwapStats()
+
+    def out_view(self) -> tuple[NodeId, ...]:
+        return tuple(self._out)
+
+    def in_view(self) -> tuple[NodeId, ...]:
+        return tuple(self._in)
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def start(self, now: float, rng: random.Random) -> list[Effect]:
+        return [self._next_swap(now, rng)]
+
+    def _next_swap(self, now: float, rng: random.Random) -> SetTimer:
+        if self.config.rate_per_round <= 0:
+            return SetTimer(SWAP_TIMER, float("inf"))
+        wait_rounds = rng.expovariate(self.config.rate_per_round)
+        return SetTimer(SWAP_TIMER, now + wait_rounds * self.config.round_ticks)
+
+    def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
+        if key == SWAP_TIMER:
+            return [self._next_swap(now, rng), *self._initiate(now, rng)]
+        if key == TXN_TIMER and self._pending is not None:
+            return self._abort()
+        if key == LEASE_TIMER and self.lock is not None and self._pending is None:
+            self.lock = None
+        return []
+
+    def _initiate(self, now: float, rng: random.Random) -> list[Effect]:
+        if self.lock is not None or not self._out:
+            self.stats.skipped_busy += 1
+            return []
+        self._counter += 1
+        txn = (self.node_id, self._counter)
+        partner = self._out[rng.randrange(len(self._out))]
+        self.lock = txn
+        self._pending = _Pending(txn, partner)
+        return [
+            Send(partner, SwapPropose(txn)),
+            SetTimer(TXN_TIMER, now + self.config.txn_timeout_ticks),
+        ]
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        match message:
+            case SwapPropose(txn=txn):
+                return self._on_lock_request(sender, txn, now, accept_with_views=True)
+            case LockRequest(txn=txn):
+                return self._on_lock_request(sender, txn, now, accept_with_views=False)
+            case SwapAccept():
+                return self._on_accept(sender, message)
+            case LockReply():
+                return self._on_lock_reply(sender, message)
+            case SwapCommit(txn=txn, a=a, b=b):
+                self._out, self._in = _relabel(self._out, a, b), _relabel(self._in, a, b)
+                self._release(txn)
+                return []
+            case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
+                self._out, self._in = sorted(out_view), sorted(in_view)
+                self._release(txn)
+                return []
+            case Unlock(txn=txn):
+                self._release(txn)
+                return []
+        return []
+
+    def _on_lock_request(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
+        if self.lock is not None:
+            return [Send(sender, LockReply(txn, granted=False))]
+        self.lock = txn
+        lease = SetTimer(LEASE_TIMER, now + self.config.lease_ticks)
+        if accept_with_views:
+            return [Send(sender, SwapAccept(txn, tuple(self._out), tuple(self._in))), lease]
+        return [Send(sender, LockReply(txn, granted=True)), lease]
+
+    def _on_accept(self, sender: NodeId, msg: SwapAccept) -> list[Effect]:
+        p = self._pending
+        if p is None or p.txn != msg.txn or sender != p.partner:
+            return [Send(sender, Unlock(msg.txn))]
+        p.accepted = True
+        p.partner_out, p.partner_in = msg.out_view, msg.in_view
+        me, j = self.node_id, p.partner
+        neighbours = set(self._out) | set(self._in) | set(msg.out_view) | set(msg.in_view)
+        p.waiting = neighbours - {me, j}
+        if not p.waiting:
+            return self._commit()
+        return [Send(k, LockRequest(p.txn)) for k in sorted(p.waiting)]
+
+    def _on_lock_reply(self, sender: NodeId, msg: LockReply) -> list[Effect]:
+        p = self._pending
+        if p is None or p.txn != msg.txn:
+            return [Send(sender, Unlock(msg.txn))] if msg.granted else []
+        if not msg.granted:
+            return self._abort()
+        if sender in p.waiting:
+            p.waiting.discard(sender)
+            p.granted.add(sender)
+        return self._commit() if not p.waiting else []
+
+    def _commit(self) -> list[Effect]:
+        p = self._pending
+        assert p is not None
+        me, j = self.node_id, p.partner
+        adopt = SwapAdopt(p.txn, tuple(_relabel(self._out, me, j)), tuple(_relabel(self._in, me, j)))
+        effects: list[Effect] = [Send(j, adopt)]
+        effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
+        self._out = _relabel(list(p.partner_out), me, j)
+        self._in = _relabel(list(p.partner_in), me, j)
+        self._pending = None
+        self.lock = None
+        self.stats.committed += 1
+        return effects
+
+    def _abort(self) -> list[Effect]:
+        p = self._pending
+        assert p is not None
+        locked = set(p.granted) | ({p.partner} if p.accepted else set())
+        effects: list[Effect] = [Send(k, Unlock(p.txn)) for k in sorted(locked)]
+        # A partner that has not answered yet may still lock itself; Unlock it too (idempotent).
+        if not p.accepted:
+            effects.append(Send(p.partner, Unlock(p.txn)))
+        self._pending = None
+        self.lock = None
+        self.stats.aborted += 1
+        return effects
+
+    def _release(self, txn: Txn) -> None:
+        if self.lock == txn:
+            self.lock = None
+
+
+def _relabel(view: Iterable[NodeId], a: NodeId, b: NodeId) -> list[NodeId]:
+    """Apply the transposition (a b) to every id in ``view``."""
+    return sorted(b if v == a else a if v == b else v for v in view)

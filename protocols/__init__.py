@@ -1,0 +1,1 @@
+"""Gossip learning protocols (Base GL, SAMO) as pure state machines."""

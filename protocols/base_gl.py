@@ -1,0 +1,29 @@
+"""Base Gossip Learning, 002 Algorithm 1 (after Ormándi et al.)."""
+
+from __future__ import annotations
+
+import random
+
+from peer_sampling.effects import Effect, NodeId, Send
+from protocols.gossip import GossipProtocol
+from protocols.messages import ModelMessage
+
+
+class BaseGossip(GossipProtocol):
+    """On wake-up send θ_i to one random neighbour; on receipt θ_i ← (θ_i + θ_j)/2, then train."""
+
+    name = "base"
+
+    def wake(self, now: float, rng: random.Random) -> list[Effect]:
+        peer = self.sampler.pick(rng)
+        if peer is None:
+            return []
+        self.stats.models_sent += 1
+        return [Send(peer, ModelMessage(self.learner.version, self.learner.snapshot()))]
+
+    def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
+        self.stats.models_received += 1
+        self.learner.merge([message.params])
+        self.stats.merges += 1
+        self.stats.local_steps += self.learner.local_update()
+        return []

@@ -1,0 +1,97 @@
+"""Common wake-up timing of the gossip protocols and the pure node that hosts one protocol.
+
+Timing from 002 §3.1: a round is 100 ticks, and node i waits Δ_i ~ N(100, σ² = 100) ticks between
+wake-ups, Δ_i drawn once at the start. The first wake-up falls at a random phase in [0, Δ_i).
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from peer_sampling.base import PeerSampler
+from peer_sampling.effects import Effect, NodeId, SetTimer
+from protocols.learner import Learner
+from protocols.messages import ModelMessage
+
+WAKE_TIMER = "wake"
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """Wake-up period distribution, in ticks."""
+
+    mean_ticks: float = 100.0
+    std_ticks: float = 10.0
+    round_ticks: float = 100.0
+
+
+@dataclass
+class ProtocolStats:
+    """Counters the driver exports as metrics."""
+
+    wakes: int = 0
+    models_sent: int = 0
+    models_received: int = 0
+    merges: int = 0
+    local_steps: int = 0
+    buffer_drops: int = 0
+
+
+class GossipProtocol(ABC):
+    """A gossip learning protocol for one node: reacts to wake-ups and received models."""
+
+    name = "abstract"
+
+    def __init__(self, node_id: NodeId, learner: Learner, sampler: PeerSampler, timing: TimingConfig) -> None:
+        self.node_id = node_id
+        self.learner = learner
+        self.sampler = sampler
+        self.timing = timing
+        self.period = 0.0
+        self.stats = ProtocolStats()
+
+    def start(self, now: float, rng: random.Random) -> list[Effect]:
+        """Draw Δ_i and set the first wake-up."""
+        self.period = max(1.0, rng.gauss(self.timing.mean_ticks, self.timing.std_ticks))
+        return [SetTimer(WAKE_TIMER, now + rng.uniform(0.0, self.period))]
+
+    def on_wake(self, now: float, rng: random.Random) -> list[Effect]:
+        self.stats.wakes += 1
+        return [SetTimer(WAKE_TIMER, now + self.period), *self.wake(now, rng)]
+
+    @abstractmethod
+    def wake(self, now: float, rng: random.Random) -> list[Effect]:
+        """What the node does when it wakes up."""
+
+    @abstractmethod
+    def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
+        """What the node does when a model arrives (already checked against the local model)."""
+
+
+class GossipNode:
+    """One pure node: a protocol plus its sampler, with timers and messages routed to each."""
+
+    def __init__(self, protocol: GossipProtocol) -> None:
+        self.protocol = protocol
+        self.sampler = protocol.sampler
+        self.node_id = protocol.node_id
+
+    def start(self, now: float, rng: random.Random) -> list[Effect]:
+        return [*self.sampler.start(now, rng), *self.protocol.start(now, rng)]
+
+    def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
+        if key == WAKE_TIMER:
+            return self.protocol.on_wake(now, rng)
+        if key.startswith("ps:"):
+            return self.sampler.on_timer(key, now, rng)
+        return []
+
+    def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        if isinstance(message, ModelMessage):
+            return self.protocol.on_model(sender, message, now, rng)
+        return self.sampler.on_message(sender, message, now, rng)
+
+    def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:
+        return self.sampler.on_unreachable(peer, now, rng)

@@ -1,0 +1,29 @@
+"""What a protocol needs from a local model: snapshot, merge, local update. No torch here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Params = Mapping[str, npt.NDArray[np.float32]]
+
+
+class Learner(Protocol):
+    """A node's trainable model, as the gossip protocols see it."""
+
+    version: int
+
+    def snapshot(self) -> dict[str, npt.NDArray[np.float32]]:
+        """A copy of the parameters the protocol shares."""
+        ...
+
+    def merge(self, models: Sequence[Params]) -> None:
+        """Replace the shared parameters by the mean of the own ones and ``models``."""
+        ...
+
+    def local_update(self) -> int:
+        """Train on local data; return the number of optimizer steps."""
+        ...

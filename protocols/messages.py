@@ -1,0 +1,18 @@
+"""Messages of the gossip protocols."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocols.learner import Params
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMessage:
+    """A model θ_j sent by a gossip node (002 Alg. 1 line 4, Alg. 2 line 8).
+
+    ``version`` is the sender's model version; ``params`` holds only the shared parameters.
+    """
+
+    version: int
+    params: Params

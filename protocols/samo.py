@@ -1,0 +1,59 @@
+"""Send-All-Merge-Once, 002 Algorithm 2."""
+
+from __future__ import annotations
+
+import random
+
+from peer_sampling.base import PeerSampler
+from peer_sampling.effects import Effect, NodeId, Send
+from protocols.gossip import GossipProtocol, TimingConfig
+from protocols.learner import Learner, Params
+from protocols.messages import ModelMessage
+
+DEFAULT_BUFFER = 64
+
+
+class Samo(GossipProtocol):
+    """Buffer received models; on wake-up merge them all once, train, and send to every neighbour.
+
+    The buffer Θ_i holds at most ``max_buffer`` models; when full the oldest is dropped and
+    counted (a peer must not be able to grow a node's memory without end).
+    """
+
+    name = "samo"
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        learner: Learner,
+        sampler: PeerSampler,
+        timing: TimingConfig,
+        max_buffer: int = DEFAULT_BUFFER,
+    ) -> None:
+        super().__init__(node_id, learner, sampler, timing)
+        if max_buffer < 1:
+            raise ValueError("max_buffer must be at least 1")
+        self.max_buffer = max_buffer
+        self.buffer: list[Params] = []
+
+    def wake(self, now: float, rng: random.Random) -> list[Effect]:
+        if self.buffer:  # |Θ_i| > 1: Θ_i holds θ_i plus what was received
+            self.learner.merge(self.buffer)
+            self.stats.merges += 1
+            self.stats.local_steps += self.learner.local_update()
+            self.buffer = []
+        view = self.sampler.out_view()
+        if not view:
+            return []
+        snapshot = self.learner.snapshot()
+        message = ModelMessage(self.learner.version, snapshot)
+        self.stats.models_sent += len(view)
+        return [Send(peer, message) for peer in view]
+
+    def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
+        self.stats.models_received += 1
+        if len(self.buffer) >= self.max_buffer:
+            self.buffer.pop(0)
+            self.stats.buffer_drops += 1
+        self.buffer.append(message.params)
+        return []

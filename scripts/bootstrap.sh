@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up p2pnode on a fresh machine: virtual environment, torch first (CPU build), the package
+# with its dev tools, and the MovieLens-100k dataset. Idempotent: re-running is quick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+# torch first: a later dependency asking for any torch would otherwise pull the CUDA build.
+if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  .venv/bin/python -m pip install --quiet torch==2.13.0
+fi
+.venv/bin/python -m pip install --quiet -e '.[dev,fast]'
+.venv/bin/p2pnode data get ml-100k

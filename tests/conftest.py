@@ -1,0 +1,16 @@
+"""Shared fixtures: the ML-100k dataset (fetched by scripts/bootstrap.sh) and small configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from learning.interactions import Interactions
+from p2pnode.datasets import load_ml100k
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def ml100k() -> Interactions:
+    return load_ml100k()

@@ -1,0 +1,162 @@
+"""Real nodes over HTTP on loopback: learning, hostile frames, Cyclon join, sim/real parity."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import aiohttp
+import msgpack
+import numpy as np
+import pytest
+
+from p2pnode.config import RunConfig
+from p2pnode.real import NodeProcess, ProcessSpec
+from p2pnode.sim import simulate
+from p2pnode.wire.schema import WIRE_VERSION, MsgType
+from p2pnode.wire.tensors import pack_tensor
+
+pytestmark = pytest.mark.functional
+
+
+def ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    out = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return out
+
+
+def cfg(**kw: Any) -> RunConfig:
+    return RunConfig(nodes=10, rounds=6, seed=2, tick_seconds=0.004).replace(**{"learning.lr": 0.01, **kw})
+
+
+async def run_cluster(config: RunConfig, parts: list[tuple[int, ...]], peers_of=None):  # type: ignore[no-untyped-def]
+    addrs = [f"127.0.0.1:{p}" for p in ports(len(parts))]
+    procs = []
+    for k, users in enumerate(parts):
+        peers = tuple(addrs[j] for j in peers_of[k]) if peers_of else tuple(a for a in addrs if a != addrs[k])
+        host, port = addrs[k].split(":")
+        procs.append(NodeProcess(config, ProcessSpec(users, host, int(port), peers)))
+    await asyncio.gather(*(p.start() for p in procs))
+    return procs, addrs
+
+
+async def finish(procs: list[NodeProcess]) -> list[dict[str, Any]]:
+    try:
+        return list(await asyncio.gather(*(p.run() for p in procs)))
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+
+
+async def test_real_nodes_exchange_models_and_learn() -> None:
+    config = cfg(nodes=12, rounds=8)
+    procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
+    nodes = [n for p in procs for n in p.host.nodes.values()]
+    rank_before = np.mean([n.learner.test_rank() for n in nodes])
+    results = await finish(procs)
+    rank_after = np.mean([n.learner.test_rank() for n in nodes])
+    assert all(r["model_messages"] > 0 and r["merges"] > 0 for r in results)
+    assert sum(n.node.protocol.stats.models_received for n in nodes) > 20
+    # the held-out item climbs the ranking: fewer negatives score above it
+    assert rank_after < rank_before - 0.1, (rank_before, rank_after)
+    assert np.mean([r["hit_ratio_at_20"] for r in results]) > 0.4
+
+
+def frame(msg_type: int, src: int, dst: int, body: Any) -> bytes:
+    return bytes(
+        msgpack.packb(
+            {"v": WIRE_VERSION, "t": msg_type, "src": src, "dst": dst, "b": body}, use_bin_type=True
+        )
+    )
+
+
+async def test_hostile_frames_get_4xx_and_change_nothing() -> None:
+    config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
+    procs, addrs = await run_cluster(config, [tuple(range(6))])
+    proc = procs[0]
+    node = proc.host.nodes[1]
+    for n in proc.host.nodes.values():
+        n.pause()  # no more wake-ups: from here on only the requests below could change state
+    await asyncio.sleep(0.3)  # let messages already in flight land
+    before = {k: v.copy() for k, v in node.learner.params.items()}
+    buffered = len(node.node.protocol.buffer)  # type: ignore[attr-defined]
+    view = node.node.sampler.out_view()
+    good = {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}
+    nan = {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}
+    bad_item = node.learner.snapshot()["item"].copy()
+    bad_item[0, 0] = np.nan
+    nan["item"] = pack_tensor(bad_item)
+    full = frame(MsgType.MODEL, 2, 1, {"ver": 1, "p": good})
+    cases = [
+        ("gossip", b"\xc1garbage", 400, "malformed"),
+        ("gossip", full[: len(full) // 3], 400, "truncated"),
+        ("gossip", frame(77, 2, 1, {}), 400, "unknown-type"),
+        ("gossip", frame(MsgType.MODEL, 2, 1, {"ver": 1, "p": nan}), 400, "non-finite"),
+        ("gossip", frame(MsgType.MODEL, 2, 1, {"ver": 1, "p": {"h": good["h"]}}), 400, "schema"),
+        ("sampling", full, 400, "wrong-route"),
+        ("gossip", frame(MsgType.MODEL, 2, 3, {"ver": 1, "p": good}), 400, "wrong-route"),
+        ("gossip", b"\x00" * (proc.host.max_frame_bytes + 10), 413, "too-large"),
+    ]
+    try:
+        async with aiohttp.ClientSession() as s:
+            for route, data, status, reason in cases:
+                async with s.post(f"http://{addrs[0]}/v1/nodes/1/{route}", data=data) as r:
+                    assert (r.status, r.headers.get("X-P2P-Reason")) == (status, reason), reason
+            async with s.post(f"http://{addrs[0]}/v1/nodes/99/gossip", data=full) as r:
+                assert r.status == 404
+            async with s.get(f"http://{addrs[0]}/metrics") as r:
+                text = await r.text()
+            async with s.get(f"http://{addrs[0]}/status") as r:
+                status_json = await r.json()
+        for k, v in before.items():
+            np.testing.assert_array_equal(node.learner.params[k], v)
+        assert node.node.sampler.out_view() == view
+        assert len(node.node.protocol.buffer) == buffered  # type: ignore[attr-defined]
+        for _, _, _, reason in cases:
+            assert f'p2pnode_rejected_messages_total{{node="1",reason="{reason}"}}' in text
+        assert status_json["protocol"] == "samo" and len(status_json["nodes"]) == 6
+    finally:
+        await proc.shutdown()
+
+
+async def test_node_with_one_seed_joins_through_cyclon() -> None:
+    config = cfg(nodes=9, rounds=12, sampling="cyclon")
+    # A hosts 0-3 (no peers), B hosts 4-7 and C hosts 8; B and C only know A.
+    procs, _ = await run_cluster(config, [(0, 1, 2, 3), (4, 5, 6, 7), (8,)], peers_of=[[], [0], [0]])
+    joiner = procs[2].host.nodes[8]
+    met: set[int] = set()
+
+    async def watch() -> None:
+        while True:
+            met.update(joiner.node.sampler.out_view())
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.create_task(watch())
+    await finish(procs)
+    watcher.cancel()
+    assert met & {4, 5, 6, 7}, met  # learned nodes of a process it was never told about
+    received_from_joiner = sum(n.counters.bytes_received for p in procs[:2] for n in p.host.nodes.values())
+    assert received_from_joiner > 0
+    assert joiner.node.protocol.stats.models_received > 0
+
+
+async def test_parity_simulator_and_http_end_within_noise() -> None:
+    config = cfg(nodes=50, rounds=10, seed=11)
+    sim = simulate(config)
+    procs, _ = await run_cluster(config, [tuple(range(25)), tuple(range(25, 50))])
+    real = await finish(procs)
+    hr_real = sum(r["hit_ratio_at_20"] * r["nodes"] for r in real) / 50
+    sim_tail = np.mean([h["hit_ratio_at_20"] for h in sim["history"][-3:]])
+    real_tail = np.mean(
+        [
+            sum(p.history[i]["hit_ratio_at_20"] * p.history[i]["nodes"] for p in procs) / 50
+            for i in range(-3, 0)
+        ]
+    )
+    # 50 binary outcomes: standard error ~0.07 per run, so 0.2 is about two standard errors
+    assert abs(sim_tail - real_tail) < 0.2, (sim_tail, real_tail, hr_real)
+    assert real_tail > 0.4 and sim_tail > 0.4

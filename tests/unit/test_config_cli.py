@@ -1,0 +1,72 @@
+"""Config validation and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from p2pnode.cli import build_parser, config_from_args
+from p2pnode.config import ConfigError, RunConfig, load_toml
+from p2pnode.real import parse_users, split_users
+
+
+def test_flags_override_file_and_preset(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('rounds = 7\nprotocol = "samo"\n[learning]\nlr = 0.05\n')
+    args = build_parser().parse_args(["simulate", "--config", str(f), "--rounds", "9"])
+    cfg = config_from_args(args)
+    assert (cfg.rounds, cfg.protocol, cfg.learning.lr) == (9, "samo", 0.05)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rounds = 0", "--rounds"),
+        ("bogus = 1", "unknown key"),
+        ("[learning]\nlr = 'x'", "learning.lr must be a number"),
+        ("rounds = [", "c.toml"),
+    ],
+)
+def test_bad_config_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_toml(f)
+
+
+def test_validation_rejects_view_larger_than_network() -> None:
+    with pytest.raises(ConfigError, match="view-size"):
+        RunConfig(nodes=3, view_size=3).validate()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--nodes", "1"],
+        ["simulate", "--protocol", "gossip"],
+        ["simulate", "--rounds", "x"],
+        ["simulate", "--drop", "1.5"],
+        ["run", "--listen", "nohost"],
+        ["run", "--users", "5-2"],
+        ["simulate", "--config", "/nonexistent.toml"],
+    ],
+)
+def test_bad_flags_give_one_error_line_and_no_traceback(argv: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "p2pnode", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("p2pnode"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_users_ranges_and_split() -> None:
+    assert parse_users("0-2,5,7-8") == (0, 1, 2, 5, 7, 8)
+    with pytest.raises(ValueError):
+        parse_users("1,1")
+    parts = split_users(10, 3)
+    assert [len(p) for p in parts] == [3, 4, 3] and sum(parts, ()) == tuple(range(10))

@@ -1,0 +1,150 @@
+"""Random regular graphs, PeerSwap under concurrent swaps, Cyclon membership."""
+
+from __future__ import annotations
+
+import heapq
+import random
+
+import pytest
+
+from peer_sampling.base import PeerSampler
+from peer_sampling.cyclon import Cyclon, CyclonConfig
+from peer_sampling.effects import Effect, Send, SetTimer
+from peer_sampling.graph import in_views, random_regular_digraph
+from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
+
+
+@pytest.mark.parametrize(("n", "k"), [(943, 3), (50, 5), (10, 9), (4, 1)])
+def test_random_regular_digraph_degrees(n: int, k: int) -> None:
+    out = random_regular_digraph(range(n), k, random.Random(1))
+    ins = in_views(out)
+    for v in range(n):
+        assert len(out[v]) == k == len(set(out[v]))
+        assert v not in out[v]
+        assert len(ins[v]) == k
+
+
+def test_random_regular_digraph_depends_on_seed_only() -> None:
+    a = random_regular_digraph(range(100), 3, random.Random(5))
+    b = random_regular_digraph(range(100), 3, random.Random(5))
+    c = random_regular_digraph(range(100), 3, random.Random(6))
+    assert a == b != c
+
+
+class PureNet:
+    """Discrete-event delivery between pure samplers: every message takes a random delay in
+    [0, max_delay] ticks (so messages overtake each other), timers fire at their time."""
+
+    def __init__(self, samplers: dict[int, PeerSampler], seed: int, max_delay: float) -> None:
+        self.s = samplers
+        self.rng = random.Random(seed)
+        self.max_delay = max_delay
+        self.events: list[tuple[float, int, int, object]] = []  # (at, seq, node, payload)
+        self.timers: dict[tuple[int, str], float] = {}
+        self.seq = 0
+        self.now = 0.0
+
+    def apply(self, node: int, effects: list[Effect]) -> None:
+        for e in effects:
+            if isinstance(e, Send):
+                at = self.now + self.rng.uniform(0, self.max_delay)
+                self.seq += 1
+                heapq.heappush(self.events, (at, self.seq, e.to, (node, e.message)))
+            elif isinstance(e, SetTimer):
+                self.timers[(node, e.key)] = e.at
+
+    def step(self) -> bool:
+        timer = min(self.timers.items(), key=lambda kv: (kv[1], kv[0])) if self.timers else None
+        if self.events and (timer is None or self.events[0][0] <= timer[1]):
+            at, _, dst, (src, msg) = heapq.heappop(self.events)
+            self.now = max(self.now, at)
+            self.apply(dst, self.s[dst].on_message(src, msg, self.now, self.rng))
+            return True
+        if timer is None:
+            return False
+        (node, key), at = timer
+        del self.timers[(node, key)]
+        self.now = max(self.now, at)
+        self.apply(node, self.s[node].on_timer(key, self.now, self.rng))
+        return True
+
+    def drain(self) -> None:
+        """Deliver every in-flight message (and what they cause), firing no timer."""
+        while self.events:
+            at, _, dst, (src, msg) = heapq.heappop(self.events)
+            self.now = max(self.now, at)
+            self.apply(dst, self.s[dst].on_message(src, msg, self.now, self.rng))
+
+
+def assert_regular_and_consistent(samplers: dict[int, PeerSwap], k: int) -> None:
+    for v, s in samplers.items():
+        assert len(s.out_view()) == k == len(set(s.out_view())), v
+        assert len(s.in_view()) == k == len(set(s.in_view())), v
+        assert v not in s.out_view()
+        for w in s.out_view():
+            assert v in samplers[w].in_view(), (v, w)
+
+
+@pytest.mark.parametrize("max_delay", [0.0, 3.0, 30.0])
+def test_peerswap_keeps_views_regular_and_consistent_under_concurrency(max_delay: float) -> None:
+    n, k = 60, 3
+    out = random_regular_digraph(range(n), k, random.Random(0))
+    ins = in_views(out)
+    cfg = PeerSwapConfig(rate_per_round=0.3, txn_timeout_ticks=1e9, lease_ticks=1e9)
+    samplers = {v: PeerSwap(v, out[v], ins[v], cfg) for v in range(n)}
+    net = PureNet(dict(samplers), seed=3, max_delay=max_delay)
+    for v, s in samplers.items():
+        net.apply(v, s.start(0.0, net.rng))
+    while net.now < 20_000 and net.step():
+        pass
+    net.drain()
+    assert_regular_and_consistent(samplers, k)
+    committed = sum(s.stats.committed for s in samplers.values())
+    aborted = sum(s.stats.aborted for s in samplers.values())
+    assert committed > 40, (committed, aborted)
+    assert all(s.lock is None for s in samplers.values())
+    final = {v: s.out_view() for v, s in samplers.items()}
+    assert final != {v: tuple(out[v]) for v in range(n)}
+
+
+def test_peerswap_exchanges_positions() -> None:
+    # 0→1, 1→2, 2→0 ring plus 3 with edges 3→0, 1→3 (a 1-regular digraph would be too small)
+    out = {0: [1], 1: [2], 2: [3], 3: [0]}
+    ins = in_views(out)
+    samplers = {v: PeerSwap(v, out[v], ins[v]) for v in out}
+    net = PureNet(dict(samplers), seed=0, max_delay=1.0)
+    net.apply(0, samplers[0]._initiate(0.0, net.rng))
+    net.drain()
+    # (0 1) swapped: edges 0→1,1→2,2→3,3→0 become 1→0, 0→2, 2→3, 3→1
+    assert samplers[1].out_view() == (0,)
+    assert samplers[0].out_view() == (2,)
+    assert samplers[3].out_view() == (1,)
+    assert samplers[2].in_view() == (0,)
+
+
+def test_cyclon_node_with_one_seed_learns_the_network() -> None:
+    n = 40
+    cfg = CyclonConfig(capacity=5)
+    samplers: dict[int, PeerSampler] = {}
+    for v in range(n):
+        seed = (v - 1) % n  # a ring of single seeds
+        samplers[v] = Cyclon(v, f"{v}@x", [(seed, f"{seed}@x")], cfg)
+    net = PureNet(samplers, seed=1, max_delay=2.0)
+    for v, s in samplers.items():
+        net.apply(v, s.start(0.0, net.rng))
+    met: dict[int, set[int]] = {v: set() for v in range(n)}
+    while net.now < 3_000 and net.step():
+        for v, s in samplers.items():
+            met[v] |= set(s.out_view())
+    sizes = [len(s.out_view()) for s in samplers.values()]
+    assert min(sizes) >= cfg.capacity - 2 and sum(sizes) / n >= cfg.capacity - 1
+    assert all(v not in s.out_view() for v, s in samplers.items())
+    assert min(len(m) for m in met.values()) > 15
+
+
+def test_cyclon_drops_unreachable_peer_and_reseeds() -> None:
+    c = Cyclon(0, "0@x", [(1, "1@x")], CyclonConfig(capacity=3))
+    assert c.out_view() == (1,)
+    effects = c.on_unreachable(1, 0.0, random.Random(0))
+    assert c.out_view() == (1,)  # fell back on its seed
+    assert effects

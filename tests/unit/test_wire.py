@@ -1,0 +1,265 @@
+"""Wire round-trips, deltas and every rejection of a bad frame."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from learning import gmf
+from learning.params import spec_of
+from p2pnode.wire.codec import (
+    decode_frame,
+    decode_model,
+    decode_sampling,
+    encode_model_frame,
+    encode_sampling_frame,
+)
+from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
+from p2pnode.wire.schema import WIRE_VERSION, MsgType, WireError
+from p2pnode.wire.tensors import pack_tensor
+from peer_sampling.messages import (
+    LockReply,
+    LockRequest,
+    ShuffleReply,
+    ShuffleRequest,
+    SwapAccept,
+    SwapAdopt,
+    SwapCommit,
+    SwapPropose,
+    Unlock,
+)
+
+LIMIT = 1 << 22
+
+
+def model(seed: int = 0, items: int = 50, factors: int = 8) -> dict[str, np.ndarray]:
+    return gmf.init_params(items, factors, seed)
+
+
+def roundtrip(enc: DeltaEncoder, dec: DeltaDecoder, params, version=1, ack=True):
+    encoded = enc.encode(7, version, params)
+    data = encode_model_frame(3, 7, encoded)
+    msg = decode_model(decode_frame(data, LIMIT), spec_of(params), dec)
+    if ack:
+        enc.acknowledged(7, version, encoded.view)
+    return msg, encoded, len(data)
+
+
+def test_full_model_roundtrip_is_exact() -> None:
+    p = model()
+    msg, encoded, _ = roundtrip(DeltaEncoder(), DeltaDecoder(), p)
+    assert not encoded.is_delta
+    assert msg.version == 1
+    for k in p:
+        assert msg.params[k].dtype == np.float32
+        np.testing.assert_array_equal(msg.params[k], p[k])
+        assert not msg.params[k].flags.writeable
+
+
+def test_delta_is_exact_and_smaller() -> None:
+    enc, dec = DeltaEncoder(), DeltaDecoder()
+    p = model()
+    _, _, full_len = roundtrip(enc, dec, p, version=1)
+    q = {k: v.copy() for k, v in p.items()}
+    q["item"][[3, 17, 40]] += 0.5
+    q["h"] *= 2
+    msg, encoded, delta_len = roundtrip(enc, dec, q, version=2)
+    assert encoded.is_delta
+    assert delta_len < full_len / 5
+    for k in q:
+        np.testing.assert_array_equal(msg.params[k], q[k])
+
+
+def test_delta_falls_back_to_full_when_most_rows_change() -> None:
+    enc, dec = DeltaEncoder(), DeltaDecoder()
+    p = model()
+    roundtrip(enc, dec, p)
+    q = {k: v + 1.0 for k, v in p.items()}
+    msg, encoded, _ = roundtrip(enc, dec, q, version=2)
+    assert not encoded.is_delta
+    np.testing.assert_array_equal(msg.params["item"], q["item"])
+
+
+def test_delta_without_base_is_refused_with_no_base() -> None:
+    enc = DeltaEncoder()
+    p = model()
+    roundtrip(enc, DeltaDecoder(), p)  # the encoder now believes peer 7 holds version 1
+    fresh_receiver = DeltaDecoder()
+    q = {k: v.copy() for k, v in p.items()}
+    q["item"][0] += 1
+    encoded = enc.encode(7, 2, q)
+    assert encoded.is_delta
+    frame = decode_frame(encode_model_frame(3, 7, encoded), LIMIT)
+    with pytest.raises(WireError) as err:
+        decode_model(frame, spec_of(p), fresh_receiver)
+    assert err.value.reason == "no-base" and err.value.status == 409
+
+
+def test_float16_both_sides_agree_exactly() -> None:
+    enc, dec = DeltaEncoder(float16=True), DeltaDecoder()
+    p = model()
+    msg, encoded, n16 = roundtrip(enc, dec, p)
+    _, _, n32 = roundtrip(DeltaEncoder(), DeltaDecoder(), p)
+    assert n16 < 0.6 * n32
+    for k in p:
+        np.testing.assert_array_equal(msg.params[k], encoded.view[k])
+        np.testing.assert_allclose(msg.params[k], p[k], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        SwapPropose((1, 2)),
+        SwapAccept((1, 2), (3, 4, 5), (6,)),
+        LockRequest((9, 1)),
+        LockReply((9, 1), True),
+        SwapCommit((9, 1), 4, 5),
+        SwapAdopt((9, 1), (1, 2), (3,)),
+        Unlock((9, 1)),
+        ShuffleRequest(((1, "1@h:1", 0), (2, "2@h:1", 4))),
+        ShuffleReply(()),
+    ],
+)
+def test_sampling_messages_roundtrip(message: object) -> None:
+    frame = decode_frame(encode_sampling_frame(1, 2, message), LIMIT)
+    assert (frame.sender, frame.dest) == (1, 2)
+    assert decode_sampling(frame) == message
+
+
+def _frame(body: object, msg_type: int = MsgType.MODEL, version: int = WIRE_VERSION) -> bytes:
+    return bytes(
+        msgpack.packb({"v": version, "t": msg_type, "src": 1, "dst": 2, "b": body}, use_bin_type=True)
+    )
+
+
+def _model_body(p: dict[str, np.ndarray]) -> dict[str, object]:
+    return {"ver": 1, "p": {k: pack_tensor(v) for k, v in p.items()}}
+
+
+def _reason(data: bytes, limit: int = LIMIT) -> str:
+    p = model()
+    with pytest.raises(WireError) as err:
+        frame = decode_frame(data, limit)
+        decode_model(frame, spec_of(p), DeltaDecoder())
+    return err.value.reason
+
+
+def test_rejects_malformed_msgpack() -> None:
+    assert _reason(b"\xc1\xc1\xc1 not msgpack") == "malformed"
+
+
+def test_rejects_truncated_body() -> None:
+    data = _frame(_model_body(model()))
+    assert _reason(data[: len(data) // 2]) == "truncated"
+
+
+def test_rejects_oversized_body() -> None:
+    assert _reason(_frame(_model_body(model())), limit=1000) == "too-large"
+
+
+def test_rejects_unknown_type_and_version() -> None:
+    assert _reason(_frame({}, msg_type=999)) == "unknown-type"
+    assert _reason(_frame({}, version=99)) == "version"
+
+
+def test_rejects_wrong_dtype() -> None:
+    p = model()
+    body = _model_body(p)
+    body["p"]["item"] = pack_tensor(p["item"].astype(np.int32))  # type: ignore[index]
+    assert _reason(_frame(body)) == "dtype"
+    body["p"]["item"] = {"d": "object", "s": [50, 8], "b": b"x"}  # type: ignore[index]
+    assert _reason(_frame(body)) == "dtype"
+
+
+def test_rejects_wrong_shape_and_byte_count() -> None:
+    p = model()
+    body = _model_body(p)
+    body["p"]["item"] = pack_tensor(np.zeros((49, 8), np.float32))  # type: ignore[index]
+    assert _reason(_frame(body)) == "shape"
+    body["p"]["item"] = {"d": "float32", "s": [50, 8], "b": b"\0" * 12}  # type: ignore[index]
+    assert _reason(_frame(body)) == "shape"
+    body["p"]["item"] = {"d": "float32", "s": [10**9, 10**9], "b": b""}  # type: ignore[index]
+    assert _reason(_frame(body)) == "shape"
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_rejects_non_finite(bad: float) -> None:
+    p = model()
+    p["item"][4, 2] = bad
+    assert _reason(_frame(_model_body(p))) == "non-finite"
+
+
+def test_accepts_huge_but_finite_values() -> None:
+    p = model()
+    p["item"][0, 0] = 3e38
+    frame = decode_frame(_frame(_model_body(p)), LIMIT)
+    assert decode_model(frame, spec_of(p), DeltaDecoder()).params["item"][0, 0] == np.float32(3e38)
+
+
+def test_rejects_missing_or_extra_parameters() -> None:
+    p = model()
+    body = _model_body(p)
+    del body["p"]["user"]  # type: ignore[attr-defined]
+    assert _reason(_frame(body)) == "schema"
+    body = _model_body(p)
+    body["p"]["evil"] = pack_tensor(np.zeros(2, np.float32))  # type: ignore[index]
+    assert _reason(_frame(body)) == "schema"
+
+
+def test_rejects_bad_delta_rows() -> None:
+    p = model()
+    dec = DeltaDecoder()
+    decode_model(decode_frame(_frame(_model_body(p)), LIMIT), spec_of(p), dec)
+    rows = np.array([5, 3], np.int32)  # not increasing
+    body = {
+        "ver": 2,
+        "base": 1,
+        "p": {k: pack_tensor(v) for k, v in p.items() if k != "item"},
+        "r": {"item": {"i": pack_tensor(rows), "v": pack_tensor(p["item"][rows])}},
+    }
+    with pytest.raises(WireError) as err:
+        decode_model(decode_frame(_frame(body), LIMIT), spec_of(p), dec)
+    assert err.value.reason == "shape"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400))
+def test_decoder_only_raises_wire_errors_on_garbage(data: bytes) -> None:
+    p = model()
+    try:
+        frame = decode_frame(data, LIMIT)
+        if frame.type == MsgType.MODEL:
+            decode_model(frame, spec_of(p), DeltaDecoder())
+        else:
+            decode_sampling(frame)
+    except WireError:
+        pass
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**64 - 1)
+        | st.floats()
+        | st.text(max_size=8)
+        | st.binary(max_size=16),
+        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4),
+        max_leaves=12,
+    ),
+    st.sampled_from(list(MsgType)),
+)
+def test_decoder_only_raises_wire_errors_on_wrong_structures(body: object, t: MsgType) -> None:
+    p = model()
+    try:
+        frame = decode_frame(_frame(body, msg_type=int(t)), LIMIT)
+        if frame.type == MsgType.MODEL:
+            decode_model(frame, spec_of(p), DeltaDecoder())
+        else:
+            decode_sampling(frame)
+    except WireError:
+        pass
