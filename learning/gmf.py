@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from learning.params import Params
 
@@ -35,10 +34,3 @@ def score(
     q = params[ITEM][items]
     logits = (q * user_side) @ params[H] + params[B][0]
     return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)
-
-
-def logits_torch(
-    user: torch.Tensor, item: torch.Tensor, h: torch.Tensor, b: torch.Tensor, idx: torch.Tensor
-) -> torch.Tensor:
-    """Training-time logits for item indices ``idx`` (autograd-friendly)."""
-    return (item[idx] * user).matmul(h) + b

@@ -29,6 +29,7 @@ class TrainConfig:
     negatives: int = 4
     local_epochs: int = 1
     top_k: int = 20
+    sparse_items: bool = True  #: SparseAdam on item rows in the batch (lazy Adam); False: dense Adam
 
 
 class GMFLearner:
@@ -51,7 +52,15 @@ class GMFLearner:
         self._tensors = {k: torch.from_numpy(v) for k, v in self.params.items()}
         for t in self._tensors.values():
             t.requires_grad_(True)
-        self._opt = torch.optim.Adam(list(self._tensors.values()), lr=config.lr)
+        self._opts: list[torch.optim.Optimizer]
+        if config.sparse_items:
+            dense = [t for k, t in self._tensors.items() if k != gmf.ITEM]
+            self._opts = [
+                torch.optim.SparseAdam([self._tensors[gmf.ITEM]], lr=config.lr),
+                torch.optim.Adam(dense, lr=config.lr),
+            ]
+        else:
+            self._opts = [torch.optim.Adam(list(self._tensors.values()), lr=config.lr)]
         self._excluded = data.interacted
         self._positives = data.train_items
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
@@ -87,11 +96,14 @@ class GMFLearner:
             for start in range(0, len(items), cfg.batch_size):
                 idx = idx_all[start : start + cfg.batch_size]
                 y = y_all[start : start + cfg.batch_size]
-                logits = gmf.logits_torch(t[gmf.USER], t[gmf.ITEM], t[gmf.H], t[gmf.B], idx)
+                q = torch.nn.functional.embedding(idx, t[gmf.ITEM], sparse=cfg.sparse_items)
+                logits = (q * t[gmf.USER]).matmul(t[gmf.H]) + t[gmf.B]
                 loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
-                self._opt.zero_grad(set_to_none=True)
+                for opt in self._opts:
+                    opt.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]
-                self._opt.step()
+                for opt in self._opts:
+                    opt.step()
                 steps += 1
         self.version += 1
         return steps

@@ -1,0 +1,60 @@
+"""Simulator: seconds per round of all 943 ML-100k nodes, next to the machine's floor.
+
+Each round every node wakes about once, trains, sends and merges (Base GL trains on receipt,
+SAMO on wake-up). The floor is the same round with everything but memory traffic taken away:
+reading and writing every node's model once. Memory is the process's peak RSS.
+
+    .venv/bin/python -m bench.sim_round [--nodes 943] [--rounds 3] [--protocol base]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+import torch
+
+from p2pnode.config import RunConfig
+from p2pnode.sim import Simulation
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=943)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--protocol", default="base")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    sim = Simulation(RunConfig(nodes=args.nodes, rounds=args.rounds, protocol=args.protocol))
+    build_s = time.perf_counter() - t0
+    times = []
+    for _ in range(args.rounds):
+        t = time.perf_counter()
+        sim.run_round()
+        times.append(time.perf_counter() - t)
+    s = sim.stats()
+    nodes = list(sim.host.nodes.values())
+    t = time.perf_counter()
+    for n in nodes:  # the floor: read and write every model once
+        for v in n.learner.params.values():
+            v[...] = v.copy()
+    floor = time.perf_counter() - t
+    rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    per_round = float(np.median(times))
+    print(f"nodes {args.nodes}  protocol {args.protocol}  build {build_s:.1f}s")
+    print(f"round seconds: {', '.join(f'{x:.2f}' for x in times)}  (median {per_round:.2f})")
+    print(
+        f"per round: {s['merges'] / args.rounds:.0f} merges, "
+        f"{s['local_steps'] / args.rounds:.0f} optimizer steps, "
+        f"{s['model_messages'] / args.rounds:.0f} models, {s['bytes'] / args.rounds / 1e6:.0f} MB"
+    )
+    print(f"floor (read+write all models once): {floor:.3f}s  round/floor = {per_round / floor:.0f}x")
+    print(f"target 2.0 s/round: {'met' if per_round <= 2.0 else 'NOT met'} ({per_round / 2.0:.2f} of it)")
+    print(f"peak RSS {rss_gib:.2f} GiB  (target <= 4 GiB: {'met' if rss_gib <= 4 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
