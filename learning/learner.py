@@ -1,22 +1,26 @@
 """A node's local learner: GMF parameters, Adam, one local update, HR@K evaluation.
 
 Implements the ``protocols.learner.Learner`` interface structurally: the gossip protocols call
-``snapshot``, ``merge`` and ``local_update`` and never see torch.
+``snapshot``, ``merge`` and ``local_update`` and never see the training backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from learning import gmf
+from learning.gmf_numpy import NumpyGMF
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
 from learning.params import Array, ModelSpec, Params, copy_params, mean_into, spec_of
 from learning.split import UserData
+
+BACKENDS = ("numpy", "torch")
 
 
 @dataclass(frozen=True)
@@ -29,11 +33,39 @@ class TrainConfig:
     negatives: int = 4
     local_epochs: int = 1
     top_k: int = 20
-    sparse_items: bool = True  #: SparseAdam on item rows in the batch (lazy Adam); False: dense Adam
+    sparse_items: bool = True  #: SparseAdam on the item rows of each batch; False: dense Adam
+    backend: str = "numpy"  #: "numpy" (analytic gradients, fast) or "torch" (autograd reference)
+
+
+class TorchGMF:
+    """The autograd reference backend: torch tensors sharing memory with the numpy parameters."""
+
+    def __init__(self, params: Params, lr: float, sparse_items: bool) -> None:
+        self.sparse_items = sparse_items
+        self.t = {k: torch.from_numpy(v).requires_grad_(True) for k, v in params.items()}
+        if sparse_items:
+            dense = [t for k, t in self.t.items() if k != gmf.ITEM]
+            self.opts: list[torch.optim.Optimizer] = [
+                torch.optim.SparseAdam([self.t[gmf.ITEM]], lr=lr),
+                torch.optim.Adam(dense, lr=lr),
+            ]
+        else:
+            self.opts = [torch.optim.Adam(list(self.t.values()), lr=lr)]
+
+    def step(self, idx: npt.NDArray[np.int64], y: npt.NDArray[np.float32]) -> None:
+        t = self.t
+        q = torch.nn.functional.embedding(torch.from_numpy(idx), t[gmf.ITEM], sparse=self.sparse_items)
+        logits = (q * t[gmf.USER]).matmul(t[gmf.H]) + t[gmf.B]
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
+        for opt in self.opts:
+            opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        for opt in self.opts:
+            opt.step()
 
 
 class GMFLearner:
-    """One user's GMF model and its trainer; parameters are numpy arrays shared with torch tensors."""
+    """One user's GMF model and its trainer."""
 
     def __init__(
         self,
@@ -43,26 +75,25 @@ class GMFLearner:
         rng: np.random.Generator,
         shared: tuple[str, ...] = gmf.PARAM_NAMES,
     ) -> None:
+        if config.backend not in BACKENDS:
+            raise ValueError(f"unknown training backend {config.backend!r}")
         self.data = data
         self.config = config
         self.rng = rng
         self.params: Params = copy_params(init)
         self.shared_names = shared
         self.version = 0
-        self._tensors = {k: torch.from_numpy(v) for k, v in self.params.items()}
-        for t in self._tensors.values():
-            t.requires_grad_(True)
-        self._opts: list[torch.optim.Optimizer]
-        if config.sparse_items:
-            dense = [t for k, t in self._tensors.items() if k != gmf.ITEM]
-            self._opts = [
-                torch.optim.SparseAdam([self._tensors[gmf.ITEM]], lr=config.lr),
-                torch.optim.Adam(dense, lr=config.lr),
-            ]
-        else:
-            self._opts = [torch.optim.Adam(list(self._tensors.values()), lr=config.lr)]
+        self._backend: NumpyGMF | TorchGMF = (
+            NumpyGMF(self.params, config.lr, config.sparse_items)
+            if config.backend == "numpy"
+            else TorchGMF(self.params, config.lr, config.sparse_items)
+        )
         self._excluded = data.interacted
         self._positives = data.train_items
+        n_pos = len(self._positives)
+        self._labels = np.concatenate(
+            (np.ones(n_pos, np.float32), np.zeros(n_pos * config.negatives, np.float32))
+        )
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
 
     @property
@@ -80,30 +111,23 @@ class GMFLearner:
             mean_into({k: self.params[k] for k in self.shared_names}, list(models))
             self.version += 1
 
+    def batches(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+        """One epoch: every positive and ``negatives`` fresh negatives each, shuffled, batched."""
+        cfg = self.config
+        n_pos = len(self._positives)
+        negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives)
+        perm = self.rng.permutation(n_pos * (1 + cfg.negatives))
+        items = np.concatenate((self._positives, negs))[perm]
+        labels = self._labels[perm]
+        for start in range(0, len(items), cfg.batch_size):
+            yield items[start : start + cfg.batch_size], labels[start : start + cfg.batch_size]
+
     def local_update(self) -> int:
         """Run ``local_epochs`` epochs of BCE with sampled negatives; returns the number of steps."""
-        cfg = self.config
-        t = self._tensors
         steps = 0
-        n_pos = len(self._positives)
-        labels_np = np.concatenate((np.ones(n_pos, np.float32), np.zeros(n_pos * cfg.negatives, np.float32)))
-        for _ in range(cfg.local_epochs):
-            negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives)
-            items = np.concatenate((self._positives, negs))
-            perm = self.rng.permutation(len(items))
-            idx_all = torch.from_numpy(items[perm])
-            y_all = torch.from_numpy(labels_np[perm])
-            for start in range(0, len(items), cfg.batch_size):
-                idx = idx_all[start : start + cfg.batch_size]
-                y = y_all[start : start + cfg.batch_size]
-                q = torch.nn.functional.embedding(idx, t[gmf.ITEM], sparse=cfg.sparse_items)
-                logits = (q * t[gmf.USER]).matmul(t[gmf.H]) + t[gmf.B]
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
-                for opt in self._opts:
-                    opt.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                for opt in self._opts:
-                    opt.step()
+        for _ in range(self.config.local_epochs):
+            for idx, y in self.batches():
+                self._backend.step(idx, y)
                 steps += 1
         self.version += 1
         return steps

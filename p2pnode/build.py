@@ -106,7 +106,7 @@ def make_node(
         transport,
         metrics,
         node_rng(cfg.seed, node_id),
-        DeltaEncoder(wire.delta, wire.float16, wire.delta_peers),
+        DeltaEncoder(wire.delta, wire.float16),
         DeltaDecoder(wire.delta, wire.delta_peers),
         on_learned,
     )

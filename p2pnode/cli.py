@@ -199,7 +199,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return follow(args.urls, args.interval, not args.follow, print, args.count)
 
-    _single_thread_torch()
+    from p2pnode.process import tune_process
+
+    tune_process()
     config = config_from_args(args)
     result: dict[str, Any]
     if args.command == "simulate":
@@ -250,9 +252,3 @@ def _run_async(coro: Any) -> Any:
         return uvloop.run(coro)
     except ImportError:
         return asyncio.run(coro)
-
-
-def _single_thread_torch() -> None:
-    import torch
-
-    torch.set_num_threads(1)

@@ -37,7 +37,7 @@ class WireConfig:
 
     delta: bool = True  #: send row deltas against an acknowledged base when smaller
     float16: bool = False  #: send float tensors in half precision (lossy, both sides agree)
-    delta_peers: int = 4  #: bases remembered per node, per direction
+    delta_peers: int = 3  #: senders whose last model a node keeps as a delta base
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ import torch
 
 from learning.interactions import Interactions
 from p2pnode.datasets import load_ml100k
+from p2pnode.process import tune_allocator
 
 torch.set_num_threads(1)
+tune_allocator()
 
 
 @pytest.fixture(scope="session")

@@ -38,26 +38,28 @@ class EncodedModel:
 
 
 class DeltaEncoder:
-    """Per-node sender side: chooses full or delta per peer and tracks acknowledged bases."""
+    """Per-node sender side: chooses full or delta per peer and tracks acknowledged bases.
+
+    It keeps one base model (the latest one any peer acknowledged) and, per peer, the version of
+    it that peer acknowledged. Older bases are not worth their memory: a merge changes every row,
+    so a delta only ever wins against the sender's most recent acknowledged model.
+    """
 
     def __init__(
-        self,
-        enabled: bool = True,
-        float16: bool = False,
-        max_peers: int = 8,
-        min_saving: float = 0.1,
+        self, enabled: bool = True, float16: bool = False, max_peers: int = 64, min_saving: float = 0.1
     ) -> None:
         self.enabled = enabled
         self.float16 = float16
         self.max_peers = max_peers
         self.min_saving = min_saving
-        self._acked: OrderedDict[int, tuple[int, FrozenParams]] = OrderedDict()
+        self._base: tuple[int, FrozenParams] | None = None
+        self._acked: OrderedDict[int, int] = OrderedDict()
 
     def encode(self, peer: int, version: int, params: FrozenParams) -> EncodedModel:
         view = _round16(params) if self.float16 else params
         dtype = "float16" if self.float16 else None
-        base = self._acked.get(peer) if self.enabled else None
-        if base is not None:
+        base = self._base
+        if self.enabled and base is not None and self._acked.get(peer) == base[0]:
             delta = self._delta(version, base, view, dtype)
             if delta is not None:
                 return EncodedModel(delta[0], view, True, delta[1])
@@ -99,7 +101,9 @@ class DeltaEncoder:
         """The peer accepted ``view``; deltas to it may now be based on it."""
         if not self.enabled:
             return
-        self._acked[peer] = (version, view)
+        if self._base is None or version >= self._base[0]:
+            self._base = (version, view)
+        self._acked[peer] = version
         self._acked.move_to_end(peer)
         while len(self._acked) > self.max_peers:
             self._acked.popitem(last=False)

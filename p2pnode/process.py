@@ -1,0 +1,38 @@
+"""Per-process tuning for node processes: one torch thread, an allocator that keeps model buffers.
+
+Every model frame is a fresh ~200 kB buffer. glibc serves those with mmap and unmaps them on
+free, so each one page-faults in anew; on virtual machines that costs more than the copy itself
+(bench/sim_round.py shows the difference). Raising the mmap and trim thresholds keeps freed
+buffers in the heap for reuse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+M_TRIM_THRESHOLD = -1
+M_TOP_PAD = -2
+M_MMAP_THRESHOLD = -3
+
+
+def tune_allocator(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 << 30) -> bool:
+    """Ask glibc to keep buffers up to ``mmap_threshold`` on the heap. False where not glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    ok = libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+    ok &= libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
+    ok &= libc.mallopt(M_TOP_PAD, 64 << 20)
+    return bool(ok)
+
+
+def tune_process() -> None:
+    """What every node process does first."""
+    import torch
+
+    torch.set_num_threads(1)
+    tune_allocator()

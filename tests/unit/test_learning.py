@@ -1,0 +1,94 @@
+"""Leave-one-out split, negative sampling, HR@K, and the two training backends agreeing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from learning import gmf
+from learning.interactions import DataError, Interactions
+from learning.learner import GMFLearner, TrainConfig
+from learning.metrics import hit_at_k, random_hit_ratio
+from learning.negatives import sample_negatives
+from learning.split import leave_one_out
+
+
+def toy() -> Interactions:
+    rows = [("a", "1", 5), ("a", "2", 1), ("a", "3", 9), ("b", "2", 2), ("b", "4", 3)]
+    rows += [("a", str(i), 0) for i in range(10, 140)]
+    rows += [("b", str(i), 0) for i in range(140, 200)]
+    rows += [("c", str(i), 0) for i in range(200, 400)]
+    return Interactions.from_raw([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+
+def test_leave_one_out_holds_out_the_latest_item() -> None:
+    data = toy()
+    users = leave_one_out(data, seed=0)
+    a = users[0]
+    assert data.raw_item_ids[a.test_item] == "3"
+    assert a.test_item not in a.train_items and len(a.train_items) == 132
+    assert len(a.test_negatives) == 100 == len(set(a.test_negatives))
+    assert not set(a.test_negatives) & (set(a.train_items) | {a.test_item})
+    assert data.raw_item_ids[users[1].test_item] == "4"
+
+
+def test_leave_one_out_refuses_users_with_one_item() -> None:
+    data = Interactions.from_raw(["a", "a", "b"], ["1", "2", "1"], [0, 1, 2])
+    with pytest.raises(DataError, match="at least 2"):
+        leave_one_out(data, 0, n_negatives=0)
+
+
+def test_ml100k_split(ml100k: Interactions) -> None:
+    assert (ml100k.n_users, ml100k.n_items, len(ml100k)) == (943, 1682, 100_000)
+    users = leave_one_out(ml100k, seed=0)
+    assert sum(len(u.train_items) for u in users) == 100_000 - 943
+
+
+def test_negatives_avoid_excluded_items() -> None:
+    excluded = np.zeros(50, bool)
+    excluded[:45] = True
+    negs = sample_negatives(np.random.default_rng(0), excluded, 1000)
+    assert negs.min() >= 45 and len(negs) == 1000
+
+
+def test_hit_at_k_counts_ties_against_the_test_item() -> None:
+    assert hit_at_k(0.9, np.array([0.1] * 100, np.float32), 1)
+    assert not hit_at_k(0.5, np.array([0.5] * 100, np.float32), 20)
+    assert random_hit_ratio(20, 100) == pytest.approx(20 / 101)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_numpy_backend_matches_torch_reference(sparse: bool) -> None:
+    users = leave_one_out(toy(), seed=0)
+    init = gmf.init_params(toy().n_items, 8, seed=3)
+    learners = [
+        GMFLearner(
+            users[0],
+            init,
+            TrainConfig(factors=8, lr=0.01, batch_size=64, sparse_items=sparse, backend=b),
+            np.random.default_rng(7),
+        )
+        for b in ("numpy", "torch")
+    ]
+    for _ in range(5):
+        steps = [learner.local_update() for learner in learners]
+        assert steps[0] == steps[1] == 11
+    fast, ref = learners
+    for k in init:
+        assert not np.allclose(fast.params[k], init[k])
+        np.testing.assert_allclose(fast.params[k], ref.params[k], rtol=2e-4, atol=2e-6)
+
+
+def test_training_lowers_the_rank_of_held_out_items(ml100k: Interactions) -> None:
+    data = ml100k.subset_users(30)
+    users = leave_one_out(data, seed=0)
+    init = gmf.init_params(data.n_items, 16, seed=0)
+    learners = [
+        GMFLearner(u, init, TrainConfig(factors=16, lr=0.01), np.random.default_rng(u.user)) for u in users
+    ]
+    before = np.mean([lrn.test_rank() for lrn in learners])
+    for _ in range(5):
+        for lrn in learners:
+            lrn.local_update()
+    after = np.mean([lrn.test_rank() for lrn in learners])
+    assert after < before - 0.15, (before, after)
