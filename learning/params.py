@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,10 +20,16 @@ class TensorSpec:
 
     dtype: str
     shape: tuple[int, ...]
+    np_dtype: np.dtype[Any] = field(init=False, compare=False, repr=False)
+    count: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "np_dtype", np.dtype(self.dtype))
+        object.__setattr__(self, "count", math.prod(self.shape))
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+        return self.count * self.np_dtype.itemsize
 
 
 ModelSpec = Mapping[str, TensorSpec]

@@ -41,6 +41,7 @@ from peer_sampling.messages import (
 from protocols.messages import ModelMessage
 
 _ENVELOPE_KEYS = {"v", "t", "src", "dst", "b"}
+_TYPES: dict[object, MsgType] = {int(t): t for t in MsgType}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +110,14 @@ def decode_frame(data: bytes | memoryview, max_bytes: int) -> Frame:
         raise WireError("malformed", f"not msgpack: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise WireError("malformed", f"not msgpack: {type(exc).__name__}") from None
-    if not isinstance(obj, dict) or set(obj) != _ENVELOPE_KEYS:
+    if type(obj) is not dict or len(obj) != 5 or obj.keys() != _ENVELOPE_KEYS:
         raise WireError("malformed", "a frame is a map with keys v, t, src, dst, b")
-    if obj["v"] != WIRE_VERSION:
+    if obj["v"] != WIRE_VERSION or type(obj["v"]) is not int:
         raise WireError("version", f"wire version {obj['v']!r}, this node speaks {WIRE_VERSION}")
-    try:
-        msg_type = MsgType(obj["t"])
-    except ValueError:
-        raise WireError("unknown-type", f"message type {obj['t']!r}") from None
+    t = obj["t"]
+    msg_type = _TYPES.get(t) if type(t) is int else None
+    if msg_type is None:
+        raise WireError("unknown-type", f"message type {t!r}")
     sender, dest = _node_id(obj["src"], "src"), _node_id(obj["dst"], "dst")
     return Frame(msg_type, sender, dest, obj["b"])
 

@@ -64,7 +64,7 @@ class DeltaEncoder:
             if delta is not None:
                 return EncodedModel(delta[0], view, True, delta[1])
         body = {"ver": version, "p": {k: pack_tensor(v, dtype) for k, v in view.items()}}
-        nbytes = sum(v.size * (2 if dtype else v.itemsize) for v in view.values())
+        nbytes = sum(v.nbytes for v in view.values()) // (2 if dtype else 1)
         return EncodedModel(body, view, False, nbytes)
 
     def _delta(
@@ -141,10 +141,9 @@ class DeltaDecoder:
             raise WireError(
                 "schema", f"parameters {sorted(map(str, names))} where {sorted(spec)} are expected"
             )
-        with np.errstate(over="ignore", invalid="ignore"):
-            params: Params = {k: unpack_tensor(v, spec[k], what=k) for k, v in dense.items()}
-            if "base" in body:
-                params.update(self._apply_rows(sender, body["base"], rows, spec))
+        params: Params = {k: unpack_tensor(v, spec[k], what=k) for k, v in dense.items()}
+        if "base" in body:
+            params.update(self._apply_rows(sender, body["base"], rows, spec))
         frozen = dict(params)
         self._remember(sender, version, frozen)
         return version, frozen

@@ -37,7 +37,7 @@ def pack_tensor(arr: npt.NDArray[Any], dtype: str | None = None) -> dict[str, An
         return {"d": name, "s": list(arr.shape), "b": b""}
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    return {"d": name, "s": list(arr.shape), "b": memoryview(arr.data).cast("B")}
+    return {"d": name, "s": list(arr.shape), "b": arr.data.cast("B")}
 
 
 def unpack_tensor(
@@ -51,24 +51,25 @@ def unpack_tensor(
     except KeyError:
         raise WireError("schema", f"{what}: a tensor is a map with keys d, s, b") from None
     got = ALLOWED_DTYPES.get(dtype_name) if type(dtype_name) is str else None
-    if got is None:
-        raise WireError("dtype", f"{what}: dtype {dtype_name!r} is not allowed")
-    want = np.dtype(spec.dtype)
-    if got != want and not (allow_float16 and got == _F16 and want == _F32):
-        raise WireError("dtype", f"{what}: dtype {dtype_name} where {spec.dtype} is expected")
+    want = spec.np_dtype
+    if got is not want and got != want:
+        if got is None:
+            raise WireError("dtype", f"{what}: dtype {dtype_name!r} is not allowed")
+        if not (allow_float16 and got is _F16 and want == _F32):
+            raise WireError("dtype", f"{what}: dtype {dtype_name} where {spec.dtype} is expected")
     if type(shape) is not list or tuple(shape) != spec.shape:
         raise WireError("shape", f"{what}: shape {shape!r} where {list(spec.shape)} is expected")
     if type(raw) is not bytes:
         raise WireError("schema", f"{what}: data must be bytes")
-    count = math.prod(spec.shape)
-    if len(raw) != count * got.itemsize:
+    if len(raw) != spec.count * got.itemsize:
         raise WireError("shape", f"{what}: {len(raw)} bytes for shape {spec.shape} {dtype_name}")
-    arr = np.frombuffer(raw, dtype=got).reshape(spec.shape)
+    flat = np.frombuffer(raw, dtype=got)  # read-only: it views the immutable bytes
+    if got.kind == "f" and not all_finite(flat):
+        raise WireError("non-finite", f"{what}: NaN or infinite values")
+    arr = flat.reshape(spec.shape) if len(spec.shape) != 1 else flat
     if got is not want and got != want:
         arr = arr.astype(want)
-    if got.kind == "f" and not all_finite(arr):
-        raise WireError("non-finite", f"{what}: NaN or infinite values")
-    arr.flags.writeable = False
+        arr.flags.writeable = False
     return arr
 
 
@@ -77,12 +78,12 @@ def all_finite(arr: npt.NDArray[Any]) -> bool:
 
     A BLAS dot product of the values with themselves is NaN or inf as soon as one value is, and
     costs about one read of the array; only when it is not finite is the exact element-wise check
-    run (it tells a NaN from an overflow of legitimately huge values). Callers decoding a whole
-    message wrap it in one ``np.errstate(over="ignore")`` so that overflow does not warn.
+    run (it tells a NaN from an overflow of legitimately huge values, which numpy reports once
+    as a RuntimeWarning).
     """
     if arr.size == 0:
         return True
-    flat = arr.reshape(-1)
-    if math.isfinite(float(np.dot(flat, flat))):
+    flat = arr if arr.ndim == 1 else arr.reshape(-1)
+    if math.isfinite(flat.dot(flat)):
         return True
     return bool(np.isfinite(flat).all())

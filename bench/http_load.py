@@ -1,0 +1,142 @@
+"""Real HTTP: how many model messages/s one process hosting 100 nodes takes in on loopback.
+
+A server process (``p2pnode`` code: one aiohttp server, per-node routes, SAMO nodes whose
+wake-ups are pushed past the run so only the receive path is measured) and a separate load
+process posting real full-model frames (ML-100k GMF, 32 factors) over keep-alive connections.
+Reports accepted messages/s, latency percentiles and the server's CPU time per message.
+
+    .venv/bin/python -m bench.http_load [--nodes 100] [--seconds 10] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+
+from learning import gmf
+from p2pnode.config import RunConfig
+from p2pnode.wire.codec import encode_model_frame
+from p2pnode.wire.delta import DeltaEncoder
+
+
+def server_config(nodes: int, protocol: str) -> RunConfig:
+    # tick_seconds large: wake-ups fall after the measurement, so nodes only receive. With SAMO a
+    # receipt is decode + check + buffer; with Base GL it is also a merge and a local epoch.
+    return RunConfig(nodes=nodes, rounds=1, protocol=protocol, sampling="static", tick_seconds=60.0)
+
+
+async def serve(port: int, nodes: int, protocol: str) -> None:
+    from p2pnode.process import tune_process
+    from p2pnode.real import NodeProcess, ProcessSpec
+
+    tune_process()
+    proc = NodeProcess(server_config(nodes, protocol), ProcessSpec(tuple(range(nodes)), "127.0.0.1", port))
+    await proc.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def load(port: int, nodes: int, seconds: float, concurrency: int, pid: int, protocol: str) -> None:
+    init = gmf.init_params(1682, 32, seed=0)
+    frames = [
+        bytes(encode_model_frame((d + 1) % nodes, d, DeltaEncoder(enabled=False).encode(d, 1, init)))
+        for d in range(nodes)
+    ]
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker(k: int, deadline: float) -> None:
+            i = k
+            while time.perf_counter() < deadline:
+                d = i % nodes
+                t = time.perf_counter()
+                async with session.post(
+                    f"http://127.0.0.1:{port}/v1/nodes/{d}/gossip", data=frames[d]
+                ) as resp:
+                    await resp.read()
+                    statuses[resp.status] = statuses.get(resp.status, 0) + 1
+                latencies.append(time.perf_counter() - t)
+                i += concurrency
+
+        await asyncio.gather(*(worker(k, time.perf_counter() + 1.0) for k in range(concurrency)))
+        latencies.clear()
+        statuses.clear()
+        cpu0 = cpu_seconds(pid)
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(k, t0 + seconds) for k in range(concurrency)))
+        wall = time.perf_counter() - t0
+        cpu = cpu_seconds(pid) - cpu0
+    ok = statuses.get(200, 0)
+    lat = np.array(latencies) * 1e3
+    print(
+        f"protocol {protocol}: {nodes} nodes in one process, {concurrency} concurrent senders, {wall:.1f} s"
+    )
+    print(
+        f"accepted {ok} model messages: {ok / wall:.0f} msg/s  (target >= 1000)   "
+        f"{ok * len(frames[0]) / wall / 1e6:.0f} MB/s   other statuses { ({k: v for k, v in statuses.items() if k != 200}) }"
+    )
+    print(f"latency ms: p50 {np.percentile(lat, 50):.1f}  p99 {np.percentile(lat, 99):.1f}")
+    print(
+        f"server CPU {cpu:.2f} s = {cpu / max(ok, 1) * 1e6:.0f} us per received message "
+        f"({cpu / wall:.0%} of one core)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", nargs="?", default="run", choices=["run", "serve"])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--protocol", default="samo", choices=["samo", "base"])
+    args = ap.parse_args()
+    if args.mode == "serve":
+        asyncio.run(serve(args.port, args.nodes, args.protocol))
+        return
+    from p2pnode.launch import free_ports
+
+    port = free_ports(1)[0]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.http_load",
+            "serve",
+            "--port",
+            str(port),
+            "--nodes",
+            str(args.nodes),
+            "--protocol",
+            args.protocol,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != "ready":
+            raise SystemExit("server did not start")
+        asyncio.run(load(port, args.nodes, args.seconds, args.concurrency, server.pid, args.protocol))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""`p2pnode run` as a real OS process: progress, /metrics via `p2pnode metrics`, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from p2pnode.follow import follow, scrape
+from p2pnode.launch import free_ports
+
+pytestmark = pytest.mark.functional
+
+
+def start(tmp_path: Path, port: int, rounds: int, extra: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "p2pnode",
+            "run",
+            "--nodes",
+            "8",
+            "--users",
+            "0-7",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--rounds",
+            str(rounds),
+            "--tick-seconds",
+            "0.005",
+            "--sampling",
+            "static",
+            "--lr",
+            "0.01",
+            "--out",
+            str(tmp_path),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_http(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def test_sigterm_stops_gracefully_and_writes_results(tmp_path: Path) -> None:
+    port = free_ports(1)[0]
+    proc = start(tmp_path, port, rounds=100_000, extra=[])
+    try:
+        wait_http(f"http://127.0.0.1:{port}/status")
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+        assert time.monotonic() - t0 < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "round" in out and "done:" in out
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["nodes"] == 8 and 0 < result["rounds"] < 100_000
+
+
+def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
+    port = free_ports(1)[0]
+    proc = start(tmp_path, port, rounds=100_000, extra=["--quiet"])
+    try:
+        wait_http(f"http://127.0.0.1:{port}/metrics")
+        time.sleep(1.5)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        for name in (
+            "p2pnode_models_sent_total",
+            "p2pnode_models_received_total",
+            "p2pnode_bytes_sent_total",
+            "p2pnode_bytes_received_total",
+            "p2pnode_merges_total",
+            "p2pnode_local_steps_total",
+            "p2pnode_round",
+            "p2pnode_view_size",
+            "p2pnode_hit_ratio",
+        ):
+            assert f'{name}{{node="3"' in text, name
+        row = scrape(f"127.0.0.1:{port}")
+        assert row["nodes"] == 8 and row["sent"] > 0 and row["round"] >= 1
+        lines: list[str] = []
+        assert follow([f"127.0.0.1:{port}"], 0.2, False, lines.append, count=2) == 0
+        assert len(lines) == 2 and "endpoint" in lines[0] and f"127.0.0.1:{port}" in lines[1]
+        cli = subprocess.run(
+            [sys.executable, "-m", "p2pnode", "metrics", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert cli.returncode == 0 and "merges" in cli.stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
