@@ -86,9 +86,10 @@ async def load(port: int, nodes: int, seconds: float, concurrency: int, pid: int
     print(
         f"protocol {protocol}: {nodes} nodes in one process, {concurrency} concurrent senders, {wall:.1f} s"
     )
+    others = {k: v for k, v in statuses.items() if k != 200}
     print(
         f"accepted {ok} model messages: {ok / wall:.0f} msg/s  (target >= 1000)   "
-        f"{ok * len(frames[0]) / wall / 1e6:.0f} MB/s   other statuses { ({k: v for k, v in statuses.items() if k != 200}) }"
+        f"{ok * len(frames[0]) / wall / 1e6:.0f} MB/s   other statuses {others}"
     )
     print(f"latency ms: p50 {np.percentile(lat, 50):.1f}  p99 {np.percentile(lat, 99):.1f}")
     print(
