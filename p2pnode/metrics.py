@@ -46,6 +46,12 @@ class Metrics:
             ["node", "reason"],
             registry=r,
         )
+        self.view_changes = Counter(
+            "p2pnode_view_swaps_total",
+            "PeerSwap transactions this node initiated, by outcome",
+            ["node", "outcome"],
+            registry=r,
+        )
         self.round = Gauge("p2pnode_round", "Current round", ["node"], registry=r)
         self.view_size = Gauge("p2pnode_view_size", "Out-view size", ["node"], registry=r)
         self.hit_ratio = Gauge(

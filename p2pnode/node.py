@@ -25,6 +25,7 @@ from p2pnode.wire.codec import (
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import Channel, WireError
 from peer_sampling.effects import Effect, Learned, Send, SetTimer
+from peer_sampling.peerswap import SwapStats
 from protocols.gossip import GossipNode
 from protocols.messages import ModelMessage
 
@@ -78,6 +79,7 @@ class NodeRuntime:
         self._m_merges = metrics.merges.labels(label)
         self._m_steps = metrics.local_steps.labels(label)
         self._synced = (0, 0)
+        self._swaps_synced: dict[str, int] = {}
         self.round = 0
         self.last_hit: bool | None = None
 
@@ -108,6 +110,16 @@ class NodeRuntime:
         self._m_merges.inc(stats.merges - merges)
         self._m_steps.inc(stats.local_steps - steps)
         self._synced = (stats.merges, stats.local_steps)
+        swaps = getattr(self.node.sampler, "stats", None)
+        if isinstance(swaps, SwapStats):
+            for outcome, value in (
+                ("committed", swaps.committed),
+                ("aborted", swaps.aborted),
+                ("skipped-busy", swaps.skipped_busy),
+            ):
+                done = self._swaps_synced.get(outcome, 0)
+                self._metrics.view_changes.labels(self._label, outcome).inc(value - done)
+                self._swaps_synced[outcome] = value
 
     # -- effects --------------------------------------------------------------------------------
 

@@ -321,4 +321,30 @@ def aggregate(results: Sequence[dict[str, Any]], top_k: int) -> dict[str, Any]:
         for k, v in r["rejected"].items():
             rejected[k] = rejected.get(k, 0) + v
     total["rejected"] = rejected
+    total["view_swaps"] = {
+        k: sum(r.get("view_swaps", {}).get(k, 0) for r in results) for k in ("committed", "aborted")
+    }
+    total["history"] = _merge_histories(results, key)
     return total
+
+
+def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Per-round network figures from the processes' histories (rounds all processes reached)."""
+    by_round: list[dict[int, dict[str, Any]]] = [
+        {h["round"]: h for h in r.get("history", [])} for r in results
+    ]
+    common = sorted(set.intersection(*(set(b) for b in by_round))) if by_round else []
+    merged = []
+    for rnd in common:
+        rows = [b[rnd] for b in by_round]
+        nodes = sum(h["nodes"] for h in rows)
+        merged.append(
+            {
+                "round": rnd,
+                "nodes": nodes,
+                key: sum(h[key] * h["nodes"] for h in rows) / max(nodes, 1),
+                "messages": sum(h["messages"] for h in rows),
+                "bytes": sum(h["bytes"] for h in rows),
+            }
+        )
+    return merged

@@ -15,6 +15,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict
     hits = 0
     n = 0
     msgs = nbytes = models = deltas = merges = steps = failures = 0
+    swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
     for node in nodes:
         hit = node.learner.evaluate()
@@ -32,6 +33,10 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict
         stats = node.node.protocol.stats
         merges += stats.merges
         steps += stats.local_steps
+        sampler_stats = getattr(node.node.sampler, "stats", None)
+        if sampler_stats is not None:
+            swaps["committed"] += sampler_stats.committed
+            swaps["aborted"] += sampler_stats.aborted
     return {
         "round": round_no,
         "nodes": n,
@@ -44,6 +49,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict
         "local_steps": steps,
         "send_failures": failures,
         "rejected": rejected,
+        "view_swaps": swaps,
     }
 
 

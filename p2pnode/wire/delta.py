@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -27,8 +26,7 @@ Params = dict[str, npt.NDArray[np.float32]]
 FrozenParams = Mapping[str, npt.NDArray[np.float32]]
 
 
-@dataclass(frozen=True)
-class EncodedModel:
+class EncodedModel(NamedTuple):
     """A model body ready for the frame, and what the receiver will hold once it accepts it."""
 
     body: dict[str, Any]
@@ -123,6 +121,15 @@ class DeltaDecoder:
 
     def decode(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, FrozenParams]:
         """Check ``body`` against ``spec`` and return (version, parameters). Raises WireError."""
+        if type(body) is dict and len(body) == 2:  # the common case: a full model
+            version, dense = body.get("ver"), body.get("p")
+            if type(version) is int and version >= 0 and type(dense) is dict and dense.keys() == spec.keys():
+                params = {k: unpack_tensor(v, spec[k], what=k) for k, v in dense.items()}
+                self._remember(sender, version, params)
+                return version, params
+        return self._decode_general(sender, body, spec)
+
+    def _decode_general(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, FrozenParams]:
         if not isinstance(body, dict) or not {"ver", "p"} <= set(body) <= {"ver", "p", "base", "r"}:
             raise WireError("schema", "model body must have ver, p and optionally base, r")
         version = body["ver"]
