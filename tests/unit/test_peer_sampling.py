@@ -68,6 +68,11 @@ class PureNet:
         self.apply(node, self.s[node].on_timer(key, self.now, self.rng))
         return True
 
+    def run_until(self, t: float) -> None:
+        """Process messages and timers in time order until virtual time ``t``."""
+        while self.now < t and self.step():
+            continue
+
     def drain(self) -> None:
         """Deliver every in-flight message (and what they cause), firing no timer."""
         while self.events:
@@ -95,8 +100,7 @@ def test_peerswap_keeps_views_regular_and_consistent_under_concurrency(max_delay
     net = PureNet(dict(samplers), seed=3, max_delay=max_delay)
     for v, s in samplers.items():
         net.apply(v, s.start(0.0, net.rng))
-    while net.now < 20_000 and net.step():
-        pass
+    net.run_until(20_000)
     net.drain()
     assert_regular_and_consistent(samplers, k)
     committed = sum(s.stats.committed for s in samplers.values())
