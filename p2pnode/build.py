@@ -5,17 +5,19 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from learning import gmf
-from learning.interactions import DataError
+from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
 from learning.params import Params
 from learning.split import UserData, leave_one_out
+from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode.clock import Clock
 from p2pnode.config import RunConfig
-from p2pnode.datasets import ML100K, load_ml100k
+from p2pnode.datasets import ML100K, load_ml100k, load_table
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
 from p2pnode.transport.base import Transport
@@ -38,17 +40,38 @@ class Prepared:
     init: Params
     out_views: dict[int, list[int]]
     in_views: dict[int, list[int]]
+    planted: Planted | None = None
 
     @property
     def model_bytes(self) -> int:
         return sum(v.nbytes for v in self.init.values())
 
 
+def load_data(config: RunConfig) -> tuple[Interactions, Planted | None]:
+    """The dataset the config names, and the planted ground truth when it is synthetic."""
+    if config.dataset == ML100K:
+        return load_ml100k(config.data_dir or None), None
+    if config.dataset == "synthetic":
+        sc = config.synthetic
+        synth = SyntheticConfig(
+            users=config.nodes,
+            items=sc.items,
+            communities=sc.communities,
+            pool_size=sc.pool_size,
+            pool_overlap=sc.pool_overlap,
+            per_user=sc.per_user,
+            in_pool_share=sc.in_pool_share,
+            seed=config.seed,
+        )
+        return planted_communities(synth)
+    if not Path(config.dataset).exists():
+        raise DataError(f"--dataset {config.dataset!r} is neither ml-100k, synthetic nor an existing file")
+    return load_table(config.dataset, config.min_interactions), None
+
+
 def prepare(config: RunConfig) -> Prepared:
     """Load the data, split it, draw θ_0 and (static/peerswap) the initial k-regular graph."""
-    if config.dataset != ML100K:
-        raise DataError(f"unknown dataset {config.dataset!r}; this version knows {ML100K}")
-    data = load_ml100k(config.data_dir or None)
+    data, planted = load_data(config)
     if config.nodes > data.n_users:
         raise DataError(f"--nodes {config.nodes} exceeds the {data.n_users} users of {data.name}")
     data = data.subset_users(config.nodes)
@@ -59,7 +82,7 @@ def prepare(config: RunConfig) -> Prepared:
     if config.sampling in ("static", "peerswap"):
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)
-    return Prepared(config, users, init, outs, ins)
+    return Prepared(config, users, init, outs, ins, planted)
 
 
 def node_rng(seed: int, node_id: int) -> random.Random:

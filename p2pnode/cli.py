@@ -41,6 +41,8 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     g.add_argument("--view-size", type=int, help="out-view size P (default 3)")
     g.add_argument("--swap-rate", type=float, help="PeerSwap view changes per node per round")
     g.add_argument("--seed", type=int, help="seed of everything random")
+    g.add_argument("--dataset", help="ml-100k (default), synthetic, or a user,item[,timestamp] file")
+    g.add_argument("--min-interactions", type=int, help="file datasets: drop users with fewer items")
     g.add_argument("--data-dir", help="dataset directory (default $P2PNODE_DATA or ~/.cache)")
     g.add_argument("--eval-every", type=int, help="evaluate HR@K every N rounds")
     g.add_argument("--samo-buffer", type=int, help="SAMO: most models buffered per node")
@@ -76,6 +78,8 @@ _FLAG_FIELDS = {
     "swap_rate": "swap_rate",
     "seed": "seed",
     "data_dir": "data_dir",
+    "dataset": "dataset",
+    "min_interactions": "min_interactions",
     "eval_every": "eval_every",
     "samo_buffer": "samo_buffer",
     "tick_seconds": "tick_seconds",

@@ -41,6 +41,18 @@ class WireConfig:
 
 
 @dataclass(frozen=True)
+class SyntheticSection:
+    """``--dataset synthetic``: planted communities (users = ``nodes``; see learning/synthetic.py)."""
+
+    items: int = 500  #: number of items
+    communities: int = 5  #: number of planted communities
+    pool_size: int = 40  #: preferred items per community
+    pool_overlap: int = 10  #: items a pool shares with the next community's pool
+    per_user: int = 30  #: interactions per user
+    in_pool_share: float = 0.8  #: probability that an interaction comes from the user's pool
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """In-memory network knobs (simulator only)."""
 
@@ -60,14 +72,16 @@ class RunConfig:
     view_size: int = 3  #: out-view size P
     swap_rate: float = 0.1  #: PeerSwap view changes per node per round (p ~ Exp(rate))
     seed: int = 0  #: seed of everything random
-    dataset: str = "ml-100k"  #: dataset name
+    dataset: str = "ml-100k"  #: ml-100k | synthetic | PATH of a user,item[,timestamp] file
     data_dir: str = ""  #: where datasets live ("" = default cache directory)
+    min_interactions: int = 5  #: PATH datasets: drop users with fewer distinct items
     samo_buffer: int = 64  #: SAMO: most models buffered between wake-ups
     tick_seconds: float = 0.01  #: real runs: wall-clock seconds per tick
     eval_every: int = 1  #: evaluate HR@K every this many rounds
     learning: LearningConfig = field(default_factory=LearningConfig)
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
+    synthetic: SyntheticSection = field(default_factory=SyntheticSection)
 
     def validate(self) -> RunConfig:
         """Return self, or raise ConfigError naming the first bad field."""
@@ -80,6 +94,8 @@ class RunConfig:
         _check(self.samo_buffer >= 1, "samo-buffer", "must be >= 1")
         _check(self.tick_seconds > 0, "tick-seconds", "must be > 0")
         _check(self.eval_every >= 1, "eval-every", "must be >= 1")
+        _check(self.min_interactions >= 2, "min-interactions", "must be >= 2 (leave-one-out)")
+        _check(bool(self.dataset), "dataset", "must be ml-100k, synthetic or a file path")
         lc = self.learning
         _check(lc.factors >= 1, "factors", "must be >= 1")
         _check(lc.lr > 0, "lr", "must be > 0")

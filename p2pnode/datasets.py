@@ -17,6 +17,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
+
 from learning.interactions import DataError, Interactions
 
 ML100K = "ml-100k"
@@ -58,6 +60,78 @@ def load_ml100k(data_dir: str | Path | None = None) -> Interactions:
             except (IndexError, ValueError):
                 raise DataError(f"{path}:{lineno}: bad row {line.strip()!r}") from None
     return Interactions.from_raw(users, items, times, name=ML100K)
+
+
+def load_table(path: str | Path, min_interactions: int = 5) -> Interactions:
+    """A plain file of ``user, item[, timestamp]`` rows: CSV or TSV, header optional.
+
+    The separator is a tab if the first line has one, else a comma. The first line is a header
+    when its first two fields mention ``user`` and ``item``. Without a timestamp column the row
+    order is the time order. Users with fewer than ``min_interactions`` distinct items are
+    dropped (item ids are kept for the rest). Every bad row is an error naming its line.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise DataError(f"dataset file {path} does not exist") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file") from None
+    if not lines:
+        raise DataError(f"{path}: the file is empty")
+    sep = "\t" if "\t" in lines[0] else ","
+    first = [f.strip().lower() for f in lines[0].split(sep)]
+    start = 1 if len(first) >= 2 and "user" in first[0] and "item" in first[1] else 0
+    users: list[str] = []
+    items: list[str] = []
+    times: list[float] = []
+    width = 0
+    for lineno, line in enumerate(lines[start:], start=start + 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(sep)]
+        if len(fields) not in (2, 3) or not fields[0] or not fields[1]:
+            raise DataError(f"{path}:{lineno}: expected user{sep}item[{sep}timestamp], got {line!r}")
+        if width and len(fields) != width:
+            raise DataError(f"{path}:{lineno}: {len(fields)} fields where earlier rows have {width}")
+        width = len(fields)
+        users.append(fields[0])
+        items.append(fields[1])
+        if width == 3:
+            try:
+                times.append(float(fields[2]))
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: timestamp {fields[2]!r} is not a number") from None
+        else:
+            times.append(float(lineno))
+    if not users:
+        raise DataError(f"{path}: no interactions")
+    data = Interactions.from_raw(users, items, times, name=path.name)
+    return _min_interactions(data, min_interactions, path)
+
+
+def _min_interactions(data: Interactions, minimum: int, path: Path) -> Interactions:
+    """Drop users with fewer than ``minimum`` distinct items, renumbering the users kept."""
+    if minimum <= 1:
+        return data
+    pairs = np.unique(np.stack((data.users, data.items)), axis=1)
+    counts = np.bincount(pairs[0], minlength=data.n_users)
+    keep_users = np.flatnonzero(counts >= minimum)
+    if len(keep_users) < 2:
+        raise DataError(
+            f"{path}: only {len(keep_users)} user(s) have at least {minimum} items (lower --min-interactions)"
+        )
+    new_id = np.full(data.n_users, -1, dtype=np.int64)
+    new_id[keep_users] = np.arange(len(keep_users))
+    mask = new_id[data.users] >= 0
+    return Interactions(
+        new_id[data.users[mask]],
+        data.items[mask],
+        data.timestamps[mask],
+        tuple(data.raw_user_ids[u] for u in keep_users),
+        data.raw_item_ids,
+        data.name,
+    )
 
 
 def fetch_ml100k(data_dir: str | Path | None = None, wheel: Path | None = None) -> Path:

