@@ -13,6 +13,7 @@ from learning.params import Params
 
 USER, ITEM, H, B = "user", "item", "h", "b"
 PARAM_NAMES: tuple[str, ...] = (USER, ITEM, H, B)
+SHARE_LESS_NAMES: tuple[str, ...] = (ITEM, H, B)  #: Share less: the user embedding stays home
 
 
 def init_params(n_items: int, factors: int, seed: int) -> Params:

@@ -42,8 +42,18 @@ class NumpyGMF:
         for name, arr in self.params.items():
             self.moments[name] = AdamMoments(np.zeros_like(arr), np.zeros_like(arr))
 
-    def step(self, idx: npt.NDArray[np.int64], y: npt.NDArray[np.float32]) -> None:
-        """One minibatch of mean BCE-with-logits, then one optimizer step for every parameter."""
+    def step(
+        self,
+        idx: npt.NDArray[np.int64],
+        y: npt.NDArray[np.float32],
+        anchor: Array | None = None,
+        tau: float = 0.0,
+    ) -> None:
+        """One minibatch of mean BCE-with-logits, then one optimizer step for every parameter.
+
+        With ``anchor`` (one row per batch example, used where ``y == 1``) the Share-less
+        regulariser τ Σ_j ‖e_j − anchor_j‖₂ of the CIA paper's eq. 2 is added for the positives.
+        """
         p = self.params
         item, user, h, b = p[gmf.ITEM], p[gmf.USER], p[gmf.H], p[gmf.B]
         pu = user[0]
@@ -60,6 +70,8 @@ class NumpyGMF:
             gmf.H: g @ z,
             gmf.B: np.array([g.sum()], dtype=np.float32),
         }
+        if anchor is not None and tau > 0:
+            g_rows = g_rows + _share_less_grad(q, anchor, y, tau)
         for name, grad in grads.items():
             _adam(p[name], grad, self.moments[name], self.lr)
         rows, summed = _sum_rows(idx, g_rows)
@@ -69,6 +81,16 @@ class NumpyGMF:
             dense = np.zeros_like(item)
             dense[rows] = summed
             _adam(item, dense, self.moments[gmf.ITEM], self.lr)
+
+
+def _share_less_grad(q: Array, anchor: Array, y: npt.NDArray[np.float32], tau: float) -> Array:
+    """∂/∂q of τ Σ_{positives} ‖q − anchor‖₂, with the subgradient 0 where q = anchor."""
+    diff = (q - anchor) * (y > 0.5)[:, None]
+    norms = np.sqrt((diff * diff).sum(axis=1, keepdims=True))
+    return np.asarray(
+        np.divide(diff, norms, out=np.zeros_like(diff), where=norms > 0) * np.float32(tau),
+        dtype=np.float32,
+    )
 
 
 def _sum_rows(idx: npt.NDArray[np.int64], values: Array) -> tuple[npt.NDArray[np.int64], Array]:

@@ -35,6 +35,7 @@ class TrainConfig:
     top_k: int = 20
     sparse_items: bool = True  #: SparseAdam on the item rows of each batch; False: dense Adam
     backend: str = "numpy"  #: "numpy" (analytic gradients, fast) or "torch" (autograd reference)
+    share_less_tau: float = 0.0  #: weight τ of the Share-less item regulariser (eq. 2); 0: off
 
 
 class TorchGMF:
@@ -52,11 +53,21 @@ class TorchGMF:
         else:
             self.opts = [torch.optim.Adam(list(self.t.values()), lr=lr)]
 
-    def step(self, idx: npt.NDArray[np.int64], y: npt.NDArray[np.float32]) -> None:
+    def step(
+        self,
+        idx: npt.NDArray[np.int64],
+        y: npt.NDArray[np.float32],
+        anchor: Array | None = None,
+        tau: float = 0.0,
+    ) -> None:
         t = self.t
         q = torch.nn.functional.embedding(torch.from_numpy(idx), t[gmf.ITEM], sparse=self.sparse_items)
         logits = (q * t[gmf.USER]).matmul(t[gmf.H]) + t[gmf.B]
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
+        if anchor is not None and tau > 0:
+            pos = torch.from_numpy(y > 0.5)
+            diff = q[pos] - torch.from_numpy(anchor)[pos]
+            loss = loss + tau * torch.linalg.vector_norm(diff, dim=1).sum()
         for opt in self.opts:
             opt.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
@@ -77,6 +88,8 @@ class GMFLearner:
     ) -> None:
         if config.backend not in BACKENDS:
             raise ValueError(f"unknown training backend {config.backend!r}")
+        if not set(shared) <= set(gmf.PARAM_NAMES):
+            raise ValueError(f"shared parameters {shared} are not all GMF parameters")
         self.data = data
         self.config = config
         self.rng = rng
@@ -123,11 +136,19 @@ class GMFLearner:
             yield items[start : start + cfg.batch_size], labels[start : start + cfg.batch_size]
 
     def local_update(self) -> int:
-        """Run ``local_epochs`` epochs of BCE with sampled negatives; returns the number of steps."""
+        """Run ``local_epochs`` epochs of BCE with sampled negatives; returns the number of steps.
+
+        With Share less (τ > 0) the item embeddings as they stand before this update (after the
+        merge) are the anchors e_ju^{t−1} of eq. 2; the regulariser applies to the user's own
+        items, at the steps where they are in the batch.
+        """
+        tau = self.config.share_less_tau
+        before = self.params[gmf.ITEM].copy() if tau > 0 else None
         steps = 0
         for _ in range(self.config.local_epochs):
             for idx, y in self.batches():
-                self._backend.step(idx, y)
+                anchor = before[idx] if before is not None else None
+                self._backend.step(idx, y, anchor, tau)
                 steps += 1
         self.version += 1
         return steps

@@ -112,8 +112,22 @@ def make_node(
     """One node runtime, ready to ``start``."""
     cfg = prep.config
     lc = cfg.learning
-    train = TrainConfig(lc.factors, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k)
-    learner = GMFLearner(prep.users[node_id], prep.init, train, np.random.default_rng([cfg.seed, node_id, 2]))
+    train = TrainConfig(
+        lc.factors,
+        lc.lr,
+        lc.batch_size,
+        lc.negatives,
+        lc.local_epochs,
+        lc.top_k,
+        share_less_tau=lc.share_less_tau if lc.share_less else 0.0,
+    )
+    learner = GMFLearner(
+        prep.users[node_id],
+        prep.init,
+        train,
+        np.random.default_rng([cfg.seed, node_id, 2]),
+        shared=gmf.SHARE_LESS_NAMES if lc.share_less else gmf.PARAM_NAMES,
+    )
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
     timing = TimingConfig()
     protocol: GossipProtocol

@@ -53,6 +53,8 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     lg.add_argument("--negatives", type=int, help="negatives per positive (default 4)")
     lg.add_argument("--local-epochs", type=int, help="epochs per local update (default 1)")
     lg.add_argument("--top-k", type=int, help="K of HR@K (default 20)")
+    lg.add_argument("--share-less", action="store_true", help="keep user embeddings private")
+    lg.add_argument("--share-less-tau", type=float, help="item regulariser weight τ (default 0.1)")
     w = p.add_argument_group("wire")
     w.add_argument("--no-delta", action="store_true", help="always send full models")
     w.add_argument("--float16", action="store_true", help="send tensors in half precision")
@@ -89,6 +91,7 @@ _FLAG_FIELDS = {
     "negatives": "learning.negatives",
     "local_epochs": "learning.local_epochs",
     "top_k": "learning.top_k",
+    "share_less_tau": "learning.share_less_tau",
     "delay_min": "sim.delay_min",
     "delay_max": "sim.delay_max",
     "drop": "sim.drop",
@@ -113,6 +116,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         changes["wire.delta"] = False
     if getattr(args, "float16", False):
         changes["wire.float16"] = True
+    if getattr(args, "share_less", False):
+        changes["learning.share_less"] = True
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
     return cfg.replace(**changes).validate()

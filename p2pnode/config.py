@@ -29,6 +29,8 @@ class LearningConfig:
     negatives: int = 4  #: sampled negatives per positive
     local_epochs: int = 1  #: epochs over the local data per local update
     top_k: int = 20  #: K of HR@K
+    share_less: bool = False  #: keep the user embedding private (CIA paper §III-D)
+    share_less_tau: float = 0.1  #: τ of the item regulariser of eq. 2 (used with share_less)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class RunConfig:
         _check(lc.negatives >= 1, "negatives", "must be >= 1")
         _check(lc.local_epochs >= 1, "local-epochs", "must be >= 1")
         _check(lc.top_k >= 1, "top-k", "must be >= 1")
+        _check(lc.share_less_tau >= 0, "share-less-tau", "must be >= 0")
         _check(self.wire.delta_peers >= 1, "delta-peers", "must be >= 1")
         s = self.sim
         _check(0 <= s.drop < 1, "drop", "must be in [0, 1)")

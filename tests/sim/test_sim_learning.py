@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from learning.metrics import random_hit_ratio
@@ -58,3 +59,53 @@ def test_learns_on_synthetic_planted_communities() -> None:
     cfg = RunConfig(nodes=60, rounds=8, seed=1, dataset="synthetic").replace(**{"learning.lr": 0.01})
     result = simulate(cfg)
     assert result["hit_ratio_at_20"] > 2 * RANDOM_HR, result["history"]
+
+
+def test_share_less_messages_carry_no_user_embedding_and_network_learns() -> None:
+    import msgpack
+
+    from p2pnode.sim import Simulation
+
+    cfg = small(rounds=6).replace(**{"learning.share_less": True})
+    sim = Simulation(cfg)
+    seen: list[set[str]] = []
+    send = sim.network.send
+
+    def spy(src, dst, channel, data, on_done):  # type: ignore[no-untyped-def]
+        frame = msgpack.unpackb(bytes(data), raw=False)
+        if frame["t"] == 1:
+            seen.append(set(frame["b"]["p"]) | set(frame["b"].get("r", {})))
+        send(src, dst, channel, data, on_done)
+
+    sim.network.send = spy  # type: ignore[method-assign]
+    users_before = {n: r.learner.params["user"].copy() for n, r in sim.host.nodes.items()}
+    for _ in range(cfg.rounds):
+        sim.run_round()
+    assert len(seen) > 50 and all(names == {"item", "h", "b"} for names in seen)
+    stats = sim.stats()
+    assert stats["hit_ratio_at_20"] > 2 * RANDOM_HR
+    assert stats["rejected"].keys() <= {"no-base"}
+    # user embeddings only moved by local training, never by a merge: a node that never trained
+    # (Base GL trains on receipt) still has its initial user row
+    for node_id, runtime in sim.host.nodes.items():
+        if runtime.node.protocol.stats.local_steps == 0:
+            np.testing.assert_array_equal(runtime.learner.params["user"], users_before[node_id])
+
+
+def test_full_model_from_a_peer_is_refused_by_a_share_less_node() -> None:
+    from learning import gmf
+    from p2pnode.sim import Simulation
+    from p2pnode.transport.base import Outcome
+    from p2pnode.wire.codec import encode_model_frame
+    from p2pnode.wire.delta import DeltaEncoder
+    from p2pnode.wire.schema import Channel
+
+    sim = Simulation(small(rounds=1).replace(**{"learning.share_less": True}))
+    target = sim.host.nodes[3]
+    before = {k: v.copy() for k, v in target.learner.params.items()}
+    full = gmf.init_params(1682, 32, seed=9)  # carries "user"
+    frame = encode_model_frame(5, 3, DeltaEncoder(enabled=False).encode(3, 1, full))
+    outcome = sim.host.receive(3, Channel.GOSSIP, frame)
+    assert outcome == Outcome(400, "schema")
+    for k, v in before.items():
+        np.testing.assert_array_equal(target.learner.params[k], v)

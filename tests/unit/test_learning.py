@@ -57,15 +57,17 @@ def test_hit_at_k_counts_ties_against_the_test_item() -> None:
     assert random_hit_ratio(20, 100) == pytest.approx(20 / 101)
 
 
-@pytest.mark.parametrize("sparse", [True, False])
-def test_numpy_backend_matches_torch_reference(sparse: bool) -> None:
+@pytest.mark.parametrize(("sparse", "tau"), [(True, 0.0), (False, 0.0), (True, 0.05), (False, 0.05)])
+def test_numpy_backend_matches_torch_reference(sparse: bool, tau: float) -> None:
     users = leave_one_out(toy(), seed=0)
     init = gmf.init_params(toy().n_items, 8, seed=3)
     learners = [
         GMFLearner(
             users[0],
             init,
-            TrainConfig(factors=8, lr=0.01, batch_size=64, sparse_items=sparse, backend=b),
+            TrainConfig(
+                factors=8, lr=0.01, batch_size=64, sparse_items=sparse, backend=b, share_less_tau=tau
+            ),
             np.random.default_rng(7),
         )
         for b in ("numpy", "torch")
@@ -92,3 +94,45 @@ def test_training_lowers_the_rank_of_held_out_items(ml100k: Interactions) -> Non
             lrn.local_update()
     after = np.mean([lrn.test_rank() for lrn in learners])
     assert after < before - 0.15, (before, after)
+
+
+def test_share_less_regulariser_holds_own_items_near_their_anchor() -> None:
+    users = leave_one_out(toy(), seed=0)
+    init = gmf.init_params(toy().n_items, 8, seed=3)
+    moved = {}
+    for tau in (0.0, 0.5):
+        lrn = GMFLearner(
+            users[0],
+            init,
+            TrainConfig(factors=8, lr=0.05, batch_size=32, local_epochs=3, share_less_tau=tau),
+            np.random.default_rng(1),
+        )
+        lrn.local_update()
+        own = users[0].train_items
+        moved[tau] = float(np.linalg.norm(lrn.params["item"][own] - init["item"][own], axis=1).mean())
+    assert moved[0.5] < 0.8 * moved[0.0], moved
+
+
+def test_share_less_grad_is_tau_times_unit_direction() -> None:
+    from learning.gmf_numpy import _share_less_grad
+
+    q = np.array([[3.0, 4.0], [1.0, 1.0], [2.0, 2.0]], np.float32)
+    anchor = np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]], np.float32)
+    y = np.array([1.0, 1.0, 0.0], np.float32)
+    g = _share_less_grad(q, anchor, y, tau=0.5)
+    np.testing.assert_allclose(g, [[0.3, 0.4], [0.0, 0.0], [0.0, 0.0]], atol=1e-7)
+
+
+def test_share_less_merge_leaves_the_user_embedding_alone() -> None:
+    users = leave_one_out(toy(), seed=0)
+    init = gmf.init_params(toy().n_items, 8, seed=3)
+    lrn = GMFLearner(
+        users[0], init, TrainConfig(factors=8), np.random.default_rng(0), shared=gmf.SHARE_LESS_NAMES
+    )
+    assert "user" not in lrn.snapshot() and "user" not in lrn.spec
+    other = {k: v + 1.0 for k, v in lrn.snapshot().items()}
+    user_before = lrn.params["user"].copy()
+    item_before = lrn.params["item"].copy()
+    lrn.merge([other])
+    np.testing.assert_array_equal(lrn.params["user"], user_before)
+    np.testing.assert_allclose(lrn.params["item"], item_before + 0.5, rtol=1e-6)
