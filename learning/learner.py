@@ -158,6 +158,12 @@ class GMFLearner:
         scores = gmf.score(self.params, self.params[gmf.USER][0], self._eval_items)
         return float(np.count_nonzero(scores[1:] >= scores[0])) / (len(scores) - 1)
 
+    def load(self, params: Mapping[str, Array]) -> None:
+        """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""
+        for k in self.shared_names:
+            self.params[k][...] = params[k]
+        self.version += 1
+
     def evaluate(self) -> bool:
         """Whether the held-out item is a hit at ``top_k`` among itself and its test negatives."""
         scores = gmf.score(self.params, self.params[gmf.USER][0], self._eval_items)

@@ -27,6 +27,7 @@ from peer_sampling.cyclon import Cyclon, CyclonConfig
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from protocols.base_gl import BaseGossip
+from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
 from protocols.samo import Samo
 
@@ -79,7 +80,7 @@ def prepare(config: RunConfig) -> Prepared:
     init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
-    if config.sampling in ("static", "peerswap"):
+    if config.sampling in ("static", "peerswap") and config.protocol != "fedavg":
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)
     return Prepared(config, users, init, outs, ins, planted)
@@ -91,12 +92,40 @@ def node_rng(seed: int, node_id: int) -> random.Random:
 
 def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tuple[int, str]]) -> PeerSampler:
     cfg = prep.config
+    if cfg.protocol == "fedavg":  # a client's only peer is the server
+        return StaticView(node_id, [server_id(cfg)], [server_id(cfg)])
     if cfg.sampling == "static":
         return StaticView(node_id, prep.out_views[node_id], prep.in_views[node_id])
     if cfg.sampling == "peerswap":
         ps = PeerSwapConfig(rate_per_round=cfg.swap_rate)
         return PeerSwap(node_id, prep.out_views[node_id], prep.in_views[node_id], ps)
     return Cyclon(node_id, address, seeds, CyclonConfig(capacity=cfg.view_size))
+
+
+def server_id(config: RunConfig) -> int:
+    """The FedAvg server's node id: one past the last user."""
+    return config.nodes
+
+
+def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Metrics) -> NodeRuntime:
+    """The FedAvg server node: the shared parameters of θ_0, every user as a client."""
+    cfg = prep.config
+    sid = server_id(cfg)
+    shared = gmf.SHARE_LESS_NAMES if cfg.learning.share_less else gmf.PARAM_NAMES
+    store = ParamStore({k: prep.init[k] for k in shared})
+    clients = list(range(cfg.nodes))
+    sampler = StaticView(sid, clients, clients)
+    protocol = FedAvgServer(sid, store, sampler, TimingConfig(), clients, cfg.fraction)
+    return NodeRuntime(
+        GossipNode(protocol),
+        store,
+        clock,
+        transport,
+        metrics,
+        node_rng(cfg.seed, sid),
+        DeltaEncoder(cfg.wire.delta, cfg.wire.float16),
+        DeltaDecoder(cfg.wire.delta, cfg.wire.delta_peers),
+    )
 
 
 def make_node(
@@ -133,6 +162,8 @@ def make_node(
     protocol: GossipProtocol
     if cfg.protocol == "samo":
         protocol = Samo(node_id, learner, sampler, timing, max_buffer=cfg.samo_buffer)
+    elif cfg.protocol == "fedavg":
+        protocol = FedAvgClient(node_id, learner, sampler, timing)
     else:
         protocol = BaseGossip(node_id, learner, sampler, timing)
     wire = cfg.wire

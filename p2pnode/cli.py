@@ -36,7 +36,7 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     g.add_argument("--preset", choices=sorted(PRESETS), help="named starting configuration")
     g.add_argument("--nodes", type=int, help="network size: nodes = users 0..N-1 (default 943)")
     g.add_argument("--rounds", type=int, help="rounds to run (100 ticks each)")
-    g.add_argument("--protocol", choices=PROTOCOLS, help="base (002 Alg. 1) or samo (Alg. 2)")
+    g.add_argument("--protocol", choices=PROTOCOLS, help="base (002 Alg. 1), samo (Alg. 2) or fedavg")
     g.add_argument("--sampling", choices=SAMPLINGS, help="peer sampling service")
     g.add_argument("--view-size", type=int, help="out-view size P (default 3)")
     g.add_argument("--swap-rate", type=float, help="PeerSwap view changes per node per round")
@@ -46,6 +46,7 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     g.add_argument("--data-dir", help="dataset directory (default $P2PNODE_DATA or ~/.cache)")
     g.add_argument("--eval-every", type=int, help="evaluate HR@K every N rounds")
     g.add_argument("--samo-buffer", type=int, help="SAMO: most models buffered per node")
+    g.add_argument("--fraction", type=float, help="fedavg: share of clients per round (default 1)")
     lg = p.add_argument_group("learning")
     lg.add_argument("--factors", type=int, help="GMF embedding size (default 32)")
     lg.add_argument("--lr", type=float, help="Adam learning rate (default 0.001)")
@@ -84,6 +85,7 @@ _FLAG_FIELDS = {
     "min_interactions": "min_interactions",
     "eval_every": "eval_every",
     "samo_buffer": "samo_buffer",
+    "fraction": "fraction",
     "tick_seconds": "tick_seconds",
     "factors": "learning.factors",
     "lr": "learning.lr",
@@ -141,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT to serve on")
     run.add_argument("--peers", default="", help="HOST:PORT,... of other processes (seeds)")
     run.add_argument("--users", help="node ids hosted here, e.g. 0-99 (default: all --nodes)")
+    run.add_argument("--server", action="store_true", help="also host the FedAvg server node")
     run.add_argument("--config-json", help=argparse.SUPPRESS)
 
     launch = sub.add_parser("launch", help="start a local cluster of N nodes, print a report")
@@ -235,7 +238,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
         for peer in peers:
             parse_hostport(peer)
-        spec = ProcessSpec(users, host, port, peers, args.out)
+        spec = ProcessSpec(users, host, port, peers, args.out, server=args.server)
         result = _run_async(run_process(config, spec, _progress(args)))
     if args.out is not None and args.command == "simulate":
         args.out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROTOCOLS = ("base", "samo")
+PROTOCOLS = ("base", "samo", "fedavg")
 SAMPLINGS = ("static", "peerswap", "cyclon")
 
 
@@ -69,7 +69,8 @@ class RunConfig:
 
     nodes: int = 943  #: number of nodes (one per user, the first N users of the dataset)
     rounds: int = 20  #: rounds to run (a round is 100 ticks)
-    protocol: str = "base"  #: base | samo (002 Algorithms 1 and 2)
+    protocol: str = "base"  #: base | samo (002 Algorithms 1 and 2) | fedavg (server id = nodes)
+    fraction: float = 1.0  #: fedavg: share of clients the server selects each round
     sampling: str = "peerswap"  #: static | peerswap | cyclon
     view_size: int = 3  #: out-view size P
     swap_rate: float = 0.1  #: PeerSwap view changes per node per round (p ~ Exp(rate))
@@ -94,6 +95,7 @@ class RunConfig:
         _check(1 <= self.view_size < self.nodes, "view-size", "must be in [1, nodes)")
         _check(self.swap_rate >= 0, "swap-rate", "must be >= 0")
         _check(self.samo_buffer >= 1, "samo-buffer", "must be >= 1")
+        _check(0 < self.fraction <= 1, "fraction", "must be in (0, 1]")
         _check(self.tick_seconds > 0, "tick-seconds", "must be > 0")
         _check(self.eval_every >= 1, "eval-every", "must be >= 1")
         _check(self.min_interactions >= 2, "min-interactions", "must be >= 2 (leave-one-out)")

@@ -73,6 +73,7 @@ async def launch(
             addresses[k],
             "--peers",
             ",".join(a for a in addresses if a != addresses[k]),
+            *(["--server"] if k == 0 and config.protocol == "fedavg" else []),
             "--out",
             str(workdir / f"proc{k}"),
             "--quiet",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from learning.learner import GMFLearner
+from learning.params import ModelSpec
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters
 from p2pnode.transport.base import Outcome, Transport
@@ -23,13 +23,25 @@ from p2pnode.wire.codec import (
     encode_sampling_frame,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
-from p2pnode.wire.schema import Channel, WireError
+from p2pnode.wire.schema import MODEL_TYPES, Channel, MsgType, WireError
 from peer_sampling.effects import Effect, Learned, Send, SetTimer
 from peer_sampling.peerswap import SwapStats
 from protocols.gossip import GossipNode
-from protocols.messages import ModelMessage
+from protocols.messages import FedMessage, ModelMessage
 
 log = logging.getLogger("p2pnode.node")
+
+
+class HostedModel(Protocol):
+    """What the driver needs from a node's model: a version, the spec of what it shares, and
+    HR@K on held-out data (``None`` for a node without data, like the FedAvg server)."""
+
+    version: int
+
+    @property
+    def spec(self) -> ModelSpec: ...
+
+    def evaluate(self) -> bool | None: ...
 
 
 class NodeRuntime:
@@ -38,7 +50,7 @@ class NodeRuntime:
     def __init__(
         self,
         node: GossipNode,
-        learner: GMFLearner,
+        learner: HostedModel,
         clock: Clock,
         transport: Transport,
         metrics: Metrics,
@@ -99,12 +111,13 @@ class NodeRuntime:
         self.stopped = True
         self.pause()
 
-    def record_round(self, round_no: int, hit: bool) -> None:
+    def record_round(self, round_no: int, hit: bool | None) -> None:
         """Publish the round, the latest HR@K outcome and the protocol's counters."""
         self.round = round_no
         self.last_hit = hit
         self._m_round.set(round_no)
-        self._m_hit.set(1.0 if hit else 0.0)
+        if hit is not None:
+            self._m_hit.set(1.0 if hit else 0.0)
         stats = self.node.protocol.stats
         merges, steps = self._synced
         self._m_merges.inc(stats.merges - merges)
@@ -151,18 +164,22 @@ class NodeRuntime:
     def _send(self, peer: int, message: object) -> None:
         if self.stopped:
             return
-        if isinstance(message, ModelMessage):
+        if isinstance(message, ModelMessage | FedMessage):
             self._send_model(peer, message, allow_delta=True)
             return
         data = encode_sampling_frame(self.node_id, peer, message)
         self._account(Channel.SAMPLING, len(data))
         self.transport.send(self.node_id, peer, Channel.SAMPLING, data, lambda out: self._sent(peer, out))
 
-    def _send_model(self, peer: int, message: ModelMessage, allow_delta: bool) -> None:
+    def _send_model(self, peer: int, message: ModelMessage | FedMessage, allow_delta: bool) -> None:
         if not allow_delta:
             self.encoder.forget(peer)
         encoded = self.encoder.encode(peer, message.version, message.params)
-        data = encode_model_frame(self.node_id, peer, encoded)
+        if isinstance(message, FedMessage):
+            kind = MsgType.FED_GLOBAL if message.kind == "global" else MsgType.FED_UPDATE
+            data = encode_model_frame(self.node_id, peer, encoded, kind, message.round)
+        else:
+            data = encode_model_frame(self.node_id, peer, encoded)
         self._account(Channel.GOSSIP, len(data))
         self.counters.models_sent += 1
         self._m_models_sent.inc()
@@ -175,7 +192,9 @@ class NodeRuntime:
 
         self.transport.send(self.node_id, peer, Channel.GOSSIP, data, done)
 
-    def _model_sent(self, peer: int, message: ModelMessage, encoded: EncodedModel, outcome: Outcome) -> None:
+    def _model_sent(
+        self, peer: int, message: ModelMessage | FedMessage, encoded: EncodedModel, outcome: Outcome
+    ) -> None:
         if outcome.ok:
             self.encoder.acknowledged(peer, message.version, encoded.view)
             return
@@ -207,7 +226,7 @@ class NodeRuntime:
             return Outcome(503, "stopping")
         try:
             message: Any
-            if frame.type.name == "MODEL":
+            if frame.type in MODEL_TYPES:
                 message = decode_model(frame, self.spec, self.decoder)
             else:
                 message = decode_sampling(frame)
@@ -217,7 +236,7 @@ class NodeRuntime:
             return Outcome(err.status, err.reason)
         self.counters.bytes_received += nbytes
         self._m_bytes_received.inc(nbytes)
-        if isinstance(message, ModelMessage):
+        if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
         self.execute(self.node.on_message(frame.sender, message, self.clock.now(), self.rng))
         return Outcome(200)

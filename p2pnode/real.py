@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from p2pnode.build import Prepared, make_node, prepare
+from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
@@ -51,6 +51,7 @@ class ProcessSpec:
     peers: tuple[str, ...] = ()
     out: Path | None = None
     bootstrap_timeout_s: float = 60.0
+    server: bool = False  #: also host the FedAvg server node
 
     @property
     def address(self) -> str:
@@ -69,7 +70,10 @@ class NodeProcess:
                 raise StartupError(f"user {u} is outside the network's 0..{self.config.nodes - 1}")
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
-        self.addresses: dict[int, str] = {u: spec.address for u in spec.users}
+        if spec.server and self.config.protocol != "fedavg":
+            raise StartupError("--server hosts the FedAvg server; it needs --protocol fedavg")
+        self.hosted = (*spec.users, server_id(self.config)) if spec.server else spec.users
+        self.addresses: dict[int, str] = {u: spec.address for u in self.hosted}
         self.transport: HttpTransport | None = None
         self.runner: web.AppRunner | None = None
         self.round = 0
@@ -106,7 +110,7 @@ class NodeProcess:
         }
 
     def members(self) -> dict[str, Any]:
-        return {"address": self.spec.address, "nodes": sorted(self.spec.users)}
+        return {"address": self.spec.address, "nodes": sorted(self.hosted)}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -127,6 +131,8 @@ class NodeProcess:
                 on_learned=self._learned,
             )
             self.host.add(runtime)
+        if self.spec.server:
+            self.host.add(make_server(self.prep, clock, self.transport, self.metrics))
         app = make_app(self.host, self.status, self.members)
         self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
         await self.runner.setup()
@@ -148,7 +154,8 @@ class NodeProcess:
 
     async def _bootstrap(self) -> list[tuple[int, str]]:
         """Learn who hosts which node; returns Cyclon seeds (the nodes of the seed processes)."""
-        need_all = self.config.sampling in ("static", "peerswap")
+        fedavg = self.config.protocol == "fedavg"
+        need_all = fedavg or self.config.sampling in ("static", "peerswap")
         deadline = time.monotonic() + self.spec.bootstrap_timeout_s
         pending = [p for p in self.spec.peers if p != self.spec.address]
         seeds: list[tuple[int, str]] = []
@@ -174,11 +181,14 @@ class NodeProcess:
                         raise StartupError(f"peers not reachable: {', '.join(pending)}")
                     await asyncio.sleep(0.2)
         if need_all:
-            missing = sorted(set(range(self.config.nodes)) - set(self.addresses))
+            expected = set(range(self.config.nodes)) | ({server_id(self.config)} if fedavg else set())
+            missing = sorted(expected - set(self.addresses))
             if missing:
+                what = "--protocol fedavg" if fedavg else f"--sampling {self.config.sampling}"
                 raise StartupError(
-                    f"{len(missing)} of {self.config.nodes} node ids are hosted by no process "
-                    f"(first: {missing[:5]}); --sampling {self.config.sampling} needs all of them"
+                    f"{len(missing)} of {len(expected)} node ids are hosted by no process "
+                    f"(first: {missing[:5]}); {what} needs all of them"
+                    + (" (is one process started with --server?)" if fedavg else "")
                 )
         return seeds
 

@@ -20,8 +20,9 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict
     for node in nodes:
         hit = node.learner.evaluate()
         node.record_round(round_no, hit)
-        hits += int(hit)
-        n += 1
+        if hit is not None:
+            hits += int(hit)
+            n += 1
         c = node.counters
         msgs += c.messages_sent
         nbytes += c.bytes_sent

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from p2pnode.build import Prepared, make_node, prepare
+from p2pnode.build import Prepared, make_node, make_server, prepare
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
@@ -48,6 +48,10 @@ class Simulation:
             )
             self.host.add(runtime)
             self.network.register(node_id, self.host)
+        if self.config.protocol == "fedavg":
+            server = make_server(self.prep, self.clock, self.network, self.metrics)
+            self.host.add(server)
+            self.network.register(server.node_id, self.host)
         for runtime in self.host.nodes.values():
             runtime.start()
         self.round = 0

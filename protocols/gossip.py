@@ -9,11 +9,12 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, NodeId, SetTimer
 from protocols.learner import Learner
-from protocols.messages import ModelMessage
+from protocols.messages import FedMessage, ModelMessage
 
 WAKE_TIMER = "wake"
 
@@ -65,8 +66,12 @@ class GossipProtocol(ABC):
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
         """What the node does when it wakes up."""
 
+    def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
+        """A protocol timer other than the wake-up fired (FedAvg rounds)."""
+        return []
+
     @abstractmethod
-    def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
+    def on_model(self, sender: NodeId, message: Any, now: float, rng: random.Random) -> list[Effect]:
         """What the node does when a model arrives (already checked against the local model)."""
 
 
@@ -86,10 +91,10 @@ class GossipNode:
             return self.protocol.on_wake(now, rng)
         if key.startswith("ps:"):
             return self.sampler.on_timer(key, now, rng)
-        return []
+        return self.protocol.on_timer(key, now, rng)
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
-        if isinstance(message, ModelMessage):
+        if isinstance(message, ModelMessage | FedMessage):
             return self.protocol.on_model(sender, message, now, rng)
         return self.sampler.on_message(sender, message, now, rng)
 

@@ -27,3 +27,7 @@ class Learner(Protocol):
     def local_update(self) -> int:
         """Train on local data; return the number of optimizer steps."""
         ...
+
+    def load(self, params: Params) -> None:
+        """Replace the shared parameters by ``params`` (a FedAvg client taking the global model)."""
+        ...

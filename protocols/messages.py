@@ -16,3 +16,14 @@ class ModelMessage:
 
     version: int
     params: Params
+
+
+@dataclass(frozen=True, slots=True)
+class FedMessage:
+    """FedAvg traffic: the server's global model for ``round`` (``kind="global"``), or a
+    client's model after training on it (``kind="update"``)."""
+
+    kind: str
+    round: int
+    version: int
+    params: Params

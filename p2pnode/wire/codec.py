@@ -20,6 +20,7 @@ from p2pnode.wire.schema import (
     MAX_CYCLON_ENTRIES,
     MAX_NODE_ID,
     MAX_VIEW_IDS,
+    MODEL_TYPES,
     WIRE_VERSION,
     Channel,
     MsgType,
@@ -38,7 +39,7 @@ from peer_sampling.messages import (
     Txn,
     Unlock,
 )
-from protocols.messages import ModelMessage
+from protocols.messages import FedMessage, ModelMessage
 
 _ENVELOPE_KEYS = {"v", "t", "src", "dst", "b"}
 _TYPES: dict[object, MsgType] = {int(t): t for t in MsgType}
@@ -55,21 +56,28 @@ class Frame:
 
     @property
     def channel(self) -> Channel:
-        return Channel.GOSSIP if self.type == MsgType.MODEL else Channel.SAMPLING
+        return Channel.GOSSIP if self.type in MODEL_TYPES else Channel.SAMPLING
 
 
-def encode_model_frame(sender: int, dest: int, model: EncodedModel) -> memoryview:
-    """The frame for a model message (full or delta body).
+def encode_model_frame(
+    sender: int,
+    dest: int,
+    model: EncodedModel,
+    msg_type: MsgType = MsgType.MODEL,
+    fed_round: int | None = None,
+) -> memoryview:
+    """The frame for a model message (full or delta body); FedAvg frames add ``rnd``.
 
     Packed into a buffer sized up front and returned as a view of it, so the tensor bytes are
     copied exactly once.
     """
+    body = model.body if fed_round is None else {**model.body, "rnd": fed_round}
     frame = {
         "v": WIRE_VERSION,
-        "t": int(MsgType.MODEL),
+        "t": int(msg_type),
         "src": sender,
         "dst": dest,
-        "b": model.body,
+        "b": body,
     }
     packer = msgpack.Packer(buf_size=model.nbytes + 4096, autoreset=False, use_bin_type=True)
     packer.pack(frame)
@@ -122,10 +130,20 @@ def decode_frame(data: bytes | memoryview, max_bytes: int) -> Frame:
     return Frame(msg_type, sender, dest, obj["b"])
 
 
-def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelMessage:
+def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelMessage | FedMessage:
     """Check a model body against the local model and rebuild it (full or delta)."""
-    version, params = decoder.decode(frame.sender, frame.body, spec)
-    return ModelMessage(version, params)
+    if frame.type == MsgType.MODEL:
+        version, params = decoder.decode(frame.sender, frame.body, spec)
+        return ModelMessage(version, params)
+    body = frame.body
+    if type(body) is not dict:
+        raise WireError("schema", "model body must be a map")
+    fed_round = body.pop("rnd", None)
+    if type(fed_round) is not int or fed_round < 0:
+        raise WireError("schema", "a FedAvg model carries rnd, a non-negative int")
+    version, params = decoder.decode(frame.sender, body, spec)
+    kind = "global" if frame.type == MsgType.FED_GLOBAL else "update"
+    return FedMessage(kind, fed_round, version, params)
 
 
 def decode_sampling(frame: Frame) -> object:

@@ -20,6 +20,11 @@ class MsgType(IntEnum):
     UNLOCK = 8
     SHUFFLE_REQUEST = 9
     SHUFFLE_REPLY = 10
+    FED_GLOBAL = 11
+    FED_UPDATE = 12
+
+
+MODEL_TYPES = frozenset({MsgType.MODEL, MsgType.FED_GLOBAL, MsgType.FED_UPDATE})
 
 
 class Channel(IntEnum):

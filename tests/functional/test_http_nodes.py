@@ -34,13 +34,14 @@ def cfg(**kw: Any) -> RunConfig:
     return RunConfig(nodes=10, rounds=6, seed=2, tick_seconds=0.004).replace(**{"learning.lr": 0.01, **kw})
 
 
-async def run_cluster(config: RunConfig, parts: list[tuple[int, ...]], peers_of=None):  # type: ignore[no-untyped-def]
+async def run_cluster(config: RunConfig, parts: list[tuple[int, ...]], peers_of=None, server_in=None):  # type: ignore[no-untyped-def]
     addrs = [f"127.0.0.1:{p}" for p in ports(len(parts))]
     procs = []
     for k, users in enumerate(parts):
         peers = tuple(addrs[j] for j in peers_of[k]) if peers_of else tuple(a for a in addrs if a != addrs[k])
         host, port = addrs[k].split(":")
-        procs.append(NodeProcess(config, ProcessSpec(users, host, int(port), peers)))
+        spec = ProcessSpec(users, host, int(port), peers, server=server_in == k)
+        procs.append(NodeProcess(config, spec))
     await asyncio.gather(*(p.start() for p in procs))
     return procs, addrs
 
@@ -160,3 +161,16 @@ async def test_parity_simulator_and_http_end_within_noise() -> None:
     # 50 binary outcomes: standard error ~0.07 per run, so 0.2 is about two standard errors
     assert abs(sim_tail - real_tail) < 0.2, (sim_tail, real_tail, hr_real)
     assert real_tail > 0.4 and sim_tail > 0.4
+
+
+async def test_fedavg_server_and_clients_over_http() -> None:
+    config = cfg(nodes=12, rounds=6, protocol="fedavg")
+    procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))], server_in=1)
+    nodes = [n for p in procs for n in p.host.nodes.values() if n.node_id < 12]
+    rank_before = np.mean([n.learner.test_rank() for n in nodes])  # type: ignore[attr-defined]
+    await finish(procs)
+    rank_after = np.mean([n.learner.test_rank() for n in nodes])  # type: ignore[attr-defined]
+    server = procs[1].host.nodes[12]
+    assert server.node.protocol.aggregated_rounds >= 4  # type: ignore[attr-defined]
+    assert all(n.node.protocol.stats.local_steps > 0 for n in nodes)
+    assert rank_after < rank_before - 0.1, (rank_before, rank_after)

@@ -109,3 +109,30 @@ def test_full_model_from_a_peer_is_refused_by_a_share_less_node() -> None:
     assert outcome == Outcome(400, "schema")
     for k, v in before.items():
         np.testing.assert_array_equal(target.learner.params[k], v)
+
+
+def test_fedavg_learns_and_share_less_updates_keep_the_user_embedding_home() -> None:
+    import msgpack
+
+    from p2pnode.sim import Simulation
+
+    result = simulate(small(protocol="fedavg", rounds=6))
+    assert result["hit_ratio_at_20"] > 2 * RANDOM_HR, result["history"]
+    assert result["nodes"] == 60  # the server is not a user: no HR of its own
+
+    sim = Simulation(
+        small(protocol="fedavg", rounds=2, fraction=0.5).replace(**{"learning.share_less": True})
+    )
+    kinds: dict[int, list[set[str]]] = {11: [], 12: []}
+    send = sim.network.send
+
+    def spy(src, dst, channel, data, on_done):  # type: ignore[no-untyped-def]
+        frame = msgpack.unpackb(bytes(data), raw=False)
+        kinds[frame["t"]].append(set(frame["b"]["p"]))
+        send(src, dst, channel, data, on_done)
+
+    sim.network.send = spy  # type: ignore[method-assign]
+    sim.run_round()
+    sim.run_round()
+    assert len(kinds[11]) == 60 and len(kinds[12]) >= 30  # 30 clients a round
+    assert all(names == {"item", "h", "b"} for names in kinds[11] + kinds[12])

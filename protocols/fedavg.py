@@ -1,0 +1,158 @@
+"""Federated averaging: a server node and client nodes over the same transports (CIA paper §III-B).
+
+Each round (``round_ticks``) the server first averages the client models that came back for the
+previous round into the global model, then sends the global model to ``fraction`` of the clients
+chosen at random. A client replaces its shared parameters by the global ones (under Share less its
+user embedding stays its own), trains, and answers with its model. Updates for an older round
+arrive too late and are dropped and counted. The server is a node like any other, so #4 can make
+it the adversary of the CIA paper's Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from learning.params import ModelSpec, mean_into, spec_of
+from peer_sampling.base import PeerSampler
+from peer_sampling.effects import Effect, NodeId, Send, SetTimer
+from protocols.gossip import GossipProtocol, TimingConfig
+from protocols.learner import Learner, Params
+from protocols.messages import FedMessage
+
+ROUND_TIMER = "fl:round"
+
+
+class ParamStore:
+    """The server's model: parameters and a version, no data and no training."""
+
+    def __init__(self, params: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        self.params = {k: np.array(v, dtype=np.float32, copy=True) for k, v in params.items()}
+        self.version = 0
+
+    def snapshot(self) -> dict[str, npt.NDArray[np.float32]]:
+        return {k: v.copy() for k, v in self.params.items()}
+
+    def merge(self, models: Sequence[Params]) -> None:
+        """θ ← mean(θ, *models), as a learner merges (the server itself uses ``load``)."""
+        if models:
+            mean_into(self.params, list(models))
+            self.version += 1
+
+    def local_update(self) -> int:
+        return 0
+
+    def load(self, params: Params) -> None:
+        for k, arr in self.params.items():
+            arr[...] = params[k]
+        self.version += 1
+
+    @property
+    def spec(self) -> ModelSpec:
+        """What every client update must look like."""
+        return spec_of(self.params)
+
+    def evaluate(self) -> None:
+        """The server holds no data, so it has no HR@K of its own."""
+        return None
+
+
+def average(models: Sequence[Params]) -> dict[str, npt.NDArray[np.float32]]:
+    """The element-wise mean of ``models`` (uniform FedAvg weights)."""
+    out = {k: np.array(v, dtype=np.float32, copy=True) for k, v in models[0].items()}
+    for m in models[1:]:
+        for k, arr in out.items():
+            arr += m[k]
+    scale = np.float32(1.0 / len(models))
+    for arr in out.values():
+        arr *= scale
+    return out
+
+
+class FedAvgServer(GossipProtocol):
+    """The server: rounds on a timer, client selection, aggregation."""
+
+    name = "fedavg-server"
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        store: ParamStore,
+        sampler: PeerSampler,
+        timing: TimingConfig,
+        clients: Sequence[NodeId],
+        fraction: float,
+    ) -> None:
+        super().__init__(node_id, store, sampler, timing)
+        if not 0 < fraction <= 1:
+            raise ValueError("fraction must be in (0, 1]")
+        self.store = store
+        self.clients = sorted(clients)
+        self.fraction = fraction
+        self.round = 0
+        self.pending: dict[NodeId, Params] = {}
+        self.selected: set[NodeId] = set()
+        self.late = 0
+        self.aggregated_rounds = 0
+
+    def start(self, now: float, rng: random.Random) -> list[Effect]:
+        return [SetTimer(ROUND_TIMER, now)]
+
+    def wake(self, now: float, rng: random.Random) -> list[Effect]:
+        return []
+
+    def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
+        if key != ROUND_TIMER:
+            return []
+        if self.pending:
+            self.store.load(average([self.pending[c] for c in sorted(self.pending)]))
+            self.stats.merges += 1
+            self.aggregated_rounds += 1
+        self.pending = {}
+        self.round += 1
+        k = max(1, math.ceil(self.fraction * len(self.clients)))
+        self.selected = set(rng.sample(self.clients, k))
+        message = FedMessage("global", self.round, self.store.version, self.store.snapshot())
+        self.stats.models_sent += k
+        sends: list[Effect] = [Send(c, message) for c in sorted(self.selected)]
+        return [SetTimer(ROUND_TIMER, now + self.timing.round_ticks), *sends]
+
+    def on_model(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        if not isinstance(message, FedMessage) or message.kind != "update":
+            return []
+        if message.round != self.round or sender not in self.selected:
+            self.late += 1
+            return []
+        self.stats.models_received += 1
+        self.pending[sender] = message.params
+        return []
+
+
+class FedAvgClient(GossipProtocol):
+    """A client: take the global model, train, answer the server."""
+
+    name = "fedavg-client"
+
+    def __init__(self, node_id: NodeId, learner: Learner, sampler: PeerSampler, timing: TimingConfig) -> None:
+        super().__init__(node_id, learner, sampler, timing)
+
+    def start(self, now: float, rng: random.Random) -> list[Effect]:
+        return []
+
+    def wake(self, now: float, rng: random.Random) -> list[Effect]:
+        return []
+
+    def on_model(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        if not isinstance(message, FedMessage) or message.kind != "global":
+            return []
+        self.stats.models_received += 1
+        self.learner.load(message.params)
+        self.stats.merges += 1
+        self.stats.local_steps += self.learner.local_update()
+        update = FedMessage("update", message.round, self.learner.version, self.learner.snapshot())
+        self.stats.models_sent += 1
+        return [Send(sender, update)]
