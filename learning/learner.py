@@ -108,6 +108,10 @@ class GMFLearner:
             (np.ones(n_pos, np.float32), np.zeros(n_pos * config.negatives, np.float32))
         )
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
+        self._val_items = [
+            np.concatenate(([item], data.validation_negatives)).astype(np.int64)
+            for item in data.validation_items
+        ]
 
     @property
     def spec(self) -> ModelSpec:
@@ -157,6 +161,36 @@ class GMFLearner:
         """Share of the test negatives scored at least as high as the held-out item (0 is best)."""
         scores = gmf.score(self.params, self.params[gmf.USER][0], self._eval_items)
         return float(np.count_nonzero(scores[1:] >= scores[0])) / (len(scores) - 1)
+
+    def merge_weighted(
+        self, models: Sequence[Mapping[str, Array]], weights: Sequence[float], own: float
+    ) -> None:
+        """θ ← (own θ + Σ w_j θ_j) / (own + Σ w_j) over the shared parameters (Pers-Gossip)."""
+        if not models:
+            return
+        total = own + sum(weights)
+        for k in self.shared_names:
+            arr = self.params[k]
+            arr *= np.float32(own / total)
+            for model, w in zip(models, weights, strict=True):
+                arr += np.float32(w / total) * model[k]
+        self.version += 1
+
+    def score(self, params: Mapping[str, Array] | None) -> float:
+        """Share of validation negatives ranked below each validation item, averaged (0..1).
+
+        ``params`` (a received model) is scored with this node's own user embedding: what
+        matters is how well its item embeddings serve this user. None scores the own model.
+        """
+        if not self._val_items:
+            raise ValueError("this learner has no validation items (hold_out_validation)")
+        merged = dict(self.params) if params is None else {**self.params, **params}
+        user = self.params[gmf.USER][0]
+        below = 0.0
+        for items in self._val_items:
+            s = gmf.score(merged, user, items)
+            below += float(np.count_nonzero(s[1:] < s[0])) / (len(s) - 1)
+        return below / len(self._val_items)
 
     def load(self, params: Mapping[str, Array]) -> None:
         """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""

@@ -5,7 +5,7 @@ He et al., NCF (2017) §4.1, the protocol the CIA paper (000 §V-C) uses for HR@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,8 @@ class UserData:
     train_times: npt.NDArray[np.float64]
     test_item: int
     test_negatives: IntArray
+    validation_items: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    validation_negatives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def interacted(self) -> npt.NDArray[np.bool_]:
@@ -34,6 +36,7 @@ class UserData:
         mask = np.zeros(self.n_items, dtype=bool)
         mask[self.train_items] = True
         mask[self.test_item] = True
+        mask[self.validation_items] = True
         return mask
 
 
@@ -88,3 +91,31 @@ def _last_occurrences(seq: IntArray) -> IntArray:
     """Indices (ascending) of the last occurrence of each distinct value of ``seq``."""
     _, idx_rev = np.unique(seq[::-1], return_index=True)
     return np.sort(len(seq) - 1 - idx_rev)
+
+
+def hold_out_validation(
+    users: list[UserData], seed: int, n_negatives: int = TEST_NEGATIVES
+) -> list[UserData]:
+    """Move each user's latest training item to a validation item (users with >= 3 training items).
+
+    Pers-Gossip scores received models on it, ranked against ``n_negatives`` items the user never
+    interacted with (drawn with ``(seed, user, 3)``). The test item is untouched.
+    """
+    out = []
+    for u in users:
+        if len(u.train_items) < 3:
+            out.append(u)
+            continue
+        rng = np.random.default_rng([seed, u.user, 3])
+        candidates = np.flatnonzero(~u.interacted)
+        negatives = rng.choice(candidates, size=min(n_negatives, len(candidates)), replace=False)
+        out.append(
+            replace(
+                u,
+                train_items=u.train_items[:-1],
+                train_times=u.train_times[:-1],
+                validation_items=u.train_items[-1:].copy(),
+                validation_negatives=negatives.astype(np.int64),
+            )
+        )
+    return out

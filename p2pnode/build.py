@@ -13,7 +13,7 @@ from learning import gmf
 from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
 from learning.params import Params
-from learning.split import UserData, leave_one_out
+from learning.split import UserData, hold_out_validation, leave_one_out
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode.clock import Clock
 from p2pnode.config import RunConfig
@@ -26,9 +26,11 @@ from peer_sampling.base import PeerSampler, StaticView
 from peer_sampling.cyclon import Cyclon, CyclonConfig
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
+from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
+from protocols.merging import ScoreWeightedMerge
 from protocols.samo import Samo
 
 
@@ -80,7 +82,9 @@ def prepare(config: RunConfig) -> Prepared:
     init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
-    if config.sampling in ("static", "peerswap") and config.protocol != "fedavg":
+    if config.sampling == "pers":
+        users = hold_out_validation(users, config.seed)
+    if config.sampling in ("static", "peerswap", "pers") and config.protocol != "fedavg":
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)
     return Prepared(config, users, init, outs, ins, planted)
@@ -96,9 +100,10 @@ def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tup
         return StaticView(node_id, [server_id(cfg)], [server_id(cfg)])
     if cfg.sampling == "static":
         return StaticView(node_id, prep.out_views[node_id], prep.in_views[node_id])
-    if cfg.sampling == "peerswap":
+    if cfg.sampling in ("peerswap", "pers"):
         ps = PeerSwapConfig(rate_per_round=cfg.swap_rate)
-        return PeerSwap(node_id, prep.out_views[node_id], prep.in_views[node_id], ps)
+        swap = PeerSwap(node_id, prep.out_views[node_id], prep.in_views[node_id], ps)
+        return Personalized(swap, cfg.view_size, cfg.exploration) if cfg.sampling == "pers" else swap
     return Cyclon(node_id, address, seeds, CyclonConfig(capacity=cfg.view_size))
 
 
@@ -159,13 +164,14 @@ def make_node(
     )
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
     timing = TimingConfig()
+    merger = ScoreWeightedMerge(learner, sampler) if isinstance(sampler, Personalized) else None
     protocol: GossipProtocol
     if cfg.protocol == "samo":
-        protocol = Samo(node_id, learner, sampler, timing, max_buffer=cfg.samo_buffer)
+        protocol = Samo(node_id, learner, sampler, timing, cfg.samo_buffer, merger)
     elif cfg.protocol == "fedavg":
         protocol = FedAvgClient(node_id, learner, sampler, timing)
     else:
-        protocol = BaseGossip(node_id, learner, sampler, timing)
+        protocol = BaseGossip(node_id, learner, sampler, timing, merger)
     wire = cfg.wire
     return NodeRuntime(
         GossipNode(protocol),

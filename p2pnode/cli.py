@@ -40,6 +40,7 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     g.add_argument("--sampling", choices=SAMPLINGS, help="peer sampling service")
     g.add_argument("--view-size", type=int, help="out-view size P (default 3)")
     g.add_argument("--swap-rate", type=float, help="PeerSwap view changes per node per round")
+    g.add_argument("--exploration", type=float, help="pers: share of sends to the random view (0.4)")
     g.add_argument("--seed", type=int, help="seed of everything random")
     g.add_argument("--dataset", help="ml-100k (default), synthetic, or a user,item[,timestamp] file")
     g.add_argument("--min-interactions", type=int, help="file datasets: drop users with fewer items")
@@ -79,6 +80,7 @@ _FLAG_FIELDS = {
     "sampling": "sampling",
     "view_size": "view_size",
     "swap_rate": "swap_rate",
+    "exploration": "exploration",
     "seed": "seed",
     "data_dir": "data_dir",
     "dataset": "dataset",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOLS = ("base", "samo", "fedavg")
-SAMPLINGS = ("static", "peerswap", "cyclon")
+SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
 
 
 class ConfigError(ValueError):
@@ -74,6 +74,7 @@ class RunConfig:
     sampling: str = "peerswap"  #: static | peerswap | cyclon
     view_size: int = 3  #: out-view size P
     swap_rate: float = 0.1  #: PeerSwap view changes per node per round (p ~ Exp(rate))
+    exploration: float = 0.4  #: pers: probability of sending to the random view instead
     seed: int = 0  #: seed of everything random
     dataset: str = "ml-100k"  #: ml-100k | synthetic | PATH of a user,item[,timestamp] file
     data_dir: str = ""  #: where datasets live ("" = default cache directory)
@@ -94,6 +95,7 @@ class RunConfig:
         _check(self.sampling in SAMPLINGS, "sampling", f"must be one of {', '.join(SAMPLINGS)}")
         _check(1 <= self.view_size < self.nodes, "view-size", "must be in [1, nodes)")
         _check(self.swap_rate >= 0, "swap-rate", "must be >= 0")
+        _check(0 <= self.exploration <= 1, "exploration", "must be in [0, 1]")
         _check(self.samo_buffer >= 1, "samo-buffer", "must be >= 1")
         _check(0 < self.fraction <= 1, "fraction", "must be in (0, 1]")
         _check(self.tick_seconds > 0, "tick-seconds", "must be > 0")

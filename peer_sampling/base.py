@@ -41,6 +41,10 @@ class PeerSampler(ABC):
         """A message to ``peer`` could not be delivered."""
         return []
 
+    def send_targets(self, rng: random.Random) -> tuple[NodeId, ...]:
+        """Where a send-to-all protocol (SAMO) sends: the whole out-view by default."""
+        return self.out_view()
+
     def pick(self, rng: random.Random) -> NodeId | None:
         """One peer of the out-view chosen uniformly at random (002 Alg. 1 line 3)."""
         view = self.out_view()

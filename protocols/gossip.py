@@ -14,6 +14,7 @@ from typing import Any
 from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, NodeId, SetTimer
 from protocols.learner import Learner
+from protocols.merging import Merger, UniformMerge
 from protocols.messages import FedMessage, ModelMessage
 
 WAKE_TIMER = "wake"
@@ -45,11 +46,19 @@ class GossipProtocol(ABC):
 
     name = "abstract"
 
-    def __init__(self, node_id: NodeId, learner: Learner, sampler: PeerSampler, timing: TimingConfig) -> None:
+    def __init__(
+        self,
+        node_id: NodeId,
+        learner: Learner,
+        sampler: PeerSampler,
+        timing: TimingConfig,
+        merger: Merger | None = None,
+    ) -> None:
         self.node_id = node_id
         self.learner = learner
         self.sampler = sampler
         self.timing = timing
+        self.merger: Merger = merger or UniformMerge()
         self.period = 0.0
         self.stats = ProtocolStats()
 

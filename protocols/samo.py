@@ -8,6 +8,7 @@ from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, NodeId, Send
 from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.learner import Learner, Params
+from protocols.merging import Merger
 from protocols.messages import ModelMessage
 
 DEFAULT_BUFFER = 64
@@ -29,20 +30,21 @@ class Samo(GossipProtocol):
         sampler: PeerSampler,
         timing: TimingConfig,
         max_buffer: int = DEFAULT_BUFFER,
+        merger: Merger | None = None,
     ) -> None:
-        super().__init__(node_id, learner, sampler, timing)
+        super().__init__(node_id, learner, sampler, timing, merger)
         if max_buffer < 1:
             raise ValueError("max_buffer must be at least 1")
         self.max_buffer = max_buffer
-        self.buffer: list[Params] = []
+        self.buffer: list[tuple[NodeId, Params]] = []
 
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
         if self.buffer:  # |Θ_i| > 1: Θ_i holds θ_i plus what was received
-            self.learner.merge(self.buffer)
+            self.merger.merge(self.learner, self.buffer)
             self.stats.merges += 1
             self.stats.local_steps += self.learner.local_update()
             self.buffer = []
-        view = self.sampler.out_view()
+        view = self.sampler.send_targets(rng)
         if not view:
             return []
         snapshot = self.learner.snapshot()
@@ -55,5 +57,5 @@ class Samo(GossipProtocol):
         if len(self.buffer) >= self.max_buffer:
             self.buffer.pop(0)
             self.stats.buffer_drops += 1
-        self.buffer.append(message.params)
+        self.buffer.append((sender, message.params))
         return []

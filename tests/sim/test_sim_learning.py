@@ -18,7 +18,7 @@ def small(**kw: object) -> RunConfig:
 
 
 @pytest.mark.parametrize("protocol", ["base", "samo"])
-@pytest.mark.parametrize("sampling", ["peerswap", "static", "cyclon"])
+@pytest.mark.parametrize("sampling", ["peerswap", "static", "cyclon", "pers"])
 def test_hr_rises_well_above_random(protocol: str, sampling: str) -> None:
     result = simulate(small(protocol=protocol, sampling=sampling))
     first = result["history"][0]["hit_ratio_at_20"]
