@@ -27,13 +27,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=2, help="rounds run before measuring")
     ap.add_argument("--protocol", default="base")
+    ap.add_argument("--sampling", default="peerswap")
+    ap.add_argument("--share-less", action="store_true")
     ap.add_argument("--no-tune", action="store_true", help="leave glibc malloc at its defaults")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if not args.no_tune:
         tune_allocator()
     t0 = time.perf_counter()
-    sim = Simulation(RunConfig(nodes=args.nodes, rounds=args.rounds, protocol=args.protocol))
+    config = RunConfig(
+        nodes=args.nodes, rounds=args.rounds, protocol=args.protocol, sampling=args.sampling
+    ).replace(**{"learning.share_less": args.share_less})
+    sim = Simulation(config)
     build_s = time.perf_counter() - t0
     warm = []
     for _ in range(args.warmup):  # first rounds also allocate optimizer state and delta bases
@@ -54,7 +59,10 @@ def main() -> None:
     floor = time.perf_counter() - t
     rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     per_round = float(np.median(times))
-    print(f"nodes {args.nodes}  protocol {args.protocol}  build {build_s:.1f}s")
+    print(
+        f"nodes {args.nodes}  protocol {args.protocol}  sampling {args.sampling}  "
+        f"share-less {args.share_less}  build {build_s:.1f}s"
+    )
     print(f"warm-up rounds: {', '.join(f'{x:.2f}' for x in warm)} s")
     print(f"measured rounds: {', '.join(f'{x:.2f}' for x in times)} s  (median {per_round:.2f})")
     print(

@@ -17,7 +17,8 @@ def test_fresh_interpreter_loads_no_io_modules() -> None:
     code = (
         "import sys, json\n"
         "import peer_sampling.base, peer_sampling.peerswap, peer_sampling.cyclon, "
-        "peer_sampling.graph, protocols.base_gl, protocols.samo, protocols.gossip\n"
+        "peer_sampling.graph, peer_sampling.personalized, protocols.base_gl, protocols.samo, "
+        "protocols.gossip, protocols.fedavg, protocols.merging\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
