@@ -39,10 +39,6 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def run_args(config: RunConfig, config_file: Path) -> list[str]:
-    return ["--config", str(config_file)]
-
-
 async def launch(
     config: RunConfig,
     processes: int,

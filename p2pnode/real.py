@@ -194,7 +194,6 @@ class NodeProcess:
 
     async def run(self, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
         """Run until ``rounds`` rounds passed or ``stop`` is called; returns the summary."""
-        loop = asyncio.get_running_loop()
         round_s = ROUND_TICKS * self.config.tick_seconds
         top_k = self.config.learning.top_k
         stats: dict[str, Any] = {}
@@ -211,7 +210,6 @@ class NodeProcess:
                 self.history.append(stats)
                 if progress is not None:
                     progress(progress_line(stats, top_k, self.config.rounds, stats["seconds"]))
-        del loop
         if not stats:
             stats = round_stats(self.round, self.host.nodes.values(), top_k)
         result = dict(stats)
