@@ -6,6 +6,7 @@ Implements the ``protocols.learner.Learner`` interface structurally: the gossip 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -75,43 +76,48 @@ class TorchGMF:
             opt.step()
 
 
-class GMFLearner:
-    """One user's GMF model and its trainer."""
+class BaseLearner(ABC):
+    """A node's model as the protocols and the driver see it: shared parameters, merges, a local
+    update, and utility on held-out data. Subclasses give the model's relevance scores."""
+
+    metric = "hit_ratio"  #: utility reported per round as ``{metric}_at_{K}``
 
     def __init__(
         self,
         data: UserData,
         init: Mapping[str, Array],
-        config: TrainConfig,
+        shared: tuple[str, ...],
         rng: np.random.Generator,
-        shared: tuple[str, ...] = gmf.PARAM_NAMES,
+        top_k: int,
     ) -> None:
-        if config.backend not in BACKENDS:
-            raise ValueError(f"unknown training backend {config.backend!r}")
-        if not set(shared) <= set(gmf.PARAM_NAMES):
-            raise ValueError(f"shared parameters {shared} are not all GMF parameters")
+        if not set(shared) <= set(init):
+            raise ValueError(f"shared parameters {shared} are not all model parameters")
         self.data = data
-        self.config = config
         self.rng = rng
+        self.top_k = top_k
         self.params: Params = copy_params(init)
         self.shared_names = shared
         self.version = 0
-        self._backend: NumpyGMF | TorchGMF = (
-            NumpyGMF(self.params, config.lr, config.sparse_items)
-            if config.backend == "numpy"
-            else TorchGMF(self.params, config.lr, config.sparse_items)
-        )
         self._excluded = data.interacted
-        self._positives = data.train_items
-        n_pos = len(self._positives)
-        self._labels = np.concatenate(
-            (np.ones(n_pos, np.float32), np.zeros(n_pos * config.negatives, np.float32))
-        )
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
         self._val_items = [
-            np.concatenate(([item], data.validation_negatives)).astype(np.int64)
-            for item in data.validation_items
+            (np.concatenate(([item], data.validation_negatives)).astype(np.int64), float(t))
+            for item, t in zip(data.validation_items, data.validation_times, strict=False)
         ]
+
+    @abstractmethod
+    def _scores(
+        self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
+    ) -> npt.NDArray[np.float32]:
+        """Relevance of ``items`` (higher is better) for this user at time ``at``."""
+
+    @abstractmethod
+    def local_update(self) -> int:
+        """Train on local data; returns the number of optimizer steps."""
+
+    @property
+    def metric_key(self) -> str:
+        return f"{self.metric}_at_{self.top_k}"
 
     @property
     def spec(self) -> ModelSpec:
@@ -127,6 +133,88 @@ class GMFLearner:
         if models:
             mean_into({k: self.params[k] for k in self.shared_names}, list(models))
             self.version += 1
+
+    def merge_weighted(
+        self, models: Sequence[Mapping[str, Array]], weights: Sequence[float], own: float
+    ) -> None:
+        """θ ← (own θ + Σ w_j θ_j) / (own + Σ w_j) over the shared parameters (Pers-Gossip)."""
+        if not models:
+            return
+        total = own + sum(weights)
+        for k in self.shared_names:
+            arr = self.params[k]
+            arr *= np.float32(own / total)
+            for model, w in zip(models, weights, strict=True):
+                arr += np.float32(w / total) * model[k]
+        self.version += 1
+
+    def load(self, params: Mapping[str, Array]) -> None:
+        """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""
+        for k in self.shared_names:
+            self.params[k][...] = params[k]
+        self.version += 1
+
+    def score(self, params: Mapping[str, Array] | None) -> float:
+        """Share of validation negatives ranked below each validation item, averaged (0..1).
+
+        ``params`` (a received model) is scored with this node's own user-side parameters: what
+        matters is how well its item parameters serve this user. None scores the own model.
+        """
+        if not self._val_items:
+            raise ValueError("this learner has no validation items (hold_out_validation)")
+        merged = dict(self.params) if params is None else {**self.params, **params}
+        merged.update({k: v for k, v in self.params.items() if k not in self.shared_names})
+        below = 0.0
+        for items, at in self._val_items:
+            s = self._scores(merged, items, at)
+            below += float(np.count_nonzero(s[1:] < s[0])) / (len(s) - 1)
+        return below / len(self._val_items)
+
+    def test_rank(self) -> float:
+        """Share of the test negatives scored at least as high as the held-out item (0 is best)."""
+        scores = self._scores(self.params, self._eval_items, self.data.test_time)
+        return float(np.count_nonzero(scores[1:] >= scores[0])) / (len(scores) - 1)
+
+    def hit(self) -> bool:
+        """Whether the held-out item ranks in the top K among itself and its test negatives."""
+        scores = self._scores(self.params, self._eval_items, self.data.test_time)
+        return hit_at_k(float(scores[0]), scores[1:], self.top_k)
+
+    def evaluate(self) -> float:
+        """This node's utility: HR@K (1.0 or 0.0) for GMF, F1@K for PRME."""
+        return 1.0 if self.hit() else 0.0
+
+
+class GMFLearner(BaseLearner):
+    """One user's GMF model and its trainer."""
+
+    def __init__(
+        self,
+        data: UserData,
+        init: Mapping[str, Array],
+        config: TrainConfig,
+        rng: np.random.Generator,
+        shared: tuple[str, ...] = gmf.PARAM_NAMES,
+    ) -> None:
+        if config.backend not in BACKENDS:
+            raise ValueError(f"unknown training backend {config.backend!r}")
+        super().__init__(data, init, shared, rng, config.top_k)
+        self.config = config
+        self._backend: NumpyGMF | TorchGMF = (
+            NumpyGMF(self.params, config.lr, config.sparse_items)
+            if config.backend == "numpy"
+            else TorchGMF(self.params, config.lr, config.sparse_items)
+        )
+        self._positives = data.train_items
+        n_pos = len(self._positives)
+        self._labels = np.concatenate(
+            (np.ones(n_pos, np.float32), np.zeros(n_pos * config.negatives, np.float32))
+        )
+
+    def _scores(
+        self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
+    ) -> npt.NDArray[np.float32]:
+        return gmf.score(dict(params), self.params[gmf.USER][0], items)
 
     def batches(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
         """One epoch: every positive and ``negatives`` fresh negatives each, shuffled, batched."""
@@ -156,49 +244,3 @@ class GMFLearner:
                 steps += 1
         self.version += 1
         return steps
-
-    def test_rank(self) -> float:
-        """Share of the test negatives scored at least as high as the held-out item (0 is best)."""
-        scores = gmf.score(self.params, self.params[gmf.USER][0], self._eval_items)
-        return float(np.count_nonzero(scores[1:] >= scores[0])) / (len(scores) - 1)
-
-    def merge_weighted(
-        self, models: Sequence[Mapping[str, Array]], weights: Sequence[float], own: float
-    ) -> None:
-        """θ ← (own θ + Σ w_j θ_j) / (own + Σ w_j) over the shared parameters (Pers-Gossip)."""
-        if not models:
-            return
-        total = own + sum(weights)
-        for k in self.shared_names:
-            arr = self.params[k]
-            arr *= np.float32(own / total)
-            for model, w in zip(models, weights, strict=True):
-                arr += np.float32(w / total) * model[k]
-        self.version += 1
-
-    def score(self, params: Mapping[str, Array] | None) -> float:
-        """Share of validation negatives ranked below each validation item, averaged (0..1).
-
-        ``params`` (a received model) is scored with this node's own user embedding: what
-        matters is how well its item embeddings serve this user. None scores the own model.
-        """
-        if not self._val_items:
-            raise ValueError("this learner has no validation items (hold_out_validation)")
-        merged = dict(self.params) if params is None else {**self.params, **params}
-        user = self.params[gmf.USER][0]
-        below = 0.0
-        for items in self._val_items:
-            s = gmf.score(merged, user, items)
-            below += float(np.count_nonzero(s[1:] < s[0])) / (len(s) - 1)
-        return below / len(self._val_items)
-
-    def load(self, params: Mapping[str, Array]) -> None:
-        """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""
-        for k in self.shared_names:
-            self.params[k][...] = params[k]
-        self.version += 1
-
-    def evaluate(self) -> bool:
-        """Whether the held-out item is a hit at ``top_k`` among itself and its test negatives."""
-        scores = gmf.score(self.params, self.params[gmf.USER][0], self._eval_items)
-        return hit_at_k(float(scores[0]), scores[1:], self.config.top_k)

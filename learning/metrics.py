@@ -18,3 +18,12 @@ def hit_at_k(test_score: float, negative_scores: npt.NDArray[np.float32], k: int
 def random_hit_ratio(k: int, n_negatives: int) -> float:
     """HR@K of a random ranking: k / (n_negatives + 1)."""
     return min(1.0, k / (n_negatives + 1))
+
+
+def f1_at_k(hit: bool, k: int, relevant: int = 1) -> float:
+    """F1@K of one ranking: precision hits/K, recall hits/relevant (leave-one-out: 2/(K+1) or 0)."""
+    hits = 1 if hit else 0
+    if hits == 0:
+        return 0.0
+    precision, recall = hits / k, hits / relevant
+    return 2 * precision * recall / (precision + recall)

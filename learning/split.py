@@ -27,7 +27,9 @@ class UserData:
     train_times: npt.NDArray[np.float64]
     test_item: int
     test_negatives: IntArray
+    test_time: float = 0.0
     validation_items: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    validation_times: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     validation_negatives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
@@ -82,6 +84,7 @@ def leave_one_out(data: Interactions, seed: int, n_negatives: int = TEST_NEGATIV
                 train_times=seq_t[keep][last].astype(np.float64),
                 test_item=test_item,
                 test_negatives=negatives.astype(np.int64),
+                test_time=float(seq_t[-1]),
             )
         )
     return out
@@ -115,6 +118,7 @@ def hold_out_validation(
                 train_items=u.train_items[:-1],
                 train_times=u.train_times[:-1],
                 validation_items=u.train_items[-1:].copy(),
+                validation_times=u.train_times[-1:].copy(),
                 validation_negatives=negatives.astype(np.int64),
             )
         )

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from learning import gmf
+from learning import gmf, prme
 from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
 from learning.params import Params
+from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.split import UserData, hold_out_validation, leave_one_out
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode.clock import Clock
@@ -79,7 +80,10 @@ def prepare(config: RunConfig) -> Prepared:
         raise DataError(f"--nodes {config.nodes} exceeds the {data.n_users} users of {data.name}")
     data = data.subset_users(config.nodes)
     users = leave_one_out(data, config.seed)
-    init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
+    if config.model == "prme":
+        init = prme.init_params(data.n_items, config.learning.prme_dim, config.seed)
+    else:
+        init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
     if config.sampling == "pers":
@@ -116,8 +120,7 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
     """The FedAvg server node: the shared parameters of θ_0, every user as a client."""
     cfg = prep.config
     sid = server_id(cfg)
-    shared = gmf.SHARE_LESS_NAMES if cfg.learning.share_less else gmf.PARAM_NAMES
-    store = ParamStore({k: prep.init[k] for k in shared})
+    store = ParamStore({k: prep.init[k] for k in shared_names(cfg)})
     clients = list(range(cfg.nodes))
     sampler = StaticView(sid, clients, clients)
     protocol = FedAvgServer(sid, store, sampler, TimingConfig(), clients, cfg.fraction)
@@ -133,6 +136,33 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
     )
 
 
+def shared_names(config: RunConfig) -> tuple[str, ...]:
+    """The parameters that leave the node: all of them, or Share less's subset."""
+    if config.model == "prme":
+        return prme.SHARE_LESS_NAMES if config.learning.share_less else prme.PARAM_NAMES
+    return gmf.SHARE_LESS_NAMES if config.learning.share_less else gmf.PARAM_NAMES
+
+
+def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
+    """The node's model and trainer (GMF or PRME) on its own data."""
+    cfg = prep.config
+    lc = cfg.learning
+    rng = np.random.default_rng([cfg.seed, node_id, 2])
+    if cfg.model == "prme":
+        pc = PRMEConfig(lc.prme_dim, lc.prme_lr, lc.prme_reg, lc.batch_size, lc.local_epochs, lc.top_k)
+        return PRMELearner(prep.users[node_id], prep.init, pc, rng, shared_names(cfg))
+    train = TrainConfig(
+        lc.factors,
+        lc.lr,
+        lc.batch_size,
+        lc.negatives,
+        lc.local_epochs,
+        lc.top_k,
+        share_less_tau=lc.share_less_tau if lc.share_less else 0.0,
+    )
+    return GMFLearner(prep.users[node_id], prep.init, train, rng, shared_names(cfg))
+
+
 def make_node(
     prep: Prepared,
     node_id: int,
@@ -145,23 +175,7 @@ def make_node(
 ) -> NodeRuntime:
     """One node runtime, ready to ``start``."""
     cfg = prep.config
-    lc = cfg.learning
-    train = TrainConfig(
-        lc.factors,
-        lc.lr,
-        lc.batch_size,
-        lc.negatives,
-        lc.local_epochs,
-        lc.top_k,
-        share_less_tau=lc.share_less_tau if lc.share_less else 0.0,
-    )
-    learner = GMFLearner(
-        prep.users[node_id],
-        prep.init,
-        train,
-        np.random.default_rng([cfg.seed, node_id, 2]),
-        shared=gmf.SHARE_LESS_NAMES if lc.share_less else gmf.PARAM_NAMES,
-    )
+    learner = make_learner(prep, node_id)
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
     timing = TimingConfig()
     merger = ScoreWeightedMerge(learner, sampler) if isinstance(sampler, Personalized) else None

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from learning.interactions import DataError
 from p2pnode.config import (
+    MODELS,
     PRESETS,
     PROTOCOLS,
     SAMPLINGS,
@@ -36,6 +37,7 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     g.add_argument("--preset", choices=sorted(PRESETS), help="named starting configuration")
     g.add_argument("--nodes", type=int, help="network size: nodes = users 0..N-1 (default 943)")
     g.add_argument("--rounds", type=int, help="rounds to run (100 ticks each)")
+    g.add_argument("--model", choices=MODELS, help="gmf (HR@K, default) or prme (F1@K)")
     g.add_argument("--protocol", choices=PROTOCOLS, help="base (002 Alg. 1), samo (Alg. 2) or fedavg")
     g.add_argument("--sampling", choices=SAMPLINGS, help="peer sampling service")
     g.add_argument("--view-size", type=int, help="out-view size P (default 3)")
@@ -77,6 +79,7 @@ _FLAG_FIELDS = {
     "nodes": "nodes",
     "rounds": "rounds",
     "protocol": "protocol",
+    "model": "model",
     "sampling": "sampling",
     "view_size": "view_size",
     "swap_rate": "swap_rate",
@@ -202,6 +205,8 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    from p2pnode.report import metric_for, summary
+
     if args.command == "data":
         from p2pnode.datasets import fetch_ml100k
 
@@ -219,13 +224,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     result: dict[str, Any]
     if args.command == "simulate":
-        from p2pnode.report import summary
         from p2pnode.sim import simulate
 
         progress = _progress(args)
         result = simulate(config, progress)
         if progress is not None:
-            progress(summary(result, config.learning.top_k))
+            progress(summary(result, metric_for(config)))
     elif args.command == "launch":
         from p2pnode.launch import launch
 
@@ -248,11 +252,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.json:
         printable = {k: v for k, v in result.items() if k != "history"}
         printable["per_round"] = [
-            {
-                k: h[k]
-                for k in ("round", f"hit_ratio_at_{config.learning.top_k}", "messages", "bytes")
-                if k in h
-            }
+            {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes") if k in h}
             for h in result.get("history", [])
         ]
         print(json.dumps(printable))

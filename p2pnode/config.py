@@ -13,6 +13,7 @@ from typing import Any
 
 PROTOCOLS = ("base", "samo", "fedavg")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
+MODELS = ("gmf", "prme")
 
 
 class ConfigError(ValueError):
@@ -31,6 +32,9 @@ class LearningConfig:
     top_k: int = 20  #: K of HR@K
     share_less: bool = False  #: keep the user embedding private (CIA paper §III-D)
     share_less_tau: float = 0.1  #: τ of the item regulariser of eq. 2 (used with share_less)
+    prme_dim: int = 60  #: PRME embedding size (Feng et al. 2015)
+    prme_lr: float = 0.005  #: PRME SGD learning rate
+    prme_reg: float = 0.03  #: PRME L2 regularisation
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class RunConfig:
 
     nodes: int = 943  #: number of nodes (one per user, the first N users of the dataset)
     rounds: int = 20  #: rounds to run (a round is 100 ticks)
+    model: str = "gmf"  #: gmf (utility HR@K) | prme (utility F1@K)
     protocol: str = "base"  #: base | samo (002 Algorithms 1 and 2) | fedavg (server id = nodes)
     fraction: float = 1.0  #: fedavg: share of clients the server selects each round
     sampling: str = "peerswap"  #: static | peerswap | cyclon
@@ -91,6 +96,8 @@ class RunConfig:
         """Return self, or raise ConfigError naming the first bad field."""
         _check(self.nodes >= 2, "nodes", "must be at least 2")
         _check(self.rounds >= 1, "rounds", "must be at least 1")
+        _check(self.model in MODELS, "model", f"must be one of {', '.join(MODELS)}")
+        _check(self.learning.prme_dim >= 1 and self.learning.prme_lr > 0, "prme", "dim/lr must be > 0")
         _check(self.protocol in PROTOCOLS, "protocol", f"must be one of {', '.join(PROTOCOLS)}")
         _check(self.sampling in SAMPLINGS, "sampling", f"must be one of {', '.join(SAMPLINGS)}")
         _check(1 <= self.view_size < self.nodes, "view-size", "must be in [1, nodes)")

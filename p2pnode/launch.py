@@ -23,7 +23,7 @@ import aiohttp
 
 from p2pnode.config import RunConfig
 from p2pnode.real import aggregate, split_users
-from p2pnode.report import summary
+from p2pnode.report import metric_for, summary
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -98,10 +98,11 @@ async def launch(
         tail = (workdir / f"proc{failed[0]}.log").read_text()[-2000:]
         raise RuntimeError(f"process {failed[0]} exited with {codes[failed[0]]}:\n{tail}")
     results = [json.loads((workdir / f"proc{k}" / "result.json").read_text()) for k in range(len(parts))]
-    total = aggregate(results, config.learning.top_k)
+    metric = metric_for(config)
+    total = aggregate(results, metric.key)
     total.update(mode="launch", processes=len(parts), out=str(workdir), config=config.to_dict())
     if progress is not None:
-        progress(summary(total, config.learning.top_k))
+        progress(summary(total, metric))
     (workdir / "summary.json").write_text(json.dumps(total, indent=1))
     return total
 
@@ -133,6 +134,6 @@ async def _watch(addresses: list[str], config: RunConfig, progress: Callable[[st
             nbytes = sum(n["bytes_sent"] for s in statuses for n in s["nodes"])
             hr = sum(hits) / len(hits) if hits else 0.0
             progress(
-                f"round {rnd:>4}/{config.rounds}  HR@{config.learning.top_k} {hr:.3f}  "
+                f"round {rnd:>4}/{config.rounds}  {metric_for(config).label} {hr:.3f}  "
                 f"models {models:>7}  MB {nbytes / 1e6:9.1f}  {time.perf_counter() - t0:7.1f}s"
             )

@@ -41,7 +41,7 @@ class HostedModel(Protocol):
     @property
     def spec(self) -> ModelSpec: ...
 
-    def evaluate(self) -> bool | None: ...
+    def evaluate(self) -> float | None: ...
 
 
 class NodeRuntime:
@@ -93,7 +93,7 @@ class NodeRuntime:
         self._synced = (0, 0)
         self._swaps_synced: dict[str, int] = {}
         self.round = 0
-        self.last_hit: bool | None = None
+        self.last_hit: float | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -111,13 +111,13 @@ class NodeRuntime:
         self.stopped = True
         self.pause()
 
-    def record_round(self, round_no: int, hit: bool | None) -> None:
+    def record_round(self, round_no: int, hit: float | None) -> None:
         """Publish the round, the latest HR@K outcome and the protocol's counters."""
         self.round = round_no
         self.last_hit = hit
         self._m_round.set(round_no)
         if hit is not None:
-            self._m_hit.set(1.0 if hit else 0.0)
+            self._m_hit.set(hit)
         stats = self.node.protocol.stats
         merges, steps = self._synced
         self._m_merges.inc(stats.merges - merges)

@@ -28,7 +28,7 @@ from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
-from p2pnode.report import progress_line, round_stats, summary
+from p2pnode.report import metric_for, progress_line, round_stats, summary
 from p2pnode.transport.http import HttpTransport, make_app
 from peer_sampling.cyclon import Cyclon
 from protocols.gossip import TimingConfig
@@ -98,7 +98,7 @@ class NodeProcess:
                     "rejected": n.counters.rejected,
                 }
             )
-        hits = [bool(n.last_hit) for n in self.host.nodes.values() if n.last_hit is not None]
+        hits = [n.last_hit for n in self.host.nodes.values() if n.last_hit is not None]
         return {
             "address": self.spec.address,
             "protocol": self.config.protocol,
@@ -195,7 +195,7 @@ class NodeProcess:
     async def run(self, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
         """Run until ``rounds`` rounds passed or ``stop`` is called; returns the summary."""
         round_s = ROUND_TICKS * self.config.tick_seconds
-        top_k = self.config.learning.top_k
+        metric = metric_for(self.config)
         stats: dict[str, Any] = {}
         while self.round < self.config.rounds and not self._stop.is_set():
             target = self._t0 + (self.round + 1) * round_s
@@ -205,13 +205,13 @@ class NodeProcess:
                 break
             self.round += 1
             if self.round % self.config.eval_every == 0 or self.round == self.config.rounds:
-                stats = round_stats(self.round, self.host.nodes.values(), top_k)
+                stats = round_stats(self.round, self.host.nodes.values(), metric)
                 stats["seconds"] = time.perf_counter() - self._t0
                 self.history.append(stats)
                 if progress is not None:
-                    progress(progress_line(stats, top_k, self.config.rounds, stats["seconds"]))
+                    progress(progress_line(stats, metric, self.config.rounds, stats["seconds"]))
         if not stats:
-            stats = round_stats(self.round, self.host.nodes.values(), top_k)
+            stats = round_stats(self.round, self.host.nodes.values(), metric)
         result = dict(stats)
         result.update(
             mode="real",
@@ -260,7 +260,7 @@ async def run_process(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
     if progress is not None:
-        progress(summary(result, config.learning.top_k))
+        progress(summary(result, metric_for(config)))
     if spec.out is not None:
         spec.out.mkdir(parents=True, exist_ok=True)
         (spec.out / "result.json").write_text(json.dumps(result, indent=1))
@@ -304,9 +304,8 @@ def split_users(n: int, parts: int) -> list[tuple[int, ...]]:
     return [tuple(range(bounds[k], bounds[k + 1])) for k in range(parts)]
 
 
-def aggregate(results: Sequence[dict[str, Any]], top_k: int) -> dict[str, Any]:
+def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     """Merge per-process summaries into one network summary (HR weighted by node count)."""
-    key = f"hit_ratio_at_{top_k}"
     nodes = sum(r["nodes"] for r in results)
     total: dict[str, Any] = {
         "nodes": nodes,

@@ -3,25 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from learning.metrics import random_hit_ratio
+from learning.metrics import f1_at_k, random_hit_ratio
 from learning.split import TEST_NEGATIVES
+from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
 
 
-def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Metric:
+    """The utility a run reports: its JSON key, its label and its value under a random ranking."""
+
+    key: str
+    label: str
+    random: float
+
+
+def metric_for(config: RunConfig) -> Metric:
+    """HR@K for GMF, F1@K for PRME (DESIGN §4), with K = ``learning.top_k``."""
+    k = config.learning.top_k
+    hr = random_hit_ratio(k, TEST_NEGATIVES)
+    if config.model == "prme":
+        return Metric(f"f1_at_{k}", f"F1@{k}", hr * f1_at_k(True, k))
+    return Metric(f"hit_ratio_at_{k}", f"HR@{k}", hr)
+
+
+def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> dict[str, Any]:
     """Evaluate every node and sum its counters; also syncs the protocol counters to metrics."""
-    hits = 0
+    total = 0.0
     n = 0
     msgs = nbytes = models = deltas = merges = steps = failures = 0
     swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
     for node in nodes:
-        hit = node.learner.evaluate()
-        node.record_round(round_no, hit)
-        if hit is not None:
-            hits += int(hit)
+        value = node.learner.evaluate()
+        node.record_round(round_no, value)
+        if value is not None:
+            total += value
             n += 1
         c = node.counters
         msgs += c.messages_sent
@@ -41,7 +61,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict
     return {
         "round": round_no,
         "nodes": n,
-        f"hit_ratio_at_{top_k}": hits / max(n, 1),
+        metric.key: total / max(n, 1),
         "messages": msgs,
         "model_messages": models,
         "delta_messages": deltas,
@@ -54,22 +74,21 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], top_k: int) -> dict
     }
 
 
-def progress_line(stats: dict[str, Any], top_k: int, total_rounds: int, seconds: float) -> str:
-    hr = stats[f"hit_ratio_at_{top_k}"]
+def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seconds: float) -> str:
+    value = stats[metric.key]
     return (
-        f"round {stats['round']:>4}/{total_rounds}  HR@{top_k} {hr:.3f}  "
+        f"round {stats['round']:>4}/{total_rounds}  {metric.label} {value:.3f}  "
         f"models {stats['model_messages']:>7} ({stats['delta_messages']} delta)  "
         f"MB {stats['bytes'] / 1e6:9.1f}  merges {stats['merges']:>7}  {seconds:7.1f}s"
     )
 
 
-def summary(stats: dict[str, Any], top_k: int) -> str:
-    hr = stats[f"hit_ratio_at_{top_k}"]
-    rnd = random_hit_ratio(top_k, TEST_NEGATIVES)
+def summary(stats: dict[str, Any], metric: Metric) -> str:
+    value = stats[metric.key]
     per_msg = stats["bytes"] / max(stats["messages"], 1)
     return (
-        f"done: {stats['nodes']} nodes, {stats['round']} rounds, HR@{top_k} {hr:.3f} "
-        f"(random {rnd:.3f}), {stats['messages']} messages ({stats['model_messages']} models, "
+        f"done: {stats['nodes']} nodes, {stats['round']} rounds, {metric.label} {value:.3f} "
+        f"(random {metric.random:.3f}), {stats['messages']} messages ({stats['model_messages']} models, "
         f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "
         f"{per_msg / 1e3:.1f} kB/message"
     )

@@ -15,7 +15,7 @@ from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
-from p2pnode.report import progress_line, round_stats
+from p2pnode.report import metric_for, progress_line, round_stats
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork
 from protocols.gossip import TimingConfig
 
@@ -61,7 +61,7 @@ class Simulation:
         self.clock.run_until(self.round * ROUND_TICKS)
 
     def stats(self) -> dict[str, Any]:
-        return round_stats(self.round, self.host.nodes.values(), self.config.learning.top_k)
+        return round_stats(self.round, self.host.nodes.values(), metric_for(self.config))
 
 
 def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
     t0 = time.perf_counter()
     sim = Simulation(config)
     history: list[dict[str, Any]] = []
-    top_k = config.learning.top_k
+    metric = metric_for(config)
     stats: dict[str, Any] = {}
     for r in range(1, config.rounds + 1):
         sim.run_round()
@@ -78,7 +78,7 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
             stats["seconds"] = time.perf_counter() - t0
             history.append(stats)
             if progress is not None:
-                progress(progress_line(stats, top_k, config.rounds, stats["seconds"]))
+                progress(progress_line(stats, metric, config.rounds, stats["seconds"]))
     result = dict(stats)
     result.update(
         mode="simulate",

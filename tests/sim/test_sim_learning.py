@@ -136,3 +136,10 @@ def test_fedavg_learns_and_share_less_updates_keep_the_user_embedding_home() -> 
     sim.run_round()
     assert len(kinds[11]) == 60 and len(kinds[12]) >= 30  # 30 clients a round
     assert all(names == {"item", "h", "b"} for names in kinds[11] + kinds[12])
+
+
+def test_prme_network_runs_and_reports_f1() -> None:
+    result = simulate(small(rounds=3, model="prme"))
+    assert "f1_at_20" in result and "hit_ratio_at_20" not in result
+    assert result["model_messages"] > 0 and result["local_steps"] > 0
+    assert 0.0 <= result["f1_at_20"] <= 2 / 21
