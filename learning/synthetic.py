@@ -16,6 +16,8 @@ import numpy.typing as npt
 
 from learning.interactions import DataError, Interactions
 
+DAY = 86400.0  #: one interaction per user per day: gaps exceed PRME's τ, no fake sequences
+
 
 @dataclass(frozen=True)
 class SyntheticConfig:
@@ -79,7 +81,7 @@ def planted_communities(cfg: SyntheticConfig) -> tuple[Interactions, Planted]:
             chosen = _draw_items(rng, pool, cfg)
             users += [str(u)] * len(chosen)
             items += [str(i) for i in chosen]
-            times += [float(t) for t in range(len(chosen))]
+            times += [float(t) * DAY for t in range(len(chosen))]
     # every item id appears so that ids stay 0..items-1
     data = Interactions.from_raw(users, items, times, name="synthetic")
     data = _with_all_items(data, cfg.items)

@@ -57,6 +57,8 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     lg.add_argument("--negatives", type=int, help="negatives per positive (default 4)")
     lg.add_argument("--local-epochs", type=int, help="epochs per local update (default 1)")
     lg.add_argument("--top-k", type=int, help="K of HR@K (default 20)")
+    lg.add_argument("--prme-lr", type=float, help="PRME SGD learning rate (default 0.005)")
+    lg.add_argument("--prme-dim", type=int, help="PRME embedding size (default 60)")
     lg.add_argument("--share-less", action="store_true", help="keep user embeddings private")
     lg.add_argument("--share-less-tau", type=float, help="item regulariser weight τ (default 0.1)")
     w = p.add_argument_group("wire")
@@ -99,6 +101,8 @@ _FLAG_FIELDS = {
     "local_epochs": "learning.local_epochs",
     "top_k": "learning.top_k",
     "share_less_tau": "learning.share_less_tau",
+    "prme_lr": "learning.prme_lr",
+    "prme_dim": "learning.prme_dim",
     "delay_min": "sim.delay_min",
     "delay_max": "sim.delay_max",
     "drop": "sim.drop",

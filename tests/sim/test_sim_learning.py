@@ -138,8 +138,11 @@ def test_fedavg_learns_and_share_less_updates_keep_the_user_embedding_home() -> 
     assert all(names == {"item", "h", "b"} for names in kinds[11] + kinds[12])
 
 
-def test_prme_network_runs_and_reports_f1() -> None:
-    result = simulate(small(rounds=3, model="prme"))
+def test_prme_learns_on_synthetic_data_and_reports_f1() -> None:
+    # lr 0.2, not the paper's 0.005: a short run gets one local epoch per wake-up (docs/design.md)
+    cfg = RunConfig(nodes=80, rounds=10, seed=4, dataset="synthetic", model="prme")
+    result = simulate(cfg.replace(**{"learning.prme_lr": 0.2}))
     assert "f1_at_20" in result and "hit_ratio_at_20" not in result
-    assert result["model_messages"] > 0 and result["local_steps"] > 0
-    assert 0.0 <= result["f1_at_20"] <= 2 / 21
+    random_f1 = RANDOM_HR * 2 / 21
+    tail = sum(h["f1_at_20"] for h in result["history"][-3:]) / 3
+    assert tail > 1.8 * random_f1, result["history"]  # measured 2.3-2.7x over seeds 4-6
