@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--protocol", default="base")
     ap.add_argument("--sampling", default="peerswap")
     ap.add_argument("--share-less", action="store_true")
+    ap.add_argument("--model", default="gmf")
     ap.add_argument("--no-tune", action="store_true", help="leave glibc malloc at its defaults")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -36,7 +37,11 @@ def main() -> None:
         tune_allocator()
     t0 = time.perf_counter()
     config = RunConfig(
-        nodes=args.nodes, rounds=args.rounds, protocol=args.protocol, sampling=args.sampling
+        nodes=args.nodes,
+        rounds=args.rounds,
+        protocol=args.protocol,
+        sampling=args.sampling,
+        model=args.model,
     ).replace(**{"learning.share_less": args.share_less})
     sim = Simulation(config)
     build_s = time.perf_counter() - t0
