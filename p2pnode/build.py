@@ -132,7 +132,7 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
         metrics,
         node_rng(cfg.seed, sid),
         DeltaEncoder(cfg.wire.delta, cfg.wire.float16),
-        DeltaDecoder(cfg.wire.delta, cfg.wire.delta_peers),
+        DeltaDecoder(cfg.wire.delta, cfg.wire.bases(prep.model_bytes)),
     )
 
 
@@ -195,6 +195,6 @@ def make_node(
         metrics,
         node_rng(cfg.seed, node_id),
         DeltaEncoder(wire.delta, wire.float16),
-        DeltaDecoder(wire.delta, wire.delta_peers),
+        DeltaDecoder(wire.delta, wire.bases(prep.model_bytes)),
         on_learned,
     )

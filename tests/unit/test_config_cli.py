@@ -70,3 +70,11 @@ def test_users_ranges_and_split() -> None:
         parse_users("1,1")
     parts = split_users(10, 3)
     assert [len(p) for p in parts] == [3, 4, 3] and sum(parts, ()) == tuple(range(10))
+
+
+def test_delta_bases_follow_the_memory_budget() -> None:
+    from p2pnode.config import WireConfig
+
+    assert WireConfig().bases(215_688) == 3  # GMF, ML-100k, 32 factors
+    assert WireConfig().bases(807_360) == 1  # PRME, ML-100k, dimension 60
+    assert WireConfig(delta_peers=5).bases(807_360) == 5  # an explicit count wins
