@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,17 +57,8 @@ def load_data(config: RunConfig) -> tuple[Interactions, Planted | None]:
     if config.dataset == ML100K:
         return load_ml100k(config.data_dir or None), None
     if config.dataset == "synthetic":
-        sc = config.synthetic
-        synth = SyntheticConfig(
-            users=config.nodes,
-            items=sc.items,
-            communities=sc.communities,
-            pool_size=sc.pool_size,
-            pool_overlap=sc.pool_overlap,
-            per_user=sc.per_user,
-            in_pool_share=sc.in_pool_share,
-            seed=config.seed,
-        )
+        fields = dataclasses.asdict(config.synthetic)
+        synth = SyntheticConfig(users=config.nodes, seed=config.seed, **fields)
         return planted_communities(synth)
     if not Path(config.dataset).exists():
         raise DataError(f"--dataset {config.dataset!r} is neither ml-100k, synthetic nor an existing file")
