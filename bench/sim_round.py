@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--sampling", default="peerswap")
     ap.add_argument("--share-less", action="store_true")
     ap.add_argument("--model", default="gmf")
+    ap.add_argument("--dp-noise", type=float, default=0.0, help="DP-SGD noise multiplier (0: off)")
     ap.add_argument("--no-tune", action="store_true", help="leave glibc malloc at its defaults")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -42,7 +43,7 @@ def main() -> None:
         protocol=args.protocol,
         sampling=args.sampling,
         model=args.model,
-    ).replace(**{"learning.share_less": args.share_less})
+    ).replace(**{"learning.share_less": args.share_less, "learning.dp_noise": args.dp_noise})
     sim = Simulation(config)
     build_s = time.perf_counter() - t0
     warm = []

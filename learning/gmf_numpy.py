@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from learning import gmf
+from learning.dp import PrivateStepper, clip_factors
 from learning.params import Array, Params
 
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
@@ -81,6 +82,85 @@ class NumpyGMF:
             dense = np.zeros_like(item)
             dense[rows] = summed
             _adam(item, dense, self.moments[gmf.ITEM], self.lr)
+
+    def dp_step(
+        self,
+        idx: npt.NDArray[np.int64],
+        y: npt.NDArray[np.float32],
+        dp: PrivateStepper,
+        anchor: Array | None = None,
+        reg_weight: float = 0.0,
+    ) -> None:
+        """One DP-SGD step (learning/dp.py) on a Poisson batch, then dense Adam on every parameter.
+
+        Example i's loss is BCE_i plus, for a positive under Share less, ``reg_weight``·‖q_i − a_i‖₂
+        (the learner passes τ·batch size, so the mix matches the plain step's mean BCE + τ Σ).
+        Its gradient touches one item row and the user, h and b:
+
+            ∂q_i = g_i h⊙p (+ reg),  ∂p = g_i h⊙q_i,  ∂h = g_i p⊙q_i,  ∂b = g_i,  g_i = σ(logit_i) − y_i
+
+        so ‖∇ℓ_i‖ is computed without materialising per-example copies of the item table. The
+        clipped sum gets N(0, σ²C²) noise on every coordinate and is divided by the expected batch
+        size, as Opacus' ``DPOptimizer`` does for a mean loss.
+        """
+        grads, (rows, summed) = self._clipped(idx, y, dp.config.clip, anchor, reg_weight)
+        std = dp.noise_std
+        scale = np.float32(1.0 / dp.expected_batch)
+        grads[gmf.ITEM] = dp.noise.sample(self.params[gmf.ITEM].shape, std)  # dense noise...
+        grads[gmf.ITEM][rows] += summed  # ...plus the batch's clipped rows
+        for name in gmf.PARAM_NAMES:
+            grad = grads[name]
+            if name != gmf.ITEM:
+                dp.noise.add(grad, std)
+            grad *= scale
+            _adam(self.params[name], grad, self.moments[name], self.lr)
+        dp.charge()
+
+    def clipped_sum(
+        self,
+        idx: npt.NDArray[np.int64],
+        y: npt.NDArray[np.float32],
+        clip: float,
+        anchor: Array | None = None,
+        reg_weight: float = 0.0,
+    ) -> dict[str, Array]:
+        """Σ_i min(1, C/(‖∇ℓ_i‖ + 1e-6)) ∇ℓ_i over the batch, for every parameter (item dense)."""
+        grads, (rows, summed) = self._clipped(idx, y, clip, anchor, reg_weight)
+        dense = np.zeros_like(self.params[gmf.ITEM])
+        dense[rows] = summed
+        grads[gmf.ITEM] = dense
+        return grads
+
+    def _clipped(
+        self,
+        idx: npt.NDArray[np.int64],
+        y: npt.NDArray[np.float32],
+        clip: float,
+        anchor: Array | None,
+        reg_weight: float,
+    ) -> tuple[dict[str, Array], tuple[npt.NDArray[np.int64], Array]]:
+        """The clipped sums of the user, h and b, and (distinct item rows, their clipped sums)."""
+        p = self.params
+        item, user, h, b = p[gmf.ITEM], p[gmf.USER], p[gmf.H], p[gmf.B]
+        pu = user[0]
+        q = item[idx]
+        z = q * pu
+        g = ((1.0 / (1.0 + np.exp(-(z @ h + b[0])))) - y).astype(np.float32)
+        rows = g[:, None] * (h * pu)
+        if anchor is not None and reg_weight > 0:
+            rows = rows + _share_less_grad(q, anchor, y, reg_weight)
+        g_user = g[:, None] * (h * q)
+        g_h = g[:, None] * z
+        sq = (rows * rows).sum(1) + (g_user * g_user).sum(1) + (g_h * g_h).sum(1) + g * g
+        c = clip_factors(sq, clip)
+        cg = c[:, None]
+        empty = (idx, np.zeros((0, item.shape[1]), np.float32))
+        item_rows = _sum_rows(idx, rows * cg) if len(idx) else empty
+        return {
+            gmf.USER: (g_user * cg).sum(axis=0, keepdims=True).astype(np.float32),
+            gmf.H: (g_h * cg).sum(axis=0).astype(np.float32),
+            gmf.B: np.array([(g * c).sum()], dtype=np.float32),
+        }, item_rows
 
 
 def _share_less_grad(q: Array, anchor: Array, y: npt.NDArray[np.float32], tau: float) -> Array:

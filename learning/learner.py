@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from learning import gmf
+from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_numpy import NumpyGMF
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
@@ -37,6 +38,9 @@ class TrainConfig:
     sparse_items: bool = True  #: SparseAdam on the item rows of each batch; False: dense Adam
     backend: str = "numpy"  #: "numpy" (analytic gradients, fast) or "torch" (autograd reference)
     share_less_tau: float = 0.0  #: weight τ of the Share-less item regulariser (eq. 2); 0: off
+    dp: DPConfig = field(
+        default_factory=DPConfig
+    )  #: local DP-SGD (learning/dp.py); off unless σ or a target ε is set
 
 
 class TorchGMF:
@@ -81,6 +85,7 @@ class BaseLearner(ABC):
     update, and utility on held-out data. Subclasses give the model's relevance scores."""
 
     metric = "hit_ratio"  #: utility reported per round as ``{metric}_at_{K}``
+    dp: PrivateStepper | None = None  #: the node's DP-SGD state when it trains privately
 
     def __init__(
         self,
@@ -114,6 +119,10 @@ class BaseLearner(ABC):
     @abstractmethod
     def local_update(self) -> int:
         """Train on local data; returns the number of optimizer steps."""
+
+    def epsilon(self) -> float | None:
+        """DP ε this node has spent so far (None without DP-SGD)."""
+        return None if self.dp is None else self.dp.epsilon()
 
     @property
     def metric_key(self) -> str:
@@ -210,6 +219,11 @@ class GMFLearner(BaseLearner):
         self._labels = np.concatenate(
             (np.ones(n_pos, np.float32), np.zeros(n_pos * config.negatives, np.float32))
         )
+        if config.dp.enabled:
+            if config.backend != "numpy":
+                raise ValueError("DP-SGD runs on the numpy backend only")
+            rows = n_pos * (1 + config.negatives)
+            self.dp = PrivateStepper(config.dp, rows, config.batch_size, int(rng.integers(2**62)))
 
     def _scores(
         self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
@@ -236,11 +250,34 @@ class GMFLearner(BaseLearner):
         """
         tau = self.config.share_less_tau
         before = self.params[gmf.ITEM].copy() if tau > 0 else None
+        if self.dp is not None:
+            return self._private_update(before, tau)
         steps = 0
         for _ in range(self.config.local_epochs):
             for idx, y in self.batches():
                 anchor = before[idx] if before is not None else None
                 self._backend.step(idx, y, anchor, tau)
+                steps += 1
+        self.version += 1
+        return steps
+
+    def _private_update(self, before: Array | None, tau: float) -> int:
+        """DP-SGD epochs: m Poisson batches over the epoch's rows (positives and fresh negatives)."""
+        dp = self.dp
+        assert dp is not None and isinstance(self._backend, NumpyGMF)
+        cfg = self.config
+        n_pos = len(self._positives)
+        steps = 0
+        for _ in range(cfg.local_epochs):
+            negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives)
+            items = np.concatenate((self._positives, negs))
+            for _ in range(dp.steps_per_epoch):
+                if not dp.may_step():
+                    break
+                sel = poisson_batch(self.rng, len(items), dp.sample_rate)
+                idx = items[sel]
+                anchor = before[idx] if before is not None else None
+                self._backend.dp_step(idx, self._labels[sel], dp, anchor, tau * cfg.batch_size)
                 steps += 1
         self.version += 1
         return steps

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from learning import prme
+from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.learner import BaseLearner
 from learning.metrics import f1_at_k
 from learning.negatives import sample_negatives
@@ -27,6 +28,10 @@ class PRMEConfig:
     batch_size: int = 256
     local_epochs: int = 1
     top_k: int = 20
+    share_less_tau: float = 0.0  #: τ of the Share-less item regulariser (eq. 2); 0: off
+    dp: DPConfig = field(
+        default_factory=DPConfig
+    )  #: local DP-SGD (learning/dp.py); off unless σ or a target ε is set
 
 
 class PRMELearner(BaseLearner):
@@ -51,6 +56,8 @@ class PRMELearner(BaseLearner):
         self._next = items[1:]
         self._gap = np.asarray(times[1:] - times[:-1], dtype=np.float64)
         self.last_loss = float("nan")
+        if config.dp.enabled:
+            self.dp = PrivateStepper(config.dp, len(self._next), config.batch_size, int(rng.integers(2**62)))
 
     def _scores(
         self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
@@ -60,20 +67,38 @@ class PRMELearner(BaseLearner):
         side = prme.UserSide(self.params[prme.USER_P][0], last_item, gap)
         return prme.score(dict(params), side, items)
 
+    def _batches(self) -> list[npt.NDArray[np.int64]]:
+        """One epoch's batches: a shuffled partition, or under DP-SGD m Poisson samples."""
+        n = len(self._next)
+        if self.dp is not None:
+            return [poisson_batch(self.rng, n, self.dp.sample_rate) for _ in range(self.dp.steps_per_epoch)]
+        order = self.rng.permutation(n)
+        return [
+            order[start : start + self.config.batch_size] for start in range(0, n, self.config.batch_size)
+        ]
+
     def local_update(self) -> int:
-        """``local_epochs`` passes over the transitions, fresh negatives each pass."""
+        """``local_epochs`` passes over the transitions, fresh negatives each pass.
+
+        Under Share less the item rows as they stand before this update are the anchors of eq. 2.
+        """
         cfg = self.config
         n = len(self._next)
+        tau = cfg.share_less_tau
+        before = (self.params[prme.ITEM_P].copy(), self.params[prme.ITEM_S].copy()) if tau > 0 else None
         steps = 0
         loss = 0.0
         for _ in range(cfg.local_epochs if n else 0):
             negatives = sample_negatives(self.rng, self._excluded, n)
-            order = self.rng.permutation(n)
-            for start in range(0, n, cfg.batch_size):
-                sel = order[start : start + cfg.batch_size]
-                loss += self._trainer.step(
-                    self._previous[sel], self._next[sel], negatives[sel], self._gap[sel]
-                )
+            for sel in self._batches():
+                prev, pos, neg, gap = self._previous[sel], self._next[sel], negatives[sel], self._gap[sel]
+                anchor = (before[0][pos], before[1][pos]) if before is not None else None
+                if self.dp is None:
+                    loss += self._trainer.step(prev, pos, neg, gap, anchor, tau)
+                elif self.dp.may_step():
+                    loss += self._trainer.dp_step(prev, pos, neg, gap, self.dp, anchor, tau)
+                else:
+                    break
                 steps += 1
         self.last_loss = loss / max(n * cfg.local_epochs, 1)
         self.version += 1

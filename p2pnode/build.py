@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from learning import gmf, prme
+from learning.dp import DPConfig
 from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
 from learning.params import Params
@@ -135,13 +137,36 @@ def shared_names(config: RunConfig) -> tuple[str, ...]:
     return gmf.SHARE_LESS_NAMES if config.learning.share_less else gmf.PARAM_NAMES
 
 
+def dp_config(config: RunConfig) -> DPConfig:
+    """Each node's DP-SGD settings. A target ε must last the run: the horizon is the local updates
+    a node expects, one per round in gossip (002 Alg. 1 trains on each receipt, one per round on
+    average; Alg. 2 on each wake-up) and rounds × fraction for a FedAvg client."""
+    lc = config.learning
+    if not lc.dp:
+        return DPConfig()
+    horizon = config.rounds
+    if config.protocol == "fedavg":
+        horizon = max(1, math.ceil(config.rounds * config.fraction))
+    return DPConfig(
+        noise_multiplier=lc.dp_noise or None,
+        target_epsilon=lc.dp_epsilon or None,
+        clip=lc.dp_clip,
+        delta=lc.dp_delta,
+        horizon_updates=horizon,
+    )
+
+
 def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
     """The node's model and trainer (GMF or PRME) on its own data."""
     cfg = prep.config
     lc = cfg.learning
     rng = np.random.default_rng([cfg.seed, node_id, 2])
+    tau = lc.share_less_tau if lc.share_less else 0.0
+    dp = dp_config(cfg)
     if cfg.model == "prme":
-        pc = PRMEConfig(lc.prme_dim, lc.prme_lr, lc.prme_reg, lc.batch_size, lc.local_epochs, lc.top_k)
+        pc = PRMEConfig(
+            lc.prme_dim, lc.prme_lr, lc.prme_reg, lc.batch_size, lc.local_epochs, lc.top_k, tau, dp
+        )
         return PRMELearner(prep.users[node_id], prep.init, pc, rng, shared_names(cfg))
     train = TrainConfig(
         lc.factors,
@@ -150,7 +175,8 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
         lc.negatives,
         lc.local_epochs,
         lc.top_k,
-        share_less_tau=lc.share_less_tau if lc.share_less else 0.0,
+        share_less_tau=tau,
+        dp=dp,
     )
     return GMFLearner(prep.users[node_id], prep.init, train, rng, shared_names(cfg))
 

@@ -61,6 +61,11 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     lg.add_argument("--prme-dim", type=int, help="PRME embedding size (default 60)")
     lg.add_argument("--share-less", action="store_true", help="keep user embeddings private")
     lg.add_argument("--share-less-tau", type=float, help="item regulariser weight τ (default 0.1)")
+    dg = p.add_argument_group("DP-SGD (local, per node; example-level DP)")
+    dg.add_argument("--dp-noise", type=float, metavar="SIGMA", help="noise multiplier σ")
+    dg.add_argument("--dp-epsilon", type=float, metavar="EPS", help="target ε per node (σ calibrated)")
+    dg.add_argument("--dp-clip", type=float, metavar="C", help="per-example clipping bound (default 2)")
+    dg.add_argument("--dp-delta", type=float, help="δ (default 1e-6)")
     w = p.add_argument_group("wire")
     w.add_argument("--no-delta", action="store_true", help="always send full models")
     w.add_argument("--float16", action="store_true", help="send tensors in half precision")
@@ -103,6 +108,10 @@ _FLAG_FIELDS = {
     "share_less_tau": "learning.share_less_tau",
     "prme_lr": "learning.prme_lr",
     "prme_dim": "learning.prme_dim",
+    "dp_noise": "learning.dp_noise",
+    "dp_epsilon": "learning.dp_epsilon",
+    "dp_clip": "learning.dp_clip",
+    "dp_delta": "learning.dp_delta",
     "delay_min": "sim.delay_min",
     "delay_max": "sim.delay_max",
     "drop": "sim.drop",
@@ -256,7 +265,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.json:
         printable = {k: v for k, v in result.items() if k != "history"}
         printable["per_round"] = [
-            {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes") if k in h}
+            {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes", "dp_epsilon") if k in h}
             for h in result.get("history", [])
         ]
         print(json.dumps(printable))

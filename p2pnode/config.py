@@ -35,6 +35,15 @@ class LearningConfig:
     prme_dim: int = 60  #: PRME embedding size (Feng et al. 2015)
     prme_lr: float = 0.005  #: PRME SGD learning rate
     prme_reg: float = 0.03  #: PRME L2 regularisation
+    dp_noise: float = 0.0  #: DP-SGD noise multiplier σ (0: no DP unless dp_epsilon is set)
+    dp_epsilon: float = 0.0  #: DP-SGD target ε per node over the run (0: none; σ calibrated from it)
+    dp_clip: float = 2.0  #: DP-SGD per-example clipping bound C (CIA paper Fig. 5)
+    dp_delta: float = 1e-6  #: DP-SGD δ (CIA paper Fig. 5)
+
+    @property
+    def dp(self) -> bool:
+        """Whether nodes train with DP-SGD."""
+        return self.dp_noise > 0 or self.dp_epsilon > 0
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,10 @@ class RunConfig:
         _check(lc.local_epochs >= 1, "local-epochs", "must be >= 1")
         _check(lc.top_k >= 1, "top-k", "must be >= 1")
         _check(lc.share_less_tau >= 0, "share-less-tau", "must be >= 0")
+        _check(lc.dp_noise >= 0 and lc.dp_epsilon >= 0, "dp-noise/dp-epsilon", "must be >= 0")
+        _check(not (lc.dp_noise and lc.dp_epsilon), "dp-noise", "give --dp-noise or --dp-epsilon, not both")
+        _check(lc.dp_clip > 0, "dp-clip", "must be > 0")
+        _check(0 < lc.dp_delta < 1, "dp-delta", "must be in (0, 1)")
         _check(self.wire.delta_peers >= 0, "delta-peers", "must be >= 0 (0: from the budget)")
         s = self.sim
         _check(0 <= s.drop < 1, "drop", "must be in [0, 1)")

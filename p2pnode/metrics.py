@@ -60,6 +60,12 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.dp_epsilon = Gauge(
+            "p2pnode_dp_epsilon",
+            "DP-SGD epsilon this node has spent (Opacus RDP accountant, at the run's delta)",
+            ["node"],
+            registry=r,
+        )
         self.model_version = Gauge("p2pnode_model_version", "Local model version", ["node"], registry=r)
 
 

@@ -43,6 +43,15 @@ class HostedModel(Protocol):
 
     def evaluate(self) -> float | None: ...
 
+    def epsilon(self) -> float | None:
+        """DP-SGD ε spent so far, or None for a node that does not train with DP-SGD."""
+        ...
+
+
+def _finite(value: float | None) -> float:
+    """ε for a gauge: +Inf stays +Inf (σ = 0), None (no DP) reads as NaN."""
+    return float("nan") if value is None else value
+
 
 class NodeRuntime:
     """One hosted node: pure state machine + learner + wire state + timers + counters."""
@@ -90,6 +99,8 @@ class NodeRuntime:
         self._m_hit = metrics.hit_ratio.labels(label)
         self._m_merges = metrics.merges.labels(label)
         self._m_steps = metrics.local_steps.labels(label)
+        if learner.epsilon() is not None:  # read at scrape time: the accountant is the source
+            metrics.dp_epsilon.labels(label).set_function(lambda: _finite(learner.epsilon()))
         self._synced = (0, 0)
         self._swaps_synced: dict[str, int] = {}
         self.round = 0

@@ -28,7 +28,7 @@ from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
-from p2pnode.report import metric_for, progress_line, round_stats, summary
+from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats, summary
 from p2pnode.transport.http import HttpTransport, make_app
 from peer_sampling.cyclon import Cyclon
 from protocols.gossip import TimingConfig
@@ -222,6 +222,8 @@ class NodeProcess:
             history=self.history,
             config=self.config.to_dict(),
         )
+        if self.config.learning.dp:
+            result["dp_epsilon_by_node"] = epsilon_by_node(self.host.nodes.values())
         return result
 
     def stop(self) -> None:
@@ -332,6 +334,18 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         k: sum(r.get("view_swaps", {}).get(k, 0) for r in results) for k in ("committed", "aborted")
     }
     total["history"] = _merge_histories(results, key)
+    eps = [r for r in results if "dp_epsilon" in r]
+    if eps:
+        by_node: dict[str, float] = {}
+        for r in eps:
+            by_node.update(r.get("dp_epsilon_by_node", {}))
+        total["dp_epsilon"] = {
+            "mean": sum(r["dp_epsilon"]["mean"] * r["nodes"] for r in eps)
+            / max(sum(r["nodes"] for r in eps), 1),
+            "max": max(r["dp_epsilon"]["max"] for r in eps),
+            "min": min(r["dp_epsilon"]["min"] for r in eps),
+        }
+        total["dp_epsilon_by_node"] = by_node
     return total
 
 

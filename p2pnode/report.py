@@ -37,8 +37,12 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     msgs = nbytes = models = deltas = merges = steps = failures = 0
     swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
+    eps: list[float] = []
     for node in nodes:
         value = node.learner.evaluate()
+        spent = node.learner.epsilon()
+        if spent is not None:
+            eps.append(spent)
         node.record_round(round_no, value)
         if value is not None:
             total += value
@@ -58,7 +62,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         if sampler_stats is not None:
             swaps["committed"] += sampler_stats.committed
             swaps["aborted"] += sampler_stats.aborted
-    return {
+    out: dict[str, Any] = {
         "round": round_no,
         "nodes": n,
         metric.key: total / max(n, 1),
@@ -72,6 +76,19 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         "rejected": rejected,
         "view_swaps": swaps,
     }
+    if eps:
+        out["dp_epsilon"] = {"mean": sum(eps) / len(eps), "max": max(eps), "min": min(eps)}
+    return out
+
+
+def epsilon_by_node(nodes: Iterable[NodeRuntime]) -> dict[str, float]:
+    """Each DP-SGD node's ε so far (empty without DP-SGD), for the final summary."""
+    out = {}
+    for node in nodes:
+        spent = node.learner.epsilon()
+        if spent is not None:
+            out[str(node.node_id)] = spent
+    return out
 
 
 def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seconds: float) -> str:
@@ -91,4 +108,9 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         f"(random {metric.random:.3f}), {stats['messages']} messages ({stats['model_messages']} models, "
         f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "
         f"{per_msg / 1e3:.1f} kB/message"
+        + (
+            f", DP-SGD ε mean {stats['dp_epsilon']['mean']:.2f} max {stats['dp_epsilon']['max']:.2f}"
+            if "dp_epsilon" in stats
+            else ""
+        )
     )

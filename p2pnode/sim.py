@@ -15,7 +15,7 @@ from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
-from p2pnode.report import metric_for, progress_line, round_stats
+from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork
 from protocols.gossip import TimingConfig
 
@@ -87,4 +87,6 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
         history=history,
         config=config.to_dict(),
     )
+    if config.learning.dp:
+        result["dp_epsilon_by_node"] = epsilon_by_node(sim.host.nodes.values())
     return result

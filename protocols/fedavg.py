@@ -60,6 +60,10 @@ class ParamStore:
         """The server holds no data, so it has no HR@K of its own."""
         return None
 
+    def epsilon(self) -> None:
+        """The server trains nothing, so it spends no DP budget."""
+        return None
+
 
 def average(models: Sequence[Params]) -> dict[str, npt.NDArray[np.float32]]:
     """The element-wise mean of ``models`` (uniform FedAvg weights)."""

@@ -174,3 +174,24 @@ async def test_fedavg_server_and_clients_over_http() -> None:
     assert server.node.protocol.aggregated_rounds >= 4  # type: ignore[attr-defined]
     assert all(n.node.protocol.stats.local_steps > 0 for n in nodes)
     assert rank_after < rank_before - 0.1, (rank_before, rank_after)
+
+
+async def test_dp_nodes_publish_their_epsilon_on_metrics() -> None:
+    config = cfg(nodes=8, rounds=4).replace(**{"learning.dp_noise": 1.0})
+    procs, addrs = await run_cluster(config, [tuple(range(4)), tuple(range(4, 8))])
+    try:
+        results = list(await asyncio.gather(*(p.run() for p in procs)))
+        async with aiohttp.ClientSession() as s, s.get(f"http://{addrs[1]}/metrics") as r:
+            text = await r.text()
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+    scraped = {}
+    for line in text.splitlines():
+        if line.startswith("p2pnode_dp_epsilon{"):
+            node = line.split('node="')[1].split('"')[0]
+            scraped[node] = float(line.rsplit(" ", 1)[1])
+    assert set(scraped) == {"4", "5", "6", "7"}
+    by_node = results[1]["dp_epsilon_by_node"]
+    for node, eps in scraped.items():  # the gauge reads the node's own accountant, and ε only grows:
+        now = procs[1].host.nodes[int(node)].learner.epsilon()  # nodes may train until shutdown
+        assert now is not None and 0 < by_node[node] <= eps <= now

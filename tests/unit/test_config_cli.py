@@ -52,6 +52,9 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["run", "--listen", "nohost"],
         ["run", "--users", "5-2"],
         ["simulate", "--config", "/nonexistent.toml"],
+        ["simulate", "--dp-noise", "1", "--dp-epsilon", "5"],
+        ["simulate", "--dp-noise", "1", "--dp-clip", "0"],
+        ["simulate", "--dp-epsilon", "4", "--dp-delta", "2"],
     ],
 )
 def test_bad_flags_give_one_error_line_and_no_traceback(argv: list[str]) -> None:

@@ -85,3 +85,37 @@ def test_pairwise_loss_falls_with_local_training() -> None:
 def test_f1_at_k_for_one_held_out_item() -> None:
     assert f1_at_k(True, 20) == pytest.approx(2 / 21)
     assert f1_at_k(False, 20) == 0.0
+
+
+def test_share_less_regulariser_adds_tau_times_unit_direction_on_the_positive_item() -> None:
+    p = prme.init_params(10, 4, seed=0)
+    prev, pos, neg = np.array([0, 1]), np.array([2, 3]), np.array([5, 6])
+    gap = np.array([100.0, 1e6])
+    anchor_p = p["item_p"][pos] - 0.3
+    anchor_s = p["item_s"][pos] + 0.4
+    trainer = NumpyPRME({k: v.copy() for k, v in p.items()}, 0.005)
+    _, plain, _ = trainer.gradients(prev, pos, neg, gap)
+    _, reg, _ = trainer.gradients(prev, pos, neg, gap, (anchor_p, anchor_s), tau=0.5)
+    # each positive row moves by τ·(e − e_prev)/‖e − e_prev‖ over the joint [X^P, X^S] embedding
+    unit = np.concatenate((np.full(4, 0.3), np.full(4, -0.4))) / np.sqrt(4 * 0.09 + 4 * 0.16)
+    for name, cols in (("item_p", slice(0, 4)), ("item_s", slice(4, 8))):
+        rows_plain, g_plain = plain[name]
+        rows_reg, g_reg = reg[name]
+        np.testing.assert_array_equal(rows_plain, rows_reg)
+        diff = g_reg - g_plain
+        for r, row in enumerate(rows_reg):
+            expected = 0.5 * unit[cols] if row in pos else np.zeros(4)
+            np.testing.assert_allclose(diff[r], expected, atol=1e-5)
+
+
+def test_prme_share_less_local_update_keeps_items_nearer_their_anchor() -> None:
+    users = leave_one_out(toy(), seed=0)
+    init = prme.init_params(toy().n_items, 8, seed=0)
+    moved = {}
+    for tau in (0.0, 0.05):
+        cfg = PRMEConfig(dim=8, lr=0.5, batch_size=64, local_epochs=3, share_less_tau=tau)
+        learner = PRMELearner(users[0], init, cfg, np.random.default_rng(0), prme.SHARE_LESS_NAMES)
+        learner.local_update()
+        own = users[0].train_items
+        moved[tau] = float(np.abs(learner.params["item_p"][own] - init["item_p"][own]).sum())
+    assert moved[0.05] < moved[0.0]
