@@ -34,9 +34,6 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 import torch
-from opacus.accountants import RDPAccountant
-from opacus.accountants.analysis import rdp as rdp_analysis
-from opacus.accountants.utils import get_noise_multiplier
 
 from learning.params import Array
 
@@ -123,41 +120,56 @@ def _quiet_orders() -> Iterator[None]:
 @lru_cache(maxsize=4096)
 def _rdp_per_step(noise_multiplier: float, sample_rate: float) -> tuple[float, ...]:
     """The RDP of one sampled-Gaussian step at Opacus' default orders (linear in steps, so cached)."""
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis import rdp as rdp_analysis
+
     rdp = rdp_analysis.compute_rdp(
         q=sample_rate, noise_multiplier=noise_multiplier, steps=1, orders=RDPAccountant.DEFAULT_ALPHAS
     )
     return tuple(float(x) for x in np.atleast_1d(rdp))
 
 
-class NodeAccountant(RDPAccountant):
-    """Opacus' RDP accountant with its per-step RDP cached by (σ, q).
+class NodeAccountant:
+    """A node's privacy accountant: an Opacus ``RDPAccountant`` that every step is charged to,
+    with ε read through a cache of the per-step RDP curve by (σ, q).
 
-    ``RDPAccountant.get_privacy_spent`` recomputes the RDP curve on every call (0.3 s at q = 1/2),
-    which a 943-node simulation reporting ε each round cannot afford. The RDP of ``k`` identical
-    steps is ``k`` times that of one (``compute_rdp`` multiplies by ``steps``), so caching the
-    one-step curve gives the same numbers; a unit test checks them against the parent class.
+    ``RDPAccountant.get_epsilon`` recomputes the RDP curve on every call (0.3 s at q = 1/2), which
+    a 943-node simulation reporting ε each round cannot afford. The RDP of ``k`` identical steps
+    is ``k`` times that of one (``compute_rdp`` multiplies by ``steps``), so the cache gives the
+    same numbers; a unit test checks them against ``RDPAccountant.get_epsilon``. Opacus is
+    imported here, not at module load, because it takes ~1.5 s and runs without DP never need it.
     """
 
-    def get_privacy_spent(
-        self, *, delta: float, alphas: list[float | int] | None = None
-    ) -> tuple[float, float]:
-        if alphas is not None:
-            eps0, alpha0 = super().get_privacy_spent(delta=delta, alphas=alphas)
-            return float(eps0), float(alpha0)
-        if not self.history:
-            return 0.0, 0.0
-        total = np.zeros(len(RDPAccountant.DEFAULT_ALPHAS))
-        for sigma, q, steps in self.history:
-            total += np.asarray(_rdp_per_step(float(sigma), float(q))) * steps
-        with _quiet_orders():
-            eps, best_alpha = rdp_analysis.get_privacy_spent(
-                orders=RDPAccountant.DEFAULT_ALPHAS, rdp=total, delta=delta
-            )
-        return float(eps), float(best_alpha)
+    def __init__(self) -> None:
+        from opacus.accountants import RDPAccountant
+
+        self.opacus = RDPAccountant()
+        self._alphas: list[float] = list(RDPAccountant.DEFAULT_ALPHAS)
+
+    def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
+        self.opacus.step(noise_multiplier=noise_multiplier, sample_rate=sample_rate)
+
+    @property
+    def history(self) -> list[tuple[float, float, int]]:
+        """(σ, q, steps) runs, as Opacus records them."""
+        return [(float(s), float(q), int(n)) for s, q, n in self.opacus.history]
 
     @property
     def steps(self) -> int:
-        return sum(int(n) for _, _, n in self.history)
+        return sum(n for _, _, n in self.history)
+
+    def get_epsilon(self, delta: float) -> float:
+        """ε spent at ``delta`` (0 before the first step)."""
+        from opacus.accountants.analysis import rdp as rdp_analysis
+
+        if not self.opacus.history:
+            return 0.0
+        total = np.zeros(len(self._alphas))
+        for sigma, q, steps in self.history:
+            total += np.asarray(_rdp_per_step(sigma, q)) * steps
+        with _quiet_orders():
+            eps, _alpha = rdp_analysis.get_privacy_spent(orders=self._alphas, rdp=total, delta=delta)
+        return float(eps)
 
 
 @lru_cache(maxsize=1024)
@@ -166,6 +178,8 @@ def calibrate_noise(target_epsilon: float, delta: float, sample_rate: float, ste
 
     Cached: nodes with the same number of steps per epoch share one calibration (a few seconds each).
     """
+    from opacus.accountants.utils import get_noise_multiplier
+
     with _quiet_orders():
         sigma = get_noise_multiplier(
             target_epsilon=target_epsilon,
@@ -225,4 +239,4 @@ class PrivateStepper:
         """ε spent so far at the configured δ (0 before the first step; inf with σ = 0)."""
         if self.noise_multiplier == 0.0 and self.accountant.steps:
             return math.inf
-        return float(self.accountant.get_epsilon(self.config.delta))
+        return self.accountant.get_epsilon(self.config.delta)
