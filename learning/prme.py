@@ -65,8 +65,11 @@ def distance(
     """D(u, l_c, l) for each (previous[k], items[k]) pair (``previous`` may be a scalar array)."""
     w_p, w_s = weights(gap_seconds)
     a = user_p - params[ITEM_P][items]
+    pref = w_p * (a * a).sum(axis=-1)
+    if not np.any(w_s):  # beyond τ: preference space only (``params`` may then lack ITEM_S)
+        return np.asarray(pref, dtype=np.float32)
     b = params[ITEM_S][items] - params[ITEM_S][previous]
-    return np.asarray(w_p * (a * a).sum(axis=-1) + w_s * (b * b).sum(axis=-1), dtype=np.float32)
+    return np.asarray(pref + w_s * (b * b).sum(axis=-1), dtype=np.float32)
 
 
 def score(params: Params, user_side: UserSide, items: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:

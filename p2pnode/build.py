@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from learning.params import Params
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.split import UserData, hold_out_validation, leave_one_out
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
+from p2pnode import attack
 from p2pnode.clock import Clock
 from p2pnode.config import RunConfig
 from p2pnode.datasets import ML100K, load_ml100k, load_table
@@ -33,7 +35,7 @@ from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
-from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
+from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.merging import ScoreWeightedMerge
 from protocols.samo import Samo
 
@@ -48,6 +50,8 @@ class Prepared:
     out_views: dict[int, list[int]]
     in_views: dict[int, list[int]]
     planted: Planted | None = None
+    data: Interactions | None = None  #: the interactions (raw ids for attack targets)
+    cache: dict[str, Any] = dataclasses.field(default_factory=dict)  #: derived once per run (attack plan)
 
     @property
     def model_bytes(self) -> int:
@@ -85,7 +89,7 @@ def prepare(config: RunConfig) -> Prepared:
     if config.sampling in ("static", "peerswap", "pers") and config.protocol != "fedavg":
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)
-    return Prepared(config, users, init, outs, ins, planted)
+    return Prepared(config, users, init, outs, ins, planted, data)
 
 
 def node_rng(seed: int, node_id: int) -> random.Random:
@@ -119,7 +123,7 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
     sampler = StaticView(sid, clients, clients)
     protocol = FedAvgServer(sid, store, sampler, TimingConfig(), clients, cfg.fraction)
     return NodeRuntime(
-        GossipNode(protocol),
+        attack.wrap(prep, sid, protocol, store),
         store,
         clock,
         transport,
@@ -206,7 +210,7 @@ def make_node(
         protocol = BaseGossip(node_id, learner, sampler, timing, merger)
     wire = cfg.wire
     return NodeRuntime(
-        GossipNode(protocol),
+        attack.wrap(prep, node_id, protocol, learner),
         learner,
         clock,
         transport,

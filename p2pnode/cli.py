@@ -66,6 +66,16 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     dg.add_argument("--dp-epsilon", type=float, metavar="EPS", help="target ε per node (σ calibrated)")
     dg.add_argument("--dp-clip", type=float, metavar="C", help="per-example clipping bound (default 2)")
     dg.add_argument("--dp-delta", type=float, help="δ (default 1e-6)")
+    ag = p.add_argument_group("attack (CIA paper §IV)")
+    ag.add_argument("--attack", choices=("cia",), help="run the Community Inference Attack")
+    ag.add_argument("--target-k", type=int, metavar="K", help="community size K (default 50)")
+    ag.add_argument("--momentum", type=float, metavar="BETA", help="β of eq. 4 (default 0.99)")
+    ag.add_argument("--attackers", help="gossip: 'all' (default: every node, own items) or ids '3,17'")
+    ag.add_argument("--target-items", metavar="IDS", help="V_target as raw item ids '50,172,181'")
+    ag.add_argument("--target-genre", metavar="GENRE", help="V_target: an ML-100k genre, e.g. Horror")
+    ag.add_argument("--colluders", type=float, metavar="F", help="gossip: share of nodes per colluding group")
+    ag.add_argument("--colluder-groups", type=int, help="disjoint colluding groups (default 1)")
+    ag.add_argument("--cia-refresh", type=int, help="Share less: retrain e_A every N wake-ups (10)")
     w = p.add_argument_group("wire")
     w.add_argument("--no-delta", action="store_true", help="always send full models")
     w.add_argument("--float16", action="store_true", help="send tensors in half precision")
@@ -109,6 +119,15 @@ _FLAG_FIELDS = {
     "prme_lr": "learning.prme_lr",
     "prme_dim": "learning.prme_dim",
     "dp_noise": "learning.dp_noise",
+    "attack": "attack.kind",
+    "target_k": "attack.target_k",
+    "momentum": "attack.momentum",
+    "attackers": "attack.attackers",
+    "target_items": "attack.target_items",
+    "target_genre": "attack.target_genre",
+    "colluders": "attack.colluders",
+    "colluder_groups": "attack.colluder_groups",
+    "cia_refresh": "attack.refresh_every",
     "dp_epsilon": "learning.dp_epsilon",
     "dp_clip": "learning.dp_clip",
     "dp_delta": "learning.dp_delta",

@@ -79,6 +79,21 @@ class SyntheticSection:
 
 
 @dataclass(frozen=True)
+class AttackConfig:
+    """The adversary (CIA paper §IV): who attacks, with which target, and how."""
+
+    kind: str = ""  #: "" (no attack) | "cia"
+    target_k: int = 50  #: K, the size of the community to find
+    momentum: float = 0.99  #: β of eq. 4
+    attackers: str = "all"  #: gossip: "all" (every node, its own items as target) or node ids "3,17"
+    target_items: str = ""  #: raw item ids "50,172,181" as V_target for every attacker
+    target_genre: str = ""  #: an ML-100k genre ("Horror") as V_target for every attacker
+    colluders: float = 0.0  #: gossip: share of nodes in each colluding group (0: none)
+    colluder_groups: int = 1  #: how many disjoint colluding groups (each one adversary)
+    refresh_every: int = 10  #: Share less: retrain e_A every this many wake-ups
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """In-memory network knobs (simulator only)."""
 
@@ -111,6 +126,7 @@ class RunConfig:
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
     synthetic: SyntheticSection = field(default_factory=SyntheticSection)
+    attack: AttackConfig = field(default_factory=AttackConfig)
 
     def validate(self) -> RunConfig:
         """Return self, or raise ConfigError naming the first bad field."""
@@ -142,6 +158,22 @@ class RunConfig:
         _check(lc.dp_clip > 0, "dp-clip", "must be > 0")
         _check(0 < lc.dp_delta < 1, "dp-delta", "must be in (0, 1)")
         _check(self.wire.delta_peers >= 0, "delta-peers", "must be >= 0 (0: from the budget)")
+        a = self.attack
+        _check(a.kind in ("", "cia"), "attack", "must be cia (or empty for none)")
+        _check(
+            a.target_k >= 1 and (not a.kind or a.target_k < self.nodes), "target-k", "must be in [1, nodes)"
+        )
+        _check(0 <= a.momentum < 1, "momentum", "must be in [0, 1)")
+        _check(0 <= a.colluders <= 1, "colluders", "must be in [0, 1]")
+        _check(a.colluder_groups >= 1, "colluder-groups", "must be >= 1")
+        _check(a.refresh_every >= 1, "cia-refresh", "must be >= 1")
+        _check(
+            not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
+        )
+        if a.colluders:
+            size = max(2, round(a.colluders * self.nodes))
+            _check(self.protocol != "fedavg", "colluders", "apply to gossip protocols only")
+            _check(size * a.colluder_groups <= self.nodes, "colluder-groups", "groups do not fit the network")
         s = self.sim
         _check(0 <= s.drop < 1, "drop", "must be in [0, 1)")
         _check(0 <= s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")

@@ -62,6 +62,24 @@ def load_ml100k(data_dir: str | Path | None = None) -> Interactions:
     return Interactions.from_raw(users, items, times, name=ML100K)
 
 
+def load_ml100k_genres(data_dir: str | Path | None = None) -> dict[str, set[str]]:
+    """Raw item id → its ML-100k genres (``ml-100k.item``, ``class`` column)."""
+    path = dataset_path(data_dir) / "ml-100k.item"
+    if not path.exists():
+        raise DataError(f"MovieLens-100k item data is not in {path.parent}; run `p2pnode data get ml-100k`")
+    out: dict[str, set[str]] = {}
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        header = fh.readline().rstrip("\n").split("\t")
+        cols = {name.split(":")[0]: k for k, name in enumerate(header)}
+        if not {"item_id", "class"} <= set(cols):
+            raise DataError(f"{path}: header {header} lacks item_id or class")
+        for line in fh:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) > max(cols["item_id"], cols["class"]):
+                out[parts[cols["item_id"]]] = set(parts[cols["class"]].split())
+    return out
+
+
 def load_table(path: str | Path, min_interactions: int = 5) -> Interactions:
     """A plain file of ``user, item[, timestamp]`` rows: CSV or TSV, header optional.
 

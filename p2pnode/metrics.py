@@ -66,6 +66,24 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.cia_accuracy = Gauge(
+            "p2pnode_cia_accuracy",
+            "CIA Accuracy@R of this adversary at the last evaluation: |Ĉ ∩ C| / K",
+            ["node"],
+            registry=r,
+        )
+        self.cia_upper_bound = Gauge(
+            "p2pnode_cia_upper_bound",
+            "Share of the true community C whose models this adversary has observed",
+            ["node"],
+            registry=r,
+        )
+        self.cia_observed = Gauge(
+            "p2pnode_cia_observed_users",
+            "Users whose models this adversary has observed",
+            ["node"],
+            registry=r,
+        )
         self.model_version = Gauge("p2pnode_model_version", "Local model version", ["node"], registry=r)
 
 
@@ -80,3 +98,4 @@ class NodeCounters:
     bytes_received: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     send_failures: int = 0
+    multicasts_sent: int = 0

@@ -11,14 +11,18 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from learning.params import ModelSpec
+from adversary.messages import CollusionMessage
+from adversary.node import AdversaryNode
+from learning.params import Array, ModelSpec, spec_of
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters
 from p2pnode.transport.base import Outcome, Transport
 from p2pnode.wire.codec import (
     Frame,
+    decode_collusion,
     decode_model,
     decode_sampling,
+    encode_collusion_frame,
     encode_model_frame,
     encode_sampling_frame,
 )
@@ -42,6 +46,8 @@ class HostedModel(Protocol):
     def spec(self) -> ModelSpec: ...
 
     def evaluate(self) -> float | None: ...
+
+    def snapshot(self) -> dict[str, Array]: ...
 
     def epsilon(self) -> float | None:
         """DP-SGD ε spent so far, or None for a node that does not train with DP-SGD."""
@@ -77,6 +83,12 @@ class NodeRuntime:
         self.encoder = encoder
         self.decoder = decoder
         self.spec = learner.spec
+        self.collusion_spec: ModelSpec | None = None
+        if isinstance(node, AdversaryNode):
+            obs = node.observer
+            if node.partners:
+                self.collusion_spec = spec_of(obs.model.keep(learner.snapshot(), obs.rows))
+            metrics.cia_observed.labels(str(node.node_id)).set_function(lambda: len(obs.v))
         self.counters = NodeCounters()
         self.on_learned = on_learned
         self._timers: dict[str, TimerHandle] = {}
@@ -90,6 +102,7 @@ class NodeRuntime:
         self._m_msgs = {
             Channel.GOSSIP: metrics.messages_sent.labels(label, "gossip"),
             Channel.SAMPLING: metrics.messages_sent.labels(label, "sampling"),
+            Channel.COLLUDE: metrics.messages_sent.labels(label, "collude"),
         }
         self._metrics = metrics
         self._label = label
@@ -121,6 +134,11 @@ class NodeRuntime:
         """Stop for good: no timers, and later frames are answered 503."""
         self.stopped = True
         self.pause()
+
+    def set_attack_gauges(self, accuracy: float, bound: float) -> None:
+        """Publish this adversary's latest CIA accuracy and upper bound."""
+        self._metrics.cia_accuracy.labels(self._label).set(accuracy)
+        self._metrics.cia_upper_bound.labels(self._label).set(bound)
 
     def record_round(self, round_no: int, hit: float | None) -> None:
         """Publish the round, the latest HR@K outcome and the protocol's counters."""
@@ -177,6 +195,12 @@ class NodeRuntime:
             return
         if isinstance(message, ModelMessage | FedMessage):
             self._send_model(peer, message, allow_delta=True)
+            return
+        if isinstance(message, CollusionMessage):
+            data = encode_collusion_frame(self.node_id, peer, message)
+            self._account(Channel.COLLUDE, len(data))
+            self.counters.multicasts_sent += 1
+            self.transport.send(self.node_id, peer, Channel.COLLUDE, data, lambda out: self._sent(peer, out))
             return
         data = encode_sampling_frame(self.node_id, peer, message)
         self._account(Channel.SAMPLING, len(data))
@@ -240,7 +264,11 @@ class NodeRuntime:
             if frame.type in MODEL_TYPES:
                 message = decode_model(frame, self.spec, self.decoder)
             else:
-                message = decode_sampling(frame)
+                message = (
+                    decode_collusion(frame, self.collusion_spec)
+                    if frame.type is MsgType.COLLUDE
+                    else decode_sampling(frame)
+                )
         except WireError as err:
             self.reject(err.reason)
             log.info("node %s refused a message from %s: %s", self.node_id, frame.sender, err)

@@ -23,6 +23,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from adversary.community import summarize
+from p2pnode.attack import AttackLab
 from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
@@ -78,6 +80,7 @@ class NodeProcess:
         self.runner: web.AppRunner | None = None
         self.round = 0
         self.history: list[dict[str, Any]] = []
+        self.lab = AttackLab(self.prep)
         self._stop = asyncio.Event()
         self._t0 = 0.0
 
@@ -206,6 +209,9 @@ class NodeProcess:
             self.round += 1
             if self.round % self.config.eval_every == 0 or self.round == self.config.rounds:
                 stats = round_stats(self.round, self.host.nodes.values(), metric)
+                cia = self.lab.evaluate(self.round, self.host.nodes.values())
+                if cia is not None:
+                    stats["cia"] = cia
                 stats["seconds"] = time.perf_counter() - self._t0
                 self.history.append(stats)
                 if progress is not None:
@@ -224,6 +230,8 @@ class NodeProcess:
         )
         if self.config.learning.dp:
             result["dp_epsilon_by_node"] = epsilon_by_node(self.host.nodes.values())
+        if self.lab.active:
+            result["cia"] = self.lab.summary(self.host.nodes.values())
         return result
 
     def stop(self) -> None:
@@ -334,6 +342,9 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         k: sum(r.get("view_swaps", {}).get(k, 0) for r in results) for k in ("committed", "aborted")
     }
     total["history"] = _merge_histories(results, key)
+    cia = merge_attack([r["cia"] for r in results if r.get("cia")], nodes)
+    if cia is not None:
+        total["cia"] = cia
     eps = [r for r in results if "dp_epsilon" in r]
     if eps:
         by_node: dict[str, float] = {}
@@ -347,6 +358,27 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         }
         total["dp_epsilon_by_node"] = by_node
     return total
+
+
+def merge_attack(parts: Sequence[dict[str, Any]], n_users: int) -> dict[str, Any] | None:
+    """One CIA summary from the processes' summaries: per-adversary accuracies of the rounds that
+    every process evaluated are pooled, then Max AAC and the rest are taken as in one process."""
+    if not parts:
+        return None
+    by_round = [
+        dict(zip(p["rounds"], zip(p["per_round"], p["per_round_bounds"], strict=True), strict=True))
+        for p in parts
+    ]
+    common = sorted(set.intersection(*(set(b) for b in by_round)))
+    accs = [[a for b in by_round for a in b[r][0]] for r in common]
+    bounds = [[x for b in by_round for x in b[r][1]] for r in common]
+    k = int(parts[0]["k"])
+    out: dict[str, Any] = summarize(common, accs, bounds, k, n_users).as_dict()
+    out["k"] = k
+    preds = [p for part in parts for p in part.get("predictions", [])]
+    if preds:
+        out["predictions"] = preds
+    return out
 
 
 def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:

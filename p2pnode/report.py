@@ -97,6 +97,11 @@ def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seco
         f"round {stats['round']:>4}/{total_rounds}  {metric.label} {value:.3f}  "
         f"models {stats['model_messages']:>7} ({stats['delta_messages']} delta)  "
         f"MB {stats['bytes'] / 1e6:9.1f}  merges {stats['merges']:>7}  {seconds:7.1f}s"
+        + (
+            f"  CIA AAC {stats['cia']['aac']:.3f} (bound {stats['cia']['upper_bound']:.3f})"
+            if "cia" in stats
+            else ""
+        )
     )
 
 
@@ -113,4 +118,14 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
             if "dp_epsilon" in stats
             else ""
         )
+        + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
+    )
+
+
+def cia_line(cia: dict[str, Any]) -> str:
+    """The attack's headline figures (CIA paper §V-C), in percent as the paper prints them."""
+    return (
+        f"\nCIA: Max AAC {100 * cia['max_aac']:.1f}% at round {cia['round_of_max']} "
+        f"(best 10% {100 * cia['best10_aac']:.1f}%, upper bound {100 * cia['upper_bound']:.1f}%, "
+        f"random {100 * cia['random_bound']:.1f}%) over {cia['adversaries']} adversaries"
     )

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from p2pnode.attack import AttackLab
 from p2pnode.build import Prepared, make_node, make_server, prepare
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
@@ -68,6 +69,7 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
     """Run ``config.rounds`` rounds; return the final summary with per-round history."""
     t0 = time.perf_counter()
     sim = Simulation(config)
+    lab = AttackLab(sim.prep)
     history: list[dict[str, Any]] = []
     metric = metric_for(config)
     stats: dict[str, Any] = {}
@@ -75,6 +77,9 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
         sim.run_round()
         if r % config.eval_every == 0 or r == config.rounds:
             stats = sim.stats()
+            cia = lab.evaluate(r, sim.host.nodes.values())
+            if cia is not None:
+                stats["cia"] = cia
             stats["seconds"] = time.perf_counter() - t0
             history.append(stats)
             if progress is not None:
@@ -89,4 +94,6 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
     )
     if config.learning.dp:
         result["dp_epsilon_by_node"] = epsilon_by_node(sim.host.nodes.values())
+    if lab.active:
+        result["cia"] = lab.summary(sim.host.nodes.values())
     return result

@@ -1,7 +1,7 @@
 """HTTP transport (aiohttp): one ClientSession per process with connection reuse, and the server.
 
 The HTTP layer only moves bytes (DESIGN §2 rule 3): bounded read, hand to ``Host.receive``,
-answer with its status. Routes: ``POST /v1/nodes/{id}/gossip`` and ``/v1/nodes/{id}/sampling``
+answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling`` and ``/collude``
 (msgpack frames), ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
 """
 
@@ -23,8 +23,8 @@ from p2pnode.wire.schema import Channel
 
 log = logging.getLogger("p2pnode.http")
 REASON_HEADER = "X-P2P-Reason"
-_ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING}
-_PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling"}
+_ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING, "collude": Channel.COLLUDE}
+_PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling", Channel.COLLUDE: "collude"}
 
 
 class HttpTransport:

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgpack
 
+from adversary.messages import CollusionMessage
 from learning.params import ModelSpec
 from p2pnode.wire.delta import DeltaDecoder, EncodedModel
 from p2pnode.wire.schema import (
@@ -26,6 +27,7 @@ from p2pnode.wire.schema import (
     MsgType,
     WireError,
 )
+from p2pnode.wire.tensors import pack_tensor, unpack_tensor
 from peer_sampling.messages import (
     CyclonEntry,
     LockReply,
@@ -56,6 +58,8 @@ class Frame:
 
     @property
     def channel(self) -> Channel:
+        if self.type is MsgType.COLLUDE:
+            return Channel.COLLUDE
         return Channel.GOSSIP if self.type in MODEL_TYPES else Channel.SAMPLING
 
 
@@ -144,6 +148,26 @@ def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelM
     version, params = decoder.decode(frame.sender, body, spec)
     kind = "global" if frame.type == MsgType.FED_GLOBAL else "update"
     return FedMessage(kind, fed_round, version, params)
+
+
+def encode_collusion_frame(sender: int, dest: int, message: CollusionMessage) -> bytes:
+    """A colluder's multicast: the observed user and its momentum model v_u (kept rows only)."""
+    body = {"u": message.user, "p": {k: pack_tensor(v) for k, v in message.params.items()}}
+    return _pack(MsgType.COLLUDE, sender, dest, body)
+
+
+def decode_collusion(frame: Frame, spec: ModelSpec | None) -> CollusionMessage:
+    """Check a multicast against the receiving colluder's kept-parameter spec."""
+    if spec is None:
+        raise WireError("not-colluder", "this node takes no colluder multicasts", 403)
+    body = frame.body
+    if type(body) is not dict or body.keys() != {"u", "p"}:
+        raise WireError("schema", "a multicast body is a map with keys u, p")
+    user = _node_id(body["u"], "u")
+    params = body["p"]
+    if type(params) is not dict or params.keys() != spec.keys():
+        raise WireError("schema", f"a multicast carries {sorted(spec)}")
+    return CollusionMessage(user, {k: unpack_tensor(v, spec[k], what=k) for k, v in params.items()})
 
 
 def decode_sampling(frame: Frame) -> object:

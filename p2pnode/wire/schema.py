@@ -22,6 +22,7 @@ class MsgType(IntEnum):
     SHUFFLE_REPLY = 10
     FED_GLOBAL = 11
     FED_UPDATE = 12
+    COLLUDE = 13  #: a colluder's multicast of an observed (u, v_u) to its partners (CIA Alg. 2 l.14)
 
 
 MODEL_TYPES = frozenset({MsgType.MODEL, MsgType.FED_GLOBAL, MsgType.FED_UPDATE})
@@ -32,6 +33,7 @@ class Channel(IntEnum):
 
     GOSSIP = 1
     SAMPLING = 2
+    COLLUDE = 3
 
 
 MAX_VIEW_IDS = 4096

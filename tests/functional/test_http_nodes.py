@@ -195,3 +195,35 @@ async def test_dp_nodes_publish_their_epsilon_on_metrics() -> None:
     for node, eps in scraped.items():  # the gauge reads the node's own accountant, and ε only grows:
         now = procs[1].host.nodes[int(node)].learner.epsilon()  # nodes may train until shutdown
         assert now is not None and 0 < by_node[node] <= eps <= now
+
+
+async def test_colluders_multicast_over_http_and_strangers_are_refused() -> None:
+    config = cfg(nodes=10, rounds=5, dataset="synthetic").replace(
+        **{"attack.kind": "cia", "attack.target_k": 3, "attack.colluders": 0.4}
+    )
+    procs, addrs = await run_cluster(config, [tuple(range(5)), tuple(range(5, 10))])
+    try:
+        results = list(await asyncio.gather(*(p.run() for p in procs)))
+        async with aiohttp.ClientSession() as s:
+            texts = []
+            for a in addrs:
+                async with s.get(f"http://{a}/metrics") as r:
+                    texts.append(await r.text())
+            honest = next(n for p in procs for n in p.host.nodes.values() if not hasattr(n.node, "observer"))
+            where = addrs[0] if honest.node_id < 5 else addrs[1]
+            bogus = frame(MsgType.COLLUDE, 1, honest.node_id, {"u": 2, "p": {}})
+            async with s.post(f"http://{where}/v1/nodes/{honest.node_id}/collude", data=bogus) as r:
+                refused = (r.status, r.headers.get("X-P2P-Reason"))
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+    colluders = [n for p in procs for n in p.host.nodes.values() if hasattr(n.node, "observer")]
+    assert len(colluders) == 4 and {n.node_id < 5 for n in colluders} == {True, False}  # both processes
+    assert all(n.node.multicasts_received > 0 for n in colluders)  # type: ignore[attr-defined]
+    sent = 0.0
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("p2pnode_messages_sent_total{") and 'channel="collude"' in line:
+                sent += float(line.rsplit(" ", 1)[1])
+    assert sent == sum(n.node.multicasts_sent for n in colluders)  # type: ignore[attr-defined]
+    assert refused == (403, "not-colluder")
+    assert sum(r["cia"]["adversaries"] for r in results) == 1

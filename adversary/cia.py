@@ -1,0 +1,146 @@
+"""The Community Inference Attack observer (CIA paper §IV, Algorithms 1 and 2), sans I/O.
+
+An observer holds one or more targets V_target. For every user u whose model it sees (a FedAvg
+update at the server, a gossip model from a neighbour, or a colluding partner's multicast) it
+applies eq. 4,
+
+    v_u ← Θ_u                       on the first observation of u
+    v_u ← β·v_u + (1 − β)·Θ_u       afterwards,
+
+then scores ``y_u = mean_{i ∈ V_target} ŷ(v_u, i)`` (EvaluateModel, line 12) and keeps the score
+(AddSorted, line 13). The predicted community is the K best-scoring users (eq. 3, line 16/17).
+
+Memory: v_u is kept only where the targets need it: the target rows of the item tables and the
+small user-side and global parameters (``AttackModel.keep``). Under Share less the received
+models lack the user embedding; the observer pairs them with a fictive user e_A per target,
+trained on V_target against a reference model (§IV-C, ``set_reference``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from adversary.community import Index, top_k
+from adversary.models import AttackModel
+from learning.params import Array, Params
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted community: users best first, with their scores Ŷ(v_u, V_target)."""
+
+    users: list[int]
+    scores: list[float]
+
+
+class CIAObserver:
+    """CIA state of one adversary (a node, a colluder, or the FedAvg server)."""
+
+    def __init__(
+        self,
+        model: AttackModel,
+        targets: Sequence[Index],
+        k: int = 50,
+        momentum: float = 0.99,
+        exclude: Sequence[Iterable[int]] | None = None,
+        share_less: bool = False,
+    ) -> None:
+        if not targets or any(len(t) == 0 for t in targets):
+            raise ValueError("every target needs at least one item")
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError("momentum β must be in [0, 1)")
+        if k < 1:
+            raise ValueError("K must be >= 1")
+        self.model = model
+        self.k = k
+        self.beta = float(momentum)
+        self.share_less = share_less
+        uniq = [np.unique(np.asarray(t, dtype=np.int64)) for t in targets]
+        self.rows = np.unique(np.concatenate(uniq))  #: the item rows kept per observed user
+        pos = np.searchsorted(self.rows, np.concatenate(uniq))
+        self._flat = pos.astype(np.int64)  #: kept-row positions of every target, concatenated
+        sizes = np.array([len(t) for t in uniq], dtype=np.int64)
+        self._starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self._sizes = sizes.astype(np.float64)
+        self._owner = np.repeat(np.arange(len(uniq)), sizes)  #: target of each flat entry
+        self.targets = uniq
+        self.exclude = [set(e) for e in exclude] if exclude is not None else [set() for _ in uniq]
+        if len(self.exclude) != len(uniq):
+            raise ValueError("one exclude set per target")
+        self.v: dict[int, Params] = {}  #: v_u restricted to ``rows``
+        self.scores: dict[int, npt.NDArray[np.float64]] = {}  #: y_u per target
+        self.observations = 0
+        self._refs: Array | None = None  #: e_A per target (Share less)
+
+    # -- state updates --------------------------------------------------------------------------
+
+    def observe(self, user: int, params: Mapping[str, Array]) -> Params:
+        """A full received model Θ_u (lines 6–13); returns the updated v_u for colluders."""
+        return self.fold(user, self.model.keep(params, self.rows))
+
+    def fold(self, user: int, kept: Mapping[str, Array]) -> Params:
+        """An observation already restricted to ``rows`` (a colluder's multicast v_u)."""
+        self._check(kept)
+        v = self.v.get(user)
+        if v is None:
+            v = {name: np.array(arr, dtype=np.float32, copy=True) for name, arr in kept.items()}
+            self.v[user] = v
+        else:
+            b = np.float32(self.beta)
+            for name, arr in v.items():
+                arr *= b
+                arr += (np.float32(1.0) - b) * kept[name]
+        self.scores[user] = self._evaluate(v)
+        self.observations += 1
+        return v
+
+    def set_reference(self, params: Mapping[str, Array], rng: np.random.Generator) -> None:
+        """Share less: (re)train e_A for every target against ``params`` (the adversary's own model,
+        or the FedAvg global model), warm-started from the previous e_A."""
+        refs = []
+        for t, target in enumerate(self.targets):
+            start = None if self._refs is None else self._refs[t]
+            refs.append(self.model.fit_user(params, target, rng, start))
+        self._refs = np.stack(refs).astype(np.float32)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def observed(self) -> set[int]:
+        return set(self.v)
+
+    def predict(self, target: int = 0, k: int | None = None) -> Prediction:
+        """Ĉ for one target: the K best-scoring observed users (eq. 3), excluded users left out."""
+        users = sorted(self.scores)
+        if not users:
+            return Prediction([], [])
+        s = np.array([self.scores[u][target] for u in users])
+        excl = [i for i, u in enumerate(users) if u in self.exclude[target]]
+        best = top_k(s, k or self.k, excl)
+        return Prediction([users[i] for i in best], [float(s[i]) for i in best])
+
+    def predicted_ids(self, target: int = 0) -> Index:
+        return np.asarray(self.predict(target).users, dtype=np.int64)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _check(self, kept: Mapping[str, Array]) -> None:
+        if self.v:
+            ref = next(iter(self.v.values()))
+            if set(kept) != set(ref) or any(kept[n].shape != ref[n].shape for n in ref):
+                raise ValueError("observation does not match the observer's kept parameters")
+
+    def _evaluate(self, v: Params) -> npt.NDArray[np.float64]:
+        """EvaluateModel: mean relevance of each target's items under v (line 12)."""
+        if self.share_less:
+            if self._refs is None:
+                raise RuntimeError("Share less: set_reference must train e_A before observing")
+            rel = self.model.relevance(v, self._refs[self._owner], self._flat)
+        else:  # one user for every target: score each kept row once
+            every_row = np.arange(len(self.rows), dtype=np.int64)
+            rel = self.model.relevance(v, self.model.user_of(v), every_row)[self._flat]
+        return np.add.reduceat(rel.astype(np.float64), self._starts) / self._sizes

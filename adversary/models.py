@@ -1,0 +1,141 @@
+"""What the attacks need from a recommendation model, expressed through its ``score`` function.
+
+The CIA (000 §IV-B) ranks users by the mean relevance ``Ŷ(Θ_u, V_target)`` that their models give
+to the target items. An observer keeps, per observed user, only the rows of the item tables that
+its targets need plus the user-side and global parameters (``keep``), and asks the model's own
+``score`` for relevance. Under Share less it pairs received item rows with a fictive user
+embedding e_A trained on V_target (§IV-C, ``fit_user``).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from learning import gmf, prme
+from learning.params import Array, Params
+
+Index = npt.NDArray[np.int64]
+
+
+class AttackModel(ABC):
+    """One recommendation model as the attacks see it."""
+
+    name: str
+    item_tables: tuple[str, ...]  #: item-indexed parameters, kept only at the target rows
+    user_name: str  #: the user-side parameter (absent from Share-less models)
+
+    def keep(self, params: Mapping[str, Array], rows: Index) -> Params:
+        """The part of a received model the observer stores: target rows of the item tables, and
+        every other parameter it scores with (copies, so the sender's arrays can be reused)."""
+        out: Params = {}
+        for name, arr in params.items():
+            if name in self.item_tables:
+                out[name] = arr[rows].astype(np.float32, copy=True)
+            elif name not in self.dropped:
+                out[name] = np.array(arr, dtype=np.float32, copy=True)
+        return out
+
+    dropped: tuple[str, ...] = ()  #: parameters the attack never needs
+
+    @abstractmethod
+    def relevance(self, kept: Params, users: Array, rows: Index) -> npt.NDArray[np.float32]:
+        """Relevance of ``rows`` of the kept item tables for ``users`` ((d,), or one row per item)."""
+
+    def user_of(self, kept: Params) -> Array:
+        """The user embedding of a model that shares it."""
+        return np.asarray(kept[self.user_name][0], dtype=np.float32)
+
+    @abstractmethod
+    def fit_user(
+        self, params: Mapping[str, Array], positives: Index, rng: np.random.Generator, start: Array | None
+    ) -> Array:
+        """e_A: a user embedding that likes ``positives``, trained against ``params``' item side."""
+
+
+class GMFAttack(AttackModel):
+    """GMF: relevance σ(hᵀ(p ⊙ q_i) + b) from ``learning.gmf.score``."""
+
+    name = "gmf"
+    item_tables = (gmf.ITEM,)
+    user_name = gmf.USER
+    steps = 60
+    lr = 0.05
+    negatives = 4
+
+    def relevance(self, kept: Params, users: Array, rows: Index) -> npt.NDArray[np.float32]:
+        return gmf.score(kept, users, rows)
+
+    def fit_user(
+        self, params: Mapping[str, Array], positives: Index, rng: np.random.Generator, start: Array | None
+    ) -> Array:
+        """Full-batch Adam on the user row only: BCE on V_target and sampled other items."""
+        item, h, b = params[gmf.ITEM], params[gmf.H], params[gmf.B]
+        n_items, d = item.shape
+        negs = _negatives(rng, n_items, positives, self.negatives * len(positives))
+        idx = np.concatenate((positives, negs))
+        y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
+        q_h = item[idx] * h  # logit = (q ⊙ h)·p + b
+        p = np.zeros(d, np.float32) if start is None else start.astype(np.float32, copy=True)
+        m = np.zeros(d, np.float32)
+        v = np.zeros(d, np.float32)
+        for t in range(1, self.steps + 1):
+            g = (1.0 / (1.0 + np.exp(-(q_h @ p + b[0])))) - y
+            grad = (g @ q_h) / len(idx)
+            m = 0.9 * m + 0.1 * grad
+            v = 0.999 * v + 0.001 * grad * grad
+            p -= self.lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        return p.astype(np.float32)
+
+
+class PRMEAttack(AttackModel):
+    """PRME: relevance −‖X^P_u − X^P_l‖², i.e. ``learning.prme.score`` with the previous item more
+    than τ ago (the attacker has no sequence of its own; the sequential table is not needed)."""
+
+    name = "prme"
+    item_tables = (prme.ITEM_P,)
+    dropped = (prme.ITEM_S,)
+    user_name = prme.USER_P
+    steps = 60
+    lr = 0.05
+
+    def relevance(self, kept: Params, users: Array, rows: Index) -> npt.NDArray[np.float32]:
+        side = prme.UserSide(users, 0, math.inf)  # beyond τ: previous item unused
+        return prme.score(kept, side, rows)
+
+    def fit_user(
+        self, params: Mapping[str, Array], positives: Index, rng: np.random.Generator, start: Array | None
+    ) -> Array:
+        """Pairwise ranking of V_target above sampled items in the preference space (SGD, mean)."""
+        item_p = params[prme.ITEM_P]
+        negs = _negatives(rng, item_p.shape[0], positives, len(positives))
+        pos_rows, neg_rows = item_p[positives], item_p[negs]
+        u = item_p[positives].mean(0) if start is None else start.astype(np.float32, copy=True)
+        for _ in range(self.steps):
+            a, c = u - pos_rows, u - neg_rows
+            x = (c * c).sum(1) - (a * a).sum(1)  # D_neg − D_pos
+            w = (1.0 / (1.0 + np.exp(np.clip(x, -60, 60))))[:, None]  # σ(−x) = −∂softplus(−x)/∂x
+            u = u - self.lr * (w * (2 * a - 2 * c)).mean(0)  # ∂x/∂u = 2(u − neg) − 2(u − pos)
+        return np.asarray(u, dtype=np.float32)
+
+
+def _negatives(rng: np.random.Generator, n_items: int, positives: Index, count: int) -> Index:
+    """``count`` items drawn uniformly from those outside ``positives``."""
+    mask = np.ones(n_items, bool)
+    mask[positives] = False
+    pool = np.flatnonzero(mask)
+    if not len(pool):
+        return np.zeros(0, np.int64)
+    return np.asarray(pool[rng.integers(0, len(pool), count)], dtype=np.int64)
+
+
+def attack_model(name: str) -> AttackModel:
+    """The adapter for ``--model``."""
+    models: dict[str, AttackModel] = {"gmf": GMFAttack(), "prme": PRMEAttack()}
+    if name not in models:
+        raise ValueError(f"no attack adapter for model {name!r}")
+    return models[name]

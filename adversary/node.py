@@ -1,0 +1,80 @@
+"""An honest-but-curious node: the honest protocol, untouched, plus a CIA observer (000 §IV-A).
+
+``AdversaryNode`` hands every timer and message to the same protocol and sampler an honest node
+runs and returns their effects unchanged, so its protocol traffic is exactly an honest node's
+(a test compares the two frame by frame). It only adds:
+
+- an observation of every model it receives (a gossip model, or a FedAvg client update at the
+  server) before the protocol merges it;
+- for a colluder, ``Send(partner, CollusionMessage(u, v_u))`` to every partner (Alg. 2 l.14), and
+  folding partners' multicasts into its own state;
+- under Share less, a refresh of the fictive user e_A against its own current model every
+  ``refresh_every`` wake-ups, with its own RNG (the protocol's RNG stream is left alone).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from adversary.cia import CIAObserver
+from adversary.messages import CollusionMessage
+from learning.params import Array
+from peer_sampling.effects import Effect, NodeId, Send
+from protocols.gossip import WAKE_TIMER, GossipNode, GossipProtocol
+from protocols.messages import FedMessage, ModelMessage
+
+
+class AdversaryNode(GossipNode):
+    """A node that follows its protocol exactly and runs the CIA on what it receives."""
+
+    def __init__(
+        self,
+        protocol: GossipProtocol,
+        observer: CIAObserver,
+        partners: Sequence[NodeId] = (),
+        reference: Callable[[], Mapping[str, Array]] | None = None,
+        refresh_every: int = 10,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(protocol)
+        self.observer = observer
+        self.partners = tuple(p for p in partners if p != protocol.node_id)
+        self.reference = reference
+        self.refresh_every = max(1, refresh_every)
+        self.multicasts_sent = 0
+        self.multicasts_received = 0
+        self._rng = np.random.default_rng([seed, int(protocol.node_id), 0xC1A])
+        self._wakes = 0
+        if observer.share_less:
+            self._refresh()
+
+    def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
+        effects = super().on_timer(key, now, rng)
+        if key == WAKE_TIMER and self.observer.share_less:
+            self._wakes += 1
+            if self._wakes % self.refresh_every == 0:
+                self._refresh()
+        return effects
+
+    def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        if isinstance(message, CollusionMessage):
+            if sender in self.partners:
+                self.observer.fold(message.user, message.params)
+                self.multicasts_received += 1
+            return []
+        observed: list[Effect] = []
+        if isinstance(message, ModelMessage) or (
+            isinstance(message, FedMessage) and message.kind == "update"
+        ):
+            v = self.observer.observe(int(sender), message.params)
+            for partner in self.partners:
+                observed.append(Send(partner, CollusionMessage(int(sender), v)))
+            self.multicasts_sent += len(self.partners)
+        return [*super().on_message(sender, message, now, rng), *observed]
+
+    def _refresh(self) -> None:
+        if self.reference is not None:
+            self.observer.set_reference(self.reference(), self._rng)

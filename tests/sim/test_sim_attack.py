@@ -1,0 +1,73 @@
+"""The CIA in whole simulated networks: FedAvg server, honest wire behaviour, colluders."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from p2pnode.config import RunConfig
+from p2pnode.sim import simulate
+from p2pnode.transport.memory import MemoryNetwork
+
+
+def synthetic(**kw: Any) -> RunConfig:
+    base = RunConfig(nodes=100, rounds=6, seed=3, dataset="synthetic").replace(
+        **{"learning.lr": 0.01, "attack.kind": "cia", "attack.target_k": 10}
+    )
+    return base.replace(**kw)
+
+
+def test_fedavg_server_finds_planted_communities_far_above_random() -> None:
+    result = simulate(synthetic(protocol="fedavg"))
+    cia = result["cia"]
+    assert cia["adversaries"] == 100 and cia["random_bound"] == pytest.approx(0.1)
+    assert cia["upper_bound"] == 1.0  # the server sees every client
+    assert cia["max_aac"] > 4 * cia["random_bound"], cia["aac"]
+    assert cia["best10_aac"] >= cia["max_aac"]
+    assert len(cia["aac"]) == 6 and cia["aac"][cia["rounds"].index(cia["round_of_max"])] == cia["max_aac"]
+
+
+def test_gossip_adversaries_see_only_their_neighbours() -> None:
+    result = simulate(synthetic(rounds=4))
+    cia = result["cia"]
+    assert cia["adversaries"] == 100
+    assert 0 < cia["upper_bound"] < 0.6  # a few neighbours, not the whole network
+    assert cia["max_aac"] <= cia["upper_bound"] + 1e-9
+    bounds = cia["upper_bounds"]
+    assert bounds == sorted(bounds)  # observations only accumulate
+
+
+def frames(config: RunConfig, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, str]]:
+    sent: list[tuple[int, int, int, str]] = []
+    original = MemoryNetwork.send
+
+    def spy(self: MemoryNetwork, src: int, dst: int, channel: Any, data: Any, on_done: Any) -> None:
+        sent.append((src, dst, int(channel), hashlib.sha256(bytes(data)).hexdigest()[:16]))
+        original(self, src, dst, channel, data, on_done)
+
+    monkeypatch.setattr(MemoryNetwork, "send", spy)
+    simulate(config)
+    monkeypatch.undo()
+    return sent
+
+
+@pytest.mark.parametrize("protocol", ["base", "fedavg"])
+def test_adversaries_send_exactly_what_honest_nodes_send(
+    protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    honest = synthetic(nodes=30, rounds=3, protocol=protocol).replace(**{"attack.kind": ""})
+    attacked = synthetic(nodes=30, rounds=3, protocol=protocol)
+    a, b = frames(honest, monkeypatch), frames(attacked, monkeypatch)
+    assert len(a) > 50 and a == b
+
+
+def test_colluders_see_more_and_multicast_what_they_receive() -> None:
+    single = simulate(synthetic(rounds=5))["cia"]
+    group = simulate(synthetic(rounds=5).replace(**{"attack.colluders": 0.2, "attack.colluder_groups": 2}))
+    cia = group["cia"]
+    assert cia["adversaries"] == 2
+    assert cia["upper_bound"] > 2 * single["upper_bound"]
+    assert cia["max_aac"] > single["max_aac"]
+    assert group["messages"] > simulate(synthetic(rounds=5).replace(**{"attack.kind": ""}))["messages"]
