@@ -14,17 +14,28 @@ import numpy.typing as npt
 Index = npt.NDArray[np.int64]
 
 
-def jaccard(target: Index, user_items: Sequence[Index], n_items: int) -> npt.NDArray[np.float64]:
+class UserItems:
+    """Every user's training items as a 0/1 matrix, so that eq. 5 is one matrix-vector product."""
+
+    def __init__(self, user_items: Sequence[Index], n_items: int) -> None:
+        self.matrix = np.zeros((len(user_items), n_items), dtype=np.float32)
+        for u, items in enumerate(user_items):
+            self.matrix[u, items] = 1.0
+        self.sizes = self.matrix.sum(axis=1).astype(np.float64)
+
+    def jaccard(self, target: Index) -> npt.NDArray[np.float64]:
+        mask = np.zeros(self.matrix.shape[1], dtype=np.float32)
+        mask[target] = 1.0
+        inter = (self.matrix @ mask).astype(np.float64)
+        union = float(mask.sum()) + self.sizes - inter
+        out: npt.NDArray[np.float64] = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        return out
+
+
+def jaccard(target: Index, user_items: Sequence[Index] | UserItems, n_items: int) -> npt.NDArray[np.float64]:
     """|V_target ∩ V_u| / |V_target ∪ V_u| for every user u (eq. 5)."""
-    mask = np.zeros(n_items, dtype=bool)
-    mask[target] = True
-    size_t = int(mask.sum())
-    out = np.zeros(len(user_items))
-    for u, items in enumerate(user_items):
-        inter = int(mask[items].sum())
-        union = size_t + len(np.unique(items)) - inter
-        out[u] = inter / union if union else 0.0
-    return out
+    table = user_items if isinstance(user_items, UserItems) else UserItems(user_items, n_items)
+    return table.jaccard(target)
 
 
 def top_k(scores: npt.NDArray[np.floating], k: int, exclude: Sequence[int] = ()) -> Index:
@@ -41,7 +52,11 @@ def top_k(scores: npt.NDArray[np.floating], k: int, exclude: Sequence[int] = ())
 
 
 def true_community(
-    target: Index, user_items: Sequence[Index], n_items: int, k: int, exclude: Sequence[int] = ()
+    target: Index,
+    user_items: Sequence[Index] | UserItems,
+    n_items: int,
+    k: int,
+    exclude: Sequence[int] = (),
 ) -> Index:
     """C: the top-K users by Jaccard similarity of their training items to V_target (eq. 5)."""
     return top_k(jaccard(target, user_items, n_items), k, exclude)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from adversary.cia import CIAObserver
-from adversary.community import Index, accuracy, summarize, true_community, upper_bound
+from adversary.community import Index, UserItems, accuracy, summarize, true_community, upper_bound
 from adversary.models import attack_model
 from adversary.node import AdversaryNode
 from learning.interactions import DataError
@@ -104,8 +104,10 @@ def make_plan(prep: Prepared) -> AttackPlan | None:
     n_items = max(int(v.shape[0]) for v in prep.init.values())  # the item tables
     fixed = explicit_target(prep)
 
+    table = UserItems(own, n_items)
+
     def truth(target: Index, exclude: set[int]) -> Index:
-        return true_community(target, own, n_items, a.target_k, sorted(exclude))
+        return true_community(target, table, n_items, a.target_k, sorted(exclude))
 
     specs: dict[int, AdversarySpec] = {}
     if cfg.protocol == "fedavg":
