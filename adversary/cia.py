@@ -48,6 +48,7 @@ class CIAObserver:
         momentum: float = 0.99,
         exclude: Sequence[Iterable[int]] | None = None,
         share_less: bool = False,
+        keep_last: bool = False,
     ) -> None:
         if not targets or any(len(t) == 0 for t in targets):
             raise ValueError("every target needs at least one item")
@@ -75,6 +76,9 @@ class CIAObserver:
         self.scores: dict[int, npt.NDArray[np.float64]] = {}  #: y_u per target
         self.observations = 0
         self._refs: Array | None = None  #: e_A per target (Share less)
+        self.keep_last = keep_last
+        self.last: dict[int, Params] = {}  #: the latest observation of u (membership inference)
+        self._table: tuple[tuple[int, int], npt.NDArray[np.float32]] | None = None  #: relevance cache
 
     # -- state updates --------------------------------------------------------------------------
 
@@ -95,6 +99,8 @@ class CIAObserver:
                 arr *= b
                 arr += (np.float32(1.0) - b) * kept[name]
         self.scores[user] = self._evaluate(v)
+        if self.keep_last:
+            self.last[user] = {name: np.array(arr, dtype=np.float32, copy=True) for name, arr in kept.items()}
         self.observations += 1
         return v
 
@@ -125,6 +131,35 @@ class CIAObserver:
 
     def predicted_ids(self, target: int = 0) -> Index:
         return np.asarray(self.predict(target).users, dtype=np.int64)
+
+    def relevance_table(
+        self, target: int = 0, latest: bool = False
+    ) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """ŷ(·, i) for every observed user u (sorted) and every item i of one target, as a
+        (users × |V_target|) matrix: what membership inference asks of the same observations
+        (§VIII-C). ``latest`` scores u's latest observation (``keep_last``) instead of v_u."""
+        if latest and not self.keep_last:
+            raise RuntimeError("latest observations are kept only with keep_last")
+        state = self.last if latest else self.v
+        users = sorted(state)
+        lo = int(self._starts[target])
+        cols = self._flat[lo : lo + int(self._sizes[target])]
+        if not users:
+            return users, np.zeros((0, len(cols)), np.float32)
+        if self.share_less:
+            if self._refs is None:
+                raise RuntimeError("Share less: set_reference must train e_A first")
+            ref = self._refs[target]
+            rows = [self.model.relevance(state[u], ref, cols) for u in users]
+            return users, np.stack(rows).astype(np.float32)
+        key = (self.observations, int(latest))
+        if self._table is None or self._table[0] != key:
+            every_row = np.arange(len(self.rows), dtype=np.int64)
+            full = np.stack(
+                [self.model.relevance(state[u], self.model.user_of(state[u]), every_row) for u in users]
+            )
+            self._table = (key, full.astype(np.float32))
+        return users, self._table[1][:, cols]
 
     # -- internals ------------------------------------------------------------------------------
 

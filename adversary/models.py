@@ -28,6 +28,7 @@ class AttackModel(ABC):
     name: str
     item_tables: tuple[str, ...]  #: item-indexed parameters, kept only at the target rows
     user_name: str  #: the user-side parameter (absent from Share-less models)
+    probabilistic = False  #: relevance is an interaction probability (membership inference, mia.py)
 
     def keep(self, params: Mapping[str, Array], rows: Index) -> Params:
         """The part of a received model the observer stores: target rows of the item tables, and
@@ -61,6 +62,7 @@ class GMFAttack(AttackModel):
     """GMF: relevance σ(hᵀ(p ⊙ q_i) + b) from ``learning.gmf.score``."""
 
     name = "gmf"
+    probabilistic = True
     item_tables = (gmf.ITEM,)
     user_name = gmf.USER
     steps = 60

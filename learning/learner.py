@@ -85,6 +85,7 @@ class BaseLearner(ABC):
     update, and utility on held-out data. Subclasses give the model's relevance scores."""
 
     metric = "hit_ratio"  #: utility reported per round as ``{metric}_at_{K}``
+    model_name = "gmf"  #: the ``--model`` this learner trains
     dp: PrivateStepper | None = None  #: the node's DP-SGD state when it trains privately
 
     def __init__(
@@ -178,6 +179,15 @@ class BaseLearner(ABC):
             s = self._scores(merged, items, at)
             below += float(np.count_nonzero(s[1:] < s[0])) / (len(s) - 1)
         return below / len(self._val_items)
+
+    def catalogue_scores(self) -> npt.NDArray[np.float32]:
+        """This model's relevance of every item for its user at test time (membership inference)."""
+        items = np.arange(self.data.n_items, dtype=np.int64)
+        return self._scores(self.params, items, self.data.test_time)
+
+    def held_out(self) -> npt.NDArray[np.int64]:
+        """Items this node interacted with but never trained on: test and validation items."""
+        return np.concatenate(([self.data.test_item], self.data.validation_items)).astype(np.int64)
 
     def test_rank(self) -> float:
         """Share of the test negatives scored at least as high as the held-out item (0 is best)."""

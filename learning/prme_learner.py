@@ -39,6 +39,7 @@ class PRMELearner(BaseLearner):
     training items in time order, each against one sampled negative with the same time gap."""
 
     metric = "f1"
+    model_name = "prme"
 
     def __init__(
         self,

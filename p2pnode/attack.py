@@ -17,7 +17,7 @@ An explicit target (``target_items`` or ``target_genre``) replaces the per-adver
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +25,11 @@ import numpy as np
 
 from adversary.cia import CIAObserver
 from adversary.community import Index, UserItems, accuracy, summarize, true_community, upper_bound
+from adversary.mia import mpe_binary, proxy_round, victim_accuracy
 from adversary.models import attack_model
 from adversary.node import AdversaryNode
 from learning.interactions import DataError
+from learning.learner import BaseLearner
 from learning.params import Array
 from p2pnode.config import ConfigError
 from p2pnode.datasets import ML100K, load_ml100k_genres
@@ -56,6 +58,7 @@ class AttackPlan:
     k: int
     n_users: int
     explicit: bool
+    table: UserItems  #: every user's training items (ground truth, MIA precision)
 
 
 def plan_for(prep: Prepared) -> AttackPlan | None:
@@ -142,7 +145,7 @@ def make_plan(prep: Prepared) -> AttackPlan | None:
         for u in ids:
             target = fixed if fixed is not None else own[u]
             specs[u] = AdversarySpec(u, [target], [{u}], evaluated=[(0, truth(target, {u}))])
-    return AttackPlan(specs, a.target_k, n, fixed is not None)
+    return AttackPlan(specs, a.target_k, n, fixed is not None, table)
 
 
 def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -> GossipNode:
@@ -160,6 +163,7 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         momentum=cfg.attack.momentum,
         exclude=spec.exclude,
         share_less=share_less,
+        keep_last=bool(cfg.attack.mia_proxy),
     )
 
     def reference() -> Mapping[str, Array]:
@@ -177,7 +181,9 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
 
 
 class AttackLab:
-    """Evaluates the hosted adversaries each evaluation round and summarises the run (§V-C)."""
+    """Evaluates the hosted adversaries each evaluation round and summarises the run (§V-C);
+    with ``mia`` also the MPE membership inference on every hosted node (002 §2.5), and with
+    ``mia_proxy`` MIA used by the CIA adversaries as a community detector (000 §VIII-C)."""
 
     def __init__(self, prep: Prepared) -> None:
         self.plan = plan_for(prep)
@@ -185,10 +191,45 @@ class AttackLab:
         self.accuracies: list[list[float]] = []
         self.bounds: list[list[float]] = []
         self.multicasts = 0
+        self.mia = prep.config.attack.mia
+        self.mia_rounds: list[int] = []
+        self.mia_per_round: list[list[float]] = []
+        self.thresholds = prep.config.attack.proxy_thresholds() if self.plan is not None else ()
+        self.proxy_acc: list[list[list[float]]] = []  #: [round][ρ][adversary target]
+        self.proxy_tp: list[list[int]] = []  #: [round][ρ]
+        self.proxy_p: list[list[int]] = []
 
     @property
     def active(self) -> bool:
         return self.plan is not None
+
+    def evaluate_mia(self, round_no: int, nodes: Iterable[NodeRuntime]) -> dict[str, float] | None:
+        """The MPE attack's accuracy on every hosted node's current model (002 eq. 6, per-victim τ̃)."""
+        if not self.mia:
+            return None
+        accs = []
+        for runtime in nodes:
+            learner = runtime.learner
+            if not isinstance(learner, BaseLearner):
+                continue  # the FedAvg server holds no user data
+            probabilistic = attack_model(learner.model_name).probabilistic
+            scores = learner.catalogue_scores()
+            accs.append(victim_accuracy(scores, learner.data.train_items, learner.held_out(), probabilistic))
+        self.mia_rounds.append(round_no)
+        self.mia_per_round.append(accs)
+        return {"accuracy": float(np.mean(accs)) if accs else 0.0, "nodes": len(accs)}
+
+    def mia_summary(self) -> dict[str, Any] | None:
+        if not self.mia:
+            return None
+        means = [float(np.mean(a)) if a else 0.0 for a in self.mia_per_round]
+        return {
+            "rounds": list(self.mia_rounds),
+            "accuracy": means,
+            "nodes": [len(a) for a in self.mia_per_round],
+            "max": max(means, default=0.0),
+            "final": means[-1] if means else 0.0,
+        }
 
     def evaluate(self, round_no: int, nodes: Iterable[NodeRuntime]) -> dict[str, float] | None:
         """Accuracy@R and the upper bound of every hosted adversary; sets its gauges."""
@@ -197,6 +238,9 @@ class AttackLab:
         accs: list[float] = []
         bounds: list[float] = []
         k = self.plan.k
+        proxy_acc: list[list[float]] = [[] for _ in self.thresholds]
+        proxy_tp = [0 for _ in self.thresholds]
+        proxy_p = [0 for _ in self.thresholds]
         for runtime in nodes:
             node = runtime.node
             spec = self.plan.adversaries.get(runtime.node_id)
@@ -209,6 +253,8 @@ class AttackLab:
             for t, c in spec.evaluated:
                 mine_a.append(accuracy(obs.predicted_ids(t), c, k))
                 mine_b.append(upper_bound(seen, c, k))
+            if self.thresholds:
+                self._proxy(spec, obs, proxy_acc, proxy_tp, proxy_p)
             if mine_a:
                 runtime.set_attack_gauges(float(np.mean(mine_a)), float(np.mean(mine_b)))
             accs.extend(mine_a)
@@ -216,11 +262,42 @@ class AttackLab:
         self.rounds.append(round_no)
         self.accuracies.append(accs)
         self.bounds.append(bounds)
-        return {
+        out: dict[str, Any] = {
             "aac": float(np.mean(accs)) if accs else 0.0,
             "upper_bound": float(np.mean(bounds)) if bounds else 0.0,
             "adversaries": len(accs),
         }
+        if self.thresholds:
+            self.proxy_acc.append(proxy_acc)
+            self.proxy_tp.append(proxy_tp)
+            self.proxy_p.append(proxy_p)
+            out["mia_proxy_aac"] = [float(np.mean(a)) if a else 0.0 for a in proxy_acc]
+        return out
+
+    def _proxy(
+        self,
+        spec: AdversarySpec,
+        obs: CIAObserver,
+        acc: list[list[float]],
+        tp: list[int],
+        p: list[int],
+    ) -> None:
+        """MIA as a CIA proxy for each evaluated target of one adversary (000 Table VIII)."""
+        assert self.plan is not None
+        k = self.plan.k
+        for t, c in spec.evaluated:
+            users, rel = obs.relevance_table(t, latest=True)
+            if not users:
+                for j in range(len(self.thresholds)):
+                    acc[j].append(0.0)
+                continue
+            target = obs.targets[t]
+            member = self.plan.table.matrix[np.asarray(users)][:, target] > 0
+            r = proxy_round(users, mpe_binary(rel), member, self.thresholds, k, obs.exclude[t])
+            for j in range(len(self.thresholds)):
+                acc[j].append(accuracy(r.predicted[j], c, k))
+                tp[j] += r.true_positives[j]
+                p[j] += r.positives[j]
 
     def summary(self, nodes: Iterable[NodeRuntime]) -> dict[str, Any] | None:
         if self.plan is None:
@@ -231,6 +308,10 @@ class AttackLab:
         out["per_round"] = [list(a) for a in self.accuracies]
         out["per_round_bounds"] = [list(b) for b in self.bounds]
         out["k"] = self.plan.k
+        if self.thresholds:
+            out["mia_proxy"] = proxy_summary(
+                self.thresholds, self.rounds, self.proxy_acc, self.proxy_tp, self.proxy_p
+            )
         if self.plan.explicit:
             out["predictions"] = self.predictions(nodes)
         return out
@@ -254,3 +335,32 @@ class AttackLab:
                 if len(out) >= limit:
                     break
         return out
+
+
+def proxy_summary(
+    thresholds: Sequence[float],
+    rounds: Sequence[int],
+    acc: Sequence[Sequence[Sequence[float]]],
+    tp: Sequence[Sequence[int]],
+    p: Sequence[Sequence[int]],
+) -> dict[str, Any]:
+    """Table VIII's rows: MIA precision and MIA-as-CIA Max AAC per threshold ρ.
+
+    ``aac[r][j]`` is the mean accuracy at round r for ρ_j; precision is pooled over every
+    adversary's predicted (user, item) pairs, at the round where that ρ's AAC peaks.
+    """
+    aac = [[float(np.mean(a)) if len(a) else 0.0 for a in per_rho] for per_rho in acc]
+    best = [max(range(len(rounds)), key=lambda r: aac[r][j]) if rounds else 0 for j in range(len(thresholds))]
+    return {
+        "thresholds": list(thresholds),
+        "max_aac": [aac[best[j]][j] if rounds else 0.0 for j in range(len(thresholds))],
+        "round_of_max": [rounds[best[j]] if rounds else 0 for j in range(len(thresholds))],
+        "precision": [
+            tp[best[j]][j] / p[best[j]][j] if rounds and p[best[j]][j] else 0.0
+            for j in range(len(thresholds))
+        ],
+        "aac": aac,
+        "per_round": [[list(a) for a in per_rho] for per_rho in acc],
+        "true_positives": [list(x) for x in tp],
+        "positives": [list(x) for x in p],
+    }

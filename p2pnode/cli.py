@@ -76,6 +76,14 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument("--colluders", type=float, metavar="F", help="gossip: share of nodes per colluding group")
     ag.add_argument("--colluder-groups", type=int, help="disjoint colluding groups (default 1)")
     ag.add_argument("--cia-refresh", type=int, help="Share less: retrain e_A every N wake-ups (10)")
+    ag.add_argument("--mia", action="store_true", help="MPE membership inference on every node (002 §2.5)")
+    ag.add_argument(
+        "--mia-proxy",
+        nargs="?",
+        const="0.2,0.4,0.6,0.8,1",
+        metavar="RHOS",
+        help="with --attack cia: MIA as a CIA proxy at thresholds ρ (default the paper's 0.2..1)",
+    )
     w = p.add_argument_group("wire")
     w.add_argument("--no-delta", action="store_true", help="always send full models")
     w.add_argument("--float16", action="store_true", help="send tensors in half precision")
@@ -128,6 +136,7 @@ _FLAG_FIELDS = {
     "colluders": "attack.colluders",
     "colluder_groups": "attack.colluder_groups",
     "cia_refresh": "attack.refresh_every",
+    "mia_proxy": "attack.mia_proxy",
     "dp_epsilon": "learning.dp_epsilon",
     "dp_clip": "learning.dp_clip",
     "dp_delta": "learning.dp_delta",
@@ -155,6 +164,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         changes["wire.delta"] = False
     if getattr(args, "float16", False):
         changes["wire.float16"] = True
+    if getattr(args, "mia", False):
+        changes["attack.mia"] = True
     if getattr(args, "share_less", False):
         changes["learning.share_less"] = True
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:

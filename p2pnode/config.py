@@ -91,6 +91,23 @@ class AttackConfig:
     colluders: float = 0.0  #: gossip: share of nodes in each colluding group (0: none)
     colluder_groups: int = 1  #: how many disjoint colluding groups (each one adversary)
     refresh_every: int = 10  #: Share less: retrain e_A every this many wake-ups
+    mia: bool = False  #: MPE membership inference on every hosted node's model (002 §2.5)
+    mia_proxy: str = ""  #: thresholds ρ "0.2,0.4": MIA as a CIA proxy (000 §VIII-C, GMF only)
+
+    def proxy_thresholds(self) -> tuple[float, ...]:
+        """The ρ values of ``mia_proxy``; ConfigError when one is not a positive number."""
+        out = []
+        for part in self.mia_proxy.split(","):
+            if not part.strip():
+                continue
+            try:
+                rho = float(part)
+            except ValueError:
+                raise ConfigError(f"--mia-proxy {part.strip()!r} is not a number") from None
+            if not rho > 0 or rho != rho or rho == float("inf"):
+                raise ConfigError(f"--mia-proxy thresholds must be positive and finite, got {part.strip()}")
+            out.append(rho)
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -170,6 +187,10 @@ class RunConfig:
         _check(
             not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
         )
+        if a.mia_proxy:
+            _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
+            _check(a.kind == "cia", "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")
+            _check(self.model == "gmf", "mia-proxy", "needs a model that predicts probabilities (gmf)")
         if a.colluders:
             size = max(2, round(a.colluders * self.nodes))
             _check(self.protocol != "fedavg", "colluders", "apply to gossip protocols only")

@@ -24,7 +24,7 @@ import aiohttp
 from aiohttp import web
 
 from adversary.community import summarize
-from p2pnode.attack import AttackLab
+from p2pnode.attack import AttackLab, proxy_summary
 from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
@@ -212,6 +212,9 @@ class NodeProcess:
                 cia = self.lab.evaluate(self.round, self.host.nodes.values())
                 if cia is not None:
                     stats["cia"] = cia
+                mia = self.lab.evaluate_mia(self.round, self.host.nodes.values())
+                if mia is not None:
+                    stats["mia"] = mia
                 stats["seconds"] = time.perf_counter() - self._t0
                 self.history.append(stats)
                 if progress is not None:
@@ -232,6 +235,9 @@ class NodeProcess:
             result["dp_epsilon_by_node"] = epsilon_by_node(self.host.nodes.values())
         if self.lab.active:
             result["cia"] = self.lab.summary(self.host.nodes.values())
+        mia_summary = self.lab.mia_summary()
+        if mia_summary is not None:
+            result["mia"] = mia_summary
         return result
 
     def stop(self) -> None:
@@ -345,6 +351,9 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     cia = merge_attack([r["cia"] for r in results if r.get("cia")], nodes)
     if cia is not None:
         total["cia"] = cia
+    mia = merge_mia([r["mia"] for r in results if r.get("mia")])
+    if mia is not None:
+        total["mia"] = mia
     eps = [r for r in results if "dp_epsilon" in r]
     if eps:
         by_node: dict[str, float] = {}
@@ -375,10 +384,60 @@ def merge_attack(parts: Sequence[dict[str, Any]], n_users: int) -> dict[str, Any
     k = int(parts[0]["k"])
     out: dict[str, Any] = summarize(common, accs, bounds, k, n_users).as_dict()
     out["k"] = k
+    if "mia_proxy" in parts[0]:
+        out["mia_proxy"] = _merge_proxy(parts, common)
     preds = [p for part in parts for p in part.get("predictions", [])]
     if preds:
         out["predictions"] = preds
     return out
+
+
+def _merge_proxy(parts: Sequence[dict[str, Any]], common: Sequence[int]) -> dict[str, Any]:
+    """Table VIII pooled over processes: accuracies and (true) positives of the common rounds."""
+    thresholds = parts[0]["mia_proxy"]["thresholds"]
+    n = len(thresholds)
+    index = [{r: i for i, r in enumerate(p["rounds"])} for p in parts]
+    acc = [
+        [
+            [a for p, ix in zip(parts, index, strict=True) for a in p["mia_proxy"]["per_round"][ix[r]][j]]
+            for j in range(n)
+        ]
+        for r in common
+    ]
+    tp = [
+        [
+            sum(p["mia_proxy"]["true_positives"][ix[r]][j] for p, ix in zip(parts, index, strict=True))
+            for j in range(n)
+        ]
+        for r in common
+    ]
+    pos = [
+        [
+            sum(p["mia_proxy"]["positives"][ix[r]][j] for p, ix in zip(parts, index, strict=True))
+            for j in range(n)
+        ]
+        for r in common
+    ]
+    return proxy_summary(thresholds, common, acc, tp, pos)
+
+
+def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """One MIA summary from the processes': per-round accuracies weighted by hosted nodes."""
+    if not parts:
+        return None
+    by_round = [
+        dict(zip(p["rounds"], zip(p["accuracy"], p["nodes"], strict=True), strict=True)) for p in parts
+    ]
+    common = sorted(set.intersection(*(set(b) for b in by_round)))
+    nodes = [sum(b[r][1] for b in by_round) for r in common]
+    acc = [sum(b[r][0] * b[r][1] for b in by_round) / max(n, 1) for r, n in zip(common, nodes, strict=True)]
+    return {
+        "rounds": common,
+        "accuracy": acc,
+        "nodes": nodes,
+        "max": max(acc, default=0.0),
+        "final": acc[-1] if acc else 0.0,
+    }
 
 
 def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:

@@ -102,6 +102,7 @@ def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seco
             if "cia" in stats
             else ""
         )
+        + (f"  MIA acc {stats['mia']['accuracy']:.3f}" if "mia" in stats else "")
     )
 
 
@@ -119,13 +120,30 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
             else ""
         )
         + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
+        + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
     )
 
 
 def cia_line(cia: dict[str, Any]) -> str:
     """The attack's headline figures (CIA paper §V-C), in percent as the paper prints them."""
-    return (
+    line = (
         f"\nCIA: Max AAC {100 * cia['max_aac']:.1f}% at round {cia['round_of_max']} "
         f"(best 10% {100 * cia['best10_aac']:.1f}%, upper bound {100 * cia['upper_bound']:.1f}%, "
         f"random {100 * cia['random_bound']:.1f}%) over {cia['adversaries']} adversaries"
+    )
+    proxy = cia.get("mia_proxy")
+    if proxy:
+        cells = ", ".join(
+            f"ρ={rho:g}: precision {100 * prec:.0f}% Max AAC {100 * aac:.1f}%"
+            for rho, prec, aac in zip(proxy["thresholds"], proxy["precision"], proxy["max_aac"], strict=True)
+        )
+        line += f"\nMIA as CIA proxy: {cells}"
+    return line
+
+
+def mia_line(mia: dict[str, Any]) -> str:
+    """The MPE attack's accuracy (002 eq. 6): 0.5 is guessing."""
+    return (
+        f"\nMIA (MPE, oracle threshold): accuracy {100 * mia['final']:.1f}% at the end, "
+        f"max {100 * mia['max']:.1f}% (guessing 50%)"
     )

@@ -80,6 +80,9 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
             cia = lab.evaluate(r, sim.host.nodes.values())
             if cia is not None:
                 stats["cia"] = cia
+            mia = lab.evaluate_mia(r, sim.host.nodes.values())
+            if mia is not None:
+                stats["mia"] = mia
             stats["seconds"] = time.perf_counter() - t0
             history.append(stats)
             if progress is not None:
@@ -96,4 +99,7 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
         result["dp_epsilon_by_node"] = epsilon_by_node(sim.host.nodes.values())
     if lab.active:
         result["cia"] = lab.summary(sim.host.nodes.values())
+    mia_summary = lab.mia_summary()
+    if mia_summary is not None:
+        result["mia"] = mia_summary
     return result

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import numpy as np
 import pytest
 
+from p2pnode.build import prepare
 from p2pnode.config import RunConfig
 from p2pnode.sim import simulate
 from p2pnode.transport.memory import MemoryNetwork
@@ -71,3 +73,36 @@ def test_colluders_see_more_and_multicast_what_they_receive() -> None:
     assert cia["upper_bound"] > 2 * single["upper_bound"]
     assert cia["max_aac"] > single["max_aac"]
     assert group["messages"] > simulate(synthetic(rounds=5).replace(**{"attack.kind": ""}))["messages"]
+
+
+def test_mpe_attack_reads_membership_off_every_client_model() -> None:
+    result = simulate(synthetic(protocol="fedavg", rounds=4).replace(**{"attack.mia": True}))
+    mia = result["mia"]
+    assert mia["rounds"] == [1, 2, 3, 4] and mia["nodes"] == [100] * 4  # clients only, not the server
+    assert all(0.5 <= a <= 1.0 for a in mia["accuracy"])
+    assert mia["final"] > 0.7, mia  # local training memorises: held-out items score below trained ones
+    assert result["history"][-1]["mia"]["accuracy"] == mia["final"]
+
+
+def test_mpe_attack_on_prme_gossip_without_cia() -> None:
+    result = simulate(synthetic(model="prme", rounds=2).replace(**{"attack.kind": "", "attack.mia": True}))
+    assert "cia" not in result and result["mia"]["nodes"] == [100, 100]
+    assert 0.5 <= result["mia"]["final"] <= 1.0
+
+
+def test_mia_proxy_precision_at_an_open_threshold_is_the_base_rate() -> None:
+    """ρ = 1e9 calls every (user, target item) a member, so its precision must equal the share of
+    target items that other users really hold; a tight ρ must be more precise than that."""
+    config = synthetic(protocol="fedavg", rounds=8).replace(
+        **{"learning.lr": 0.05, "attack.mia_proxy": "1,1e9"}
+    )
+    result = simulate(config)
+    proxy = result["cia"]["mia_proxy"]
+    users = [u.train_items for u in prepare(config).users]
+    held = sum(len(np.intersect1d(a, b)) for i, a in enumerate(users) for j, b in enumerate(users) if i != j)
+    base = held / sum(len(a) * (len(users) - 1) for a in users)
+    assert proxy["thresholds"] == [1.0, 1e9]
+    assert proxy["precision"][1] == pytest.approx(base, rel=1e-9)
+    assert proxy["precision"][0] > 1.5 * base, proxy["precision"]
+    assert proxy["max_aac"][0] > 2 * result["cia"]["random_bound"], proxy["max_aac"]
+    assert len(proxy["aac"]) == 8 and all(len(row) == 2 for row in proxy["aac"])

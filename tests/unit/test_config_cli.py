@@ -60,6 +60,10 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["simulate", "--attack", "cia", "--attackers", "5,x", "--nodes", "20", "--rounds", "1"],
         ["simulate", "--dp-noise", "1", "--dp-clip", "0"],
         ["simulate", "--dp-epsilon", "4", "--dp-delta", "2"],
+        ["simulate", "--mia-proxy"],
+        ["simulate", "--attack", "cia", "--mia-proxy", "0.2,x"],
+        ["simulate", "--attack", "cia", "--mia-proxy", "0.2,-1"],
+        ["simulate", "--attack", "cia", "--model", "prme", "--mia-proxy"],
     ],
 )
 def test_bad_flags_give_one_error_line_and_no_traceback(argv: list[str]) -> None:

@@ -1,0 +1,49 @@
+"""Per-process attack summaries merged into one network summary (``launch``, ``run --peers``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from p2pnode.attack import proxy_summary
+from p2pnode.real import merge_attack, merge_mia
+
+
+def test_mia_accuracy_is_weighted_by_hosted_nodes_over_common_rounds() -> None:
+    a = {"rounds": [1, 2, 3], "accuracy": [0.9, 0.8, 0.7], "nodes": [3, 3, 3]}
+    b = {"rounds": [1, 2], "accuracy": [0.5, 0.6], "nodes": [1, 1]}  # stopped a round early
+    merged = merge_mia([a, b])
+    assert merged is not None
+    assert merged["rounds"] == [1, 2] and merged["nodes"] == [4, 4]
+    assert merged["accuracy"] == pytest.approx([(2.7 + 0.5) / 4, (2.4 + 0.6) / 4])
+    assert merged["max"] == pytest.approx(0.8) and merged["final"] == pytest.approx(0.75)
+    assert merge_mia([]) is None
+
+
+def part(
+    rounds: list[int],
+    accs: list[list[float]],
+    proxy: list[list[list[float]]],
+    tp: list[list[int]],
+    p: list[list[int]],
+) -> dict:  # type: ignore[type-arg]
+    return {
+        "rounds": rounds,
+        "per_round": accs,
+        "per_round_bounds": [[1.0] * len(a) for a in accs],
+        "k": 2,
+        "mia_proxy": proxy_summary([0.5, 1.0], rounds, proxy, tp, p),
+    }
+
+
+def test_cia_and_proxy_pool_adversaries_of_every_process() -> None:
+    one = part([1, 2], [[0.5], [1.0]], [[[0.0], [0.5]], [[1.0], [0.5]]], [[0, 2], [2, 2]], [[0, 4], [2, 4]])
+    two = part([1, 2], [[0.0], [0.5]], [[[0.5], [0.0]], [[0.5], [0.0]]], [[1, 1], [1, 1]], [[2, 8], [1, 8]])
+    merged = merge_attack([one, two], n_users=20)
+    assert merged is not None
+    assert merged["aac"] == pytest.approx([0.25, 0.75]) and merged["max_aac"] == pytest.approx(0.75)
+    proxy = merged["mia_proxy"]
+    assert proxy["aac"] == [[0.25, 0.25], [0.75, 0.25]]
+    assert proxy["max_aac"] == pytest.approx([0.75, 0.25])
+    assert proxy["round_of_max"] == [2, 1]
+    # precision pooled at the round of each ρ's maximum: ρ=0.5 round 2 (3/3), ρ=1 round 1 (3/12)
+    assert proxy["precision"] == pytest.approx([1.0, 0.25])
