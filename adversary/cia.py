@@ -37,6 +37,9 @@ class Prediction:
     scores: list[float]
 
 
+_ALL = slice(None)  #: every kept row, as a view
+
+
 class CIAObserver:
     """CIA state of one adversary (a node, a colluder, or the FedAvg server)."""
 
@@ -68,11 +71,17 @@ class CIAObserver:
         self._starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
         self._sizes = sizes.astype(np.float64)
         self._owner = np.repeat(np.arange(len(uniq)), sizes)  #: target of each flat entry
+        self._identity = len(uniq) == 1  #: one target: its entries are the kept rows, in order
         self.targets = uniq
         self.exclude = [set(e) for e in exclude] if exclude is not None else [set() for _ in uniq]
         if len(self.exclude) != len(uniq):
             raise ValueError("one exclude set per target")
-        self.v: dict[int, Params] = {}  #: v_u restricted to ``rows``
+        self.v: dict[int, Params] = {}  #: v_u restricted to ``rows`` (views onto ``_buf``)
+        self._buf: dict[int, npt.NDArray[np.float32]] = {}
+        self._layout: list[tuple[str, int, tuple[int, ...]]] | None = None
+        self._size = 0
+        self._scratch = np.zeros(0, dtype=np.float32)
+        self._scratch_views: Params = {}
         self.scores: dict[int, npt.NDArray[np.float64]] = {}  #: y_u per target
         self.observations = 0
         self._refs: Array | None = None  #: e_A per target (Share less)
@@ -84,25 +93,19 @@ class CIAObserver:
 
     def observe(self, user: int, params: Mapping[str, Array]) -> Params:
         """A full received model Θ_u (lines 6–13); returns the updated v_u for colluders."""
-        return self.fold(user, self.model.keep(params, self.rows))
+        if self._layout is None:
+            self._set_layout(self.model.keep(params, self.rows))
+        self.model.keep_into(params, self.rows, self._scratch_views)
+        return self._fold_scratch(user)
 
     def fold(self, user: int, kept: Mapping[str, Array]) -> Params:
         """An observation already restricted to ``rows`` (a colluder's multicast v_u)."""
+        if self._layout is None:
+            self._set_layout(kept)
         self._check(kept)
-        v = self.v.get(user)
-        if v is None:
-            v = {name: np.array(arr, dtype=np.float32, copy=True) for name, arr in kept.items()}
-            self.v[user] = v
-        else:
-            b = np.float32(self.beta)
-            for name, arr in v.items():
-                arr *= b
-                arr += (np.float32(1.0) - b) * kept[name]
-        self.scores[user] = self._evaluate(v)
-        if self.keep_last:
-            self.last[user] = {name: np.array(arr, dtype=np.float32, copy=True) for name, arr in kept.items()}
-        self.observations += 1
-        return v
+        for name, view in self._scratch_views.items():
+            np.copyto(view, kept[name], casting="same_kind")
+        return self._fold_scratch(user)
 
     def set_reference(self, params: Mapping[str, Array], rng: np.random.Generator) -> None:
         """Share less: (re)train e_A for every target against ``params`` (the adversary's own model,
@@ -163,11 +166,48 @@ class CIAObserver:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _set_layout(self, kept: Mapping[str, Array]) -> None:
+        """v_u of every user lives in one flat float32 buffer (eq. 4 is then three array
+        operations), with named views onto it; the layout comes from the first observation."""
+        layout, at = [], 0
+        for name in sorted(kept):
+            shape = tuple(np.shape(kept[name]))
+            size = int(np.prod(shape))
+            layout.append((name, at, shape))
+            at += size
+        self._layout = layout
+        self._size = at
+        self._scratch = np.zeros(at, dtype=np.float32)
+        self._scratch_views = self._views(self._scratch)
+
+    def _views(self, buf: npt.NDArray[np.float32]) -> Params:
+        assert self._layout is not None
+        return {name: buf[at : at + int(np.prod(shape))].reshape(shape) for name, at, shape in self._layout}
+
+    def _fold_scratch(self, user: int) -> Params:
+        """Eq. 4 with the observation in the scratch buffer (which it consumes)."""
+        if self.keep_last:
+            self.last[user] = self._views(self._scratch.copy())
+        buf = self._buf.get(user)
+        if buf is None:
+            buf = self._scratch.copy()
+            self._buf[user] = buf
+            self.v[user] = self._views(buf)
+        else:
+            buf *= np.float32(self.beta)
+            self._scratch *= np.float32(1.0 - self.beta)
+            buf += self._scratch
+        v = self.v[user]
+        self.scores[user] = self._evaluate(v)
+        self.observations += 1
+        return v
+
     def _check(self, kept: Mapping[str, Array]) -> None:
-        if self.v:
-            ref = next(iter(self.v.values()))
-            if set(kept) != set(ref) or any(kept[n].shape != ref[n].shape for n in ref):
-                raise ValueError("observation does not match the observer's kept parameters")
+        assert self._layout is not None
+        if set(kept) != {name for name, _, _ in self._layout} or any(
+            tuple(np.shape(kept[name])) != shape for name, _, shape in self._layout
+        ):
+            raise ValueError("observation does not match the observer's kept parameters")
 
     def _evaluate(self, v: Params) -> npt.NDArray[np.float64]:
         """EvaluateModel: mean relevance of each target's items under v (line 12)."""
@@ -176,6 +216,7 @@ class CIAObserver:
                 raise RuntimeError("Share less: set_reference must train e_A before observing")
             rel = self.model.relevance(v, self._refs[self._owner], self._flat)
         else:  # one user for every target: score each kept row once
-            every_row = np.arange(len(self.rows), dtype=np.int64)
-            rel = self.model.relevance(v, self.model.user_of(v), every_row)[self._flat]
+            rel = self.model.relevance(v, self.model.user_of(v), _ALL)
+            if not self._identity:
+                rel = rel[self._flat]
         return np.add.reduceat(rel.astype(np.float64), self._starts) / self._sizes

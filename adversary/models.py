@@ -43,9 +43,21 @@ class AttackModel(ABC):
 
     dropped: tuple[str, ...] = ()  #: parameters the attack never needs
 
+    def keep_into(self, params: Mapping[str, Array], rows: Index, out: Mapping[str, Array]) -> None:
+        """``keep`` written into preallocated arrays (the observer's scratch buffer)."""
+        for name, dst in out.items():
+            src = params[name]
+            if name in self.item_tables and src.dtype == dst.dtype:
+                np.take(src, rows, axis=0, out=dst, mode="clip")  # rows are in range: no buffering
+            elif name in self.item_tables:
+                dst[...] = src[rows]
+            else:
+                np.copyto(dst, src, casting="same_kind")
+
     @abstractmethod
-    def relevance(self, kept: Params, users: Array, rows: Index) -> npt.NDArray[np.float32]:
-        """Relevance of ``rows`` of the kept item tables for ``users`` ((d,), or one row per item)."""
+    def relevance(self, kept: Params, users: Array, rows: Index | slice) -> npt.NDArray[np.float32]:
+        """Relevance of ``rows`` (positions, or a slice) of the kept item tables for ``users``
+        ((d,), or one row per item)."""
 
     def user_of(self, kept: Params) -> Array:
         """The user embedding of a model that shares it."""
@@ -69,7 +81,7 @@ class GMFAttack(AttackModel):
     lr = 0.05
     negatives = 4
 
-    def relevance(self, kept: Params, users: Array, rows: Index) -> npt.NDArray[np.float32]:
+    def relevance(self, kept: Params, users: Array, rows: Index | slice) -> npt.NDArray[np.float32]:
         return gmf.score(kept, users, rows)
 
     def fit_user(
@@ -105,7 +117,7 @@ class PRMEAttack(AttackModel):
     steps = 60
     lr = 0.05
 
-    def relevance(self, kept: Params, users: Array, rows: Index) -> npt.NDArray[np.float32]:
+    def relevance(self, kept: Params, users: Array, rows: Index | slice) -> npt.NDArray[np.float32]:
         side = prme.UserSide(users, 0, math.inf)  # beyond τ: previous item unused
         return prme.score(kept, side, rows)
 

@@ -29,9 +29,13 @@ def init_params(n_items: int, factors: int, seed: int) -> Params:
 
 
 def score(
-    params: Params, user_side: npt.NDArray[np.float32], items: npt.NDArray[np.int64]
+    params: Params, user_side: npt.NDArray[np.float32], items: npt.NDArray[np.int64] | slice
 ) -> npt.NDArray[np.float32]:
-    """Relevance σ(hᵀ(p ⊙ q_i) + b) of ``items`` for the user embedding ``user_side`` (shape (d,))."""
+    """Relevance σ(hᵀ(p ⊙ q_i) + b) of ``items`` (ids, or a slice of the table) for the user
+    embedding ``user_side`` (shape (d,), or one row per item)."""
     q = params[ITEM][items]
-    logits = (q * user_side) @ params[H] + params[B][0]
+    if user_side.ndim == 1:  # one user: (q ⊙ p)·h = q·(p ⊙ h), one (n × d) pass
+        logits = q @ (user_side * params[H]) + params[B][0]
+    else:  # one user row per item
+        logits = (q * user_side) @ params[H] + params[B][0]
     return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)

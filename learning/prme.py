@@ -59,10 +59,13 @@ def distance(
     params: Params,
     user_p: Array,
     previous: npt.NDArray[np.int64],
-    items: npt.NDArray[np.int64],
+    items: npt.NDArray[np.int64] | slice,
     gap_seconds: npt.NDArray[np.float64] | float,
 ) -> npt.NDArray[np.float32]:
     """D(u, l_c, l) for each (previous[k], items[k]) pair (``previous`` may be a scalar array)."""
+    if np.ndim(gap_seconds) == 0 and float(gap_seconds) > TAU_SECONDS:  # one gap, beyond τ
+        a = user_p - params[ITEM_P][items]
+        return np.asarray((a * a).sum(axis=-1), dtype=np.float32)
     w_p, w_s = weights(gap_seconds)
     a = user_p - params[ITEM_P][items]
     pref = w_p * (a * a).sum(axis=-1)
@@ -72,7 +75,10 @@ def distance(
     return np.asarray(pref + w_s * (b * b).sum(axis=-1), dtype=np.float32)
 
 
-def score(params: Params, user_side: UserSide, items: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-    """Relevance of ``items`` (higher is better): −D. The attacks of #4 rank with this."""
-    previous = np.full(len(items), user_side.previous_item, dtype=np.int64)
+def score(
+    params: Params, user_side: UserSide, items: npt.NDArray[np.int64] | slice
+) -> npt.NDArray[np.float32]:
+    """Relevance of ``items`` (ids, or a slice of the tables; higher is better): −D. The attacks
+    of #4 rank with this."""
+    previous = np.asarray(user_side.previous_item, dtype=np.int64)  # broadcasts over items
     return -distance(params, user_side.user_p, previous, items, user_side.gap_seconds)

@@ -133,3 +133,14 @@ def test_observer_refuses_bad_settings_and_mismatched_observations() -> None:
     obs.observe(0, gmf_model(1.0, [1.0]))
     with pytest.raises(ValueError, match="does not match"):
         obs.fold(1, {gmf.ITEM: np.zeros((2, 1), np.float32)})
+
+
+def test_half_precision_models_are_observed_like_full_precision_ones() -> None:
+    full = gmf_model(1.0, [0.5, 2.0, -1.0])
+    half = {k: v.astype(np.float16) for k, v in full.items()}
+    a = CIAObserver(GMFAttack(), [np.array([0, 2])], k=1)
+    b = CIAObserver(GMFAttack(), [np.array([0, 2])], k=1)
+    a.observe(1, full)
+    b.observe(1, half)
+    assert a.scores[1][0] == pytest.approx(b.scores[1][0])
+    assert b.v[1][gmf.ITEM].dtype == np.float32
