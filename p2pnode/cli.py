@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -207,6 +208,25 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     metrics.add_argument("--count", type=int, default=0, help="stop after N refreshes")
 
+    exp = sub.add_parser("experiment", help="reproduce a table or figure of the papers (experiments/)")
+    exp.add_argument("name", help="experiment name, or 'list'")
+    exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
+    exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
+    exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
+    exp.add_argument("--rounds", type=int, help="override the number of rounds")
+    exp.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. learning.lr=0.05",
+    )
+    exp.add_argument(
+        "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
+    )
+    exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
+    exp.add_argument("--quiet", action="store_true", help="no progress lines")
+
     data = sub.add_parser("data", help="datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
     get = data_sub.add_parser("get", help="make a dataset available offline")
@@ -247,6 +267,52 @@ def _progress(args: argparse.Namespace) -> Any:
     return out
 
 
+def _experiment(args: argparse.Namespace) -> int:
+    from p2pnode import experiment as ex
+
+    if args.name == "list":
+        for name in ex.names():
+            print(f"{name:20s} {ex.load(name).title}")
+        return 0
+    exp = ex.load(args.name)
+    overrides: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            parsed = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            parsed = value  # a bare word: a string
+        node = overrides
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = parsed
+    if args.nodes is not None:
+        overrides["nodes"] = args.nodes
+    if args.rounds is not None:
+        overrides["rounds"] = args.rounds
+    seeds = None
+    if args.seeds:
+        try:
+            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--seeds {args.seeds!r}: expected integers '0,1,2'") from None
+    if args.real and args.processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    mode = "real" if args.real else "simulate"
+    runner = ex.real_network(args.processes) if args.real else ex.simulator
+    out = args.out or Path("results") / (args.name + ("-real" if args.real else ""))
+    progress = None if args.quiet else (lambda line: print(line, flush=True))
+    doc = ex.run_experiment(exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress)
+    if progress:
+        progress(
+            f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
+        )
+    return 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from p2pnode.report import metric_for, summary
 
@@ -264,6 +330,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     from p2pnode.process import tune_process
 
     tune_process()
+    if args.command == "experiment":
+        return _experiment(args)
     config = config_from_args(args)
     result: dict[str, Any]
     if args.command == "simulate":

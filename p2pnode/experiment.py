@@ -1,0 +1,415 @@
+"""``p2pnode experiment NAME``: run a reproduced table or figure, resumably, and report it.
+
+An experiment is a TOML file in ``experiments/`` (DESIGN §2): a base configuration (the keys of a
+``--config`` file), rows that change it, the seeds, and columns that say which figure of a run's
+summary to report and what the paper printed. Every (row, seed) is one run; its summary is
+written atomically to ``OUT/runs/`` as soon as it ends, so an interrupted experiment resumes
+where it stopped. At the end the runs are aggregated into ``results.json``, ``results.csv``,
+``report.md`` (paper | ours, mean ± spread over seeds | ours as a multiple of the random bound)
+and PNG plots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import csv
+import hashlib
+import json
+import math
+import os
+import shlex
+import time
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from p2pnode.config import ConfigError, RunConfig, from_mapping
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One reported figure: where it is in a run's summary and how to print it."""
+
+    key: str
+    label: str
+    path: str  #: dotted path into the summary, list indices as numbers: "cia.mia_proxy.max_aac.0"
+    percent: bool = True  #: stored as a fraction, printed in percent
+    vs_random: bool = False  #: also print ours ÷ the run's random bound
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    changes: dict[str, Any]
+    paper: dict[str, float]
+    paths: dict[str, str] = field(default_factory=dict)  #: per-column path overrides
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    source: str
+    seeds: tuple[int, ...]
+    base: dict[str, Any]
+    rows: tuple[Row, ...]
+    columns: tuple[Column, ...]
+    plot: str = "bars"  #: bars | tradeoff
+    x: str = ""  #: tradeoff: column key on the x axis
+    y: str = ""  #: tradeoff: column key on the y axis
+    notes: str = ""
+
+    def config(self, row: Row, seed: int, overrides: Mapping[str, Any]) -> RunConfig:
+        raw = _merge(_merge(self.base, row.changes), dict(overrides))
+        raw["seed"] = seed
+        return from_mapping(raw, RunConfig(), source=f"experiment {self.name}, row {row.label!r}")
+
+    def path(self, row: Row, column: Column) -> str:
+        return row.paths.get(column.key, column.path)
+
+
+def names(directory: Path = EXPERIMENTS_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.toml"))
+
+
+def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
+    path = directory / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(names(directory)) or "none"
+        raise ConfigError(f"no experiment {name!r} (known: {known})")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    try:
+        columns = tuple(Column(**c) for c in raw["columns"])
+        rows = tuple(
+            Row(r["label"], dict(r.get("set", {})), dict(r.get("paper", {})), dict(r.get("paths", {})))
+            for r in raw["rows"]
+        )
+        exp = Experiment(
+            name=name,
+            title=raw["title"],
+            source=raw.get("source", ""),
+            seeds=tuple(int(s) for s in raw.get("seeds", [0, 1, 2])),
+            base=dict(raw.get("base", {})),
+            rows=rows,
+            columns=columns,
+            plot=raw.get("plot", "bars"),
+            x=raw.get("x", ""),
+            y=raw.get("y", ""),
+            notes=raw.get("notes", ""),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: malformed experiment ({exc})") from None
+    keys = {c.key for c in exp.columns}
+    for row in exp.rows:
+        unknown = (set(row.paper) | set(row.paths)) - keys
+        if unknown:
+            raise ConfigError(f"{path}: row {row.label!r} names unknown columns {sorted(unknown)}")
+    for row in exp.rows:  # every configuration must validate before anything runs
+        exp.config(row, exp.seeds[0], {})
+    return exp
+
+
+def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(a))
+    for k, v in b.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def lookup(summary: Mapping[str, Any], path: str) -> float | None:
+    """The number at ``path`` in a run's summary, or None where the run has none."""
+    node: Any = summary
+    for part in path.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def run_key(config: RunConfig) -> str:
+    """Runs with the same configuration (seed included) are run once and shared between rows."""
+    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _slim(result: dict[str, Any]) -> dict[str, Any]:
+    """What a run file keeps: the summary without per-adversary lists (they can be large)."""
+    out = dict(result)
+    cia = out.get("cia")
+    if isinstance(cia, dict):
+        out["cia"] = {k: v for k, v in cia.items() if k not in ("per_round", "per_round_bounds")}
+        proxy = cia.get("mia_proxy")
+        if isinstance(proxy, dict):
+            out["cia"]["mia_proxy"] = {k: v for k, v in proxy.items() if k != "per_round"}
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+Runner = Callable[[RunConfig], dict[str, Any]]
+
+
+def simulator(config: RunConfig) -> dict[str, Any]:
+    from p2pnode.sim import simulate
+
+    return simulate(config)
+
+
+def real_network(processes: int) -> Runner:
+    def run(config: RunConfig) -> dict[str, Any]:
+        from p2pnode.launch import launch
+
+        return asyncio.run(launch(config, processes, None))
+
+    return run
+
+
+def run_experiment(
+    exp: Experiment,
+    out: Path,
+    overrides: Mapping[str, Any] | None = None,
+    seeds: Sequence[int] | None = None,
+    runner: Runner = simulator,
+    mode: str = "simulate",
+    command: str = "",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run every (row, seed) not yet on disk, then write the results and the report."""
+    overrides = dict(overrides or {})
+    seeds = tuple(seeds) if seeds is not None else exp.seeds
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    plan = [(row, seed, exp.config(row, seed, overrides)) for row in exp.rows for seed in seeds]
+    keys = {run_key(c) for _, _, c in plan}
+    done = 0
+    t_all = time.perf_counter()
+    results: dict[str, dict[str, Any]] = {}
+    for row, seed, config in plan:
+        key = run_key(config)
+        path = runs_dir / f"{mode}-{key}.json"
+        if key in results:
+            continue
+        if path.is_file():
+            results[key] = json.loads(path.read_text())
+            done += 1
+            if progress:
+                progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: already done, kept")
+            continue
+        t0 = time.perf_counter()
+        summary = _slim(runner(config))
+        summary["_row"] = row.label
+        summary["_seed"] = seed
+        _write_atomic(path, json.dumps(summary))
+        results[key] = summary
+        done += 1
+        if progress:
+            progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {time.perf_counter() - t0:.0f} s")
+    table = aggregate(exp, plan, results)
+    meta = {
+        "experiment": exp.name,
+        "title": exp.title,
+        "source": exp.source,
+        "mode": mode,
+        "seeds": list(seeds),
+        "overrides": overrides,
+        "command": command,
+        "seconds": time.perf_counter() - t_all,
+    }
+    document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
+    _write_atomic(out / "results.json", json.dumps(document, indent=2))
+    write_csv(out / "results.csv", exp, table)
+    plots = write_plots(out, exp, table)
+    _write_atomic(out / "report.md", report(exp, document, plots))
+    return document
+
+
+def aggregate(
+    exp: Experiment, plan: Sequence[tuple[Row, int, RunConfig]], results: Mapping[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per row and column: the values over seeds, mean, spread, the paper's, ours ÷ random."""
+    table = []
+    for row in exp.rows:
+        runs = [results[run_key(c)] for r, _, c in plan if r is row]
+        cells: dict[str, Any] = {}
+        for col in exp.columns:
+            values = [v for v in (lookup(s, exp.path(row, col)) for s in runs) if v is not None]
+            randoms = [v for v in (lookup(s, "cia.random_bound") for s in runs) if v is not None]
+            cell: dict[str, Any] = {"values": values, "paper": row.paper.get(col.key)}
+            if values:
+                mean = sum(values) / len(values)
+                cell["mean"] = mean
+                cell["std"] = math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
+                if col.vs_random and randoms:
+                    cell["random"] = sum(randoms) / len(randoms)
+                    cell["x_random"] = mean / cell["random"] if cell["random"] else None
+            cells[col.key] = cell
+        table.append(
+            {"label": row.label, "changes": row.changes, "seeds": [s["_seed"] for s in runs], "cells": cells}
+        )
+    return table
+
+
+def _fmt(value: float | None, percent: bool) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:.1f}" if percent else f"{value:.3g}"
+
+
+def _paper(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"
+
+
+def write_csv(path: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> None:
+    fields = ["row", "column", "paper", "mean", "std", "x_random", "values"]
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for row in table:
+            for col in exp.columns:
+                c = row["cells"][col.key]
+                scale = 100.0 if col.percent else 1.0
+                w.writerow(
+                    [
+                        row["label"],
+                        col.label,
+                        "" if c["paper"] is None else c["paper"],
+                        "" if "mean" not in c else round(scale * c["mean"], 4),
+                        "" if "std" not in c else round(scale * c["std"], 4),
+                        "" if c.get("x_random") is None else round(c["x_random"], 3),
+                        " ".join(f"{scale * v:.4g}" for v in c["values"]),
+                    ]
+                )
+    os.replace(tmp, path)
+
+
+def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str:
+    lines = [f"# {exp.title}", ""]
+    if exp.source:
+        lines += [
+            f"Source: {exp.source}. Mode: {doc['mode']}. Seeds: {', '.join(map(str, doc['seeds']))}.",
+            "",
+        ]
+    head = ["setting"]
+    for col in exp.columns:
+        unit = " %" if col.percent else ""
+        head += [f"{col.label}{unit}: paper", "ours (mean ± sd)"] + (
+            ["ours ÷ random"] if col.vs_random else []
+        )
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for row in doc["rows"]:
+        cells = [row["label"]]
+        for col in exp.columns:
+            c = row["cells"][col.key]
+            ours = (
+                "–" if "mean" not in c else f"{_fmt(c['mean'], col.percent)} ± {_fmt(c['std'], col.percent)}"
+            )
+            cells += [_paper(c["paper"]), ours]
+            if col.vs_random:
+                x = c.get("x_random")
+                cells.append("–" if x is None else f"{x:.1f}x")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Command:", "", "```", doc["command"] or f"p2pnode experiment {exp.name}", "```", ""]
+    if doc["overrides"]:
+        lines += [f"Overrides of the experiment file: `{json.dumps(doc['overrides'])}`.", ""]
+    if exp.notes:
+        lines += [exp.notes.strip(), ""]
+    for p in plots:
+        lines += [f"![{p}]({p})", ""]
+    return "\n".join(lines)
+
+
+def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> list[str]:
+    """PNG plots with titles, labelled axes and legends (matplotlib, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    if exp.plot == "tradeoff" and exp.x and exp.y:
+        cx = next(c for c in exp.columns if c.key == exp.x)
+        cy = next(c for c in exp.columns if c.key == exp.y)
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        for row in table:
+            x, y = row["cells"][cx.key], row["cells"][cy.key]
+            if "mean" in x and "mean" in y:
+                sx = 100.0 if cx.percent else 1.0
+                sy = 100.0 if cy.percent else 1.0
+                ax.errorbar(
+                    sx * x["mean"],
+                    sy * y["mean"],
+                    xerr=sx * x["std"],
+                    yerr=sy * y["std"],
+                    fmt="o",
+                    label=row["label"],
+                )
+        ax.set_xlabel(cx.label + (" (%)" if cx.percent else ""))
+        ax.set_ylabel(cy.label + (" (%)" if cy.percent else ""))
+        ax.set_title(exp.title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "tradeoff.png", dpi=120)
+        plt.close(fig)
+        written.append("tradeoff.png")
+    for col in exp.columns:
+        fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(table)), 4.8))
+        labels = [r["label"] for r in table]
+        scale = 100.0 if col.percent else 1.0
+        ours = [scale * r["cells"][col.key].get("mean", math.nan) for r in table]
+        err = [scale * r["cells"][col.key].get("std", 0.0) for r in table]
+        paper = [r["cells"][col.key]["paper"] for r in table]
+        xs = range(len(table))
+        ax.bar(
+            [x - 0.2 for x in xs], ours, 0.4, yerr=err, label="ours (mean ± sd over seeds)", color="tab:blue"
+        )
+        if any(p is not None for p in paper):
+            ax.bar(
+                [x + 0.2 for x in xs],
+                [math.nan if p is None else p for p in paper],
+                0.4,
+                label="paper",
+                color="tab:gray",
+            )
+        randoms = [r["cells"][col.key].get("random") for r in table]
+        if col.vs_random and any(v is not None for v in randoms):
+            rnd = next(v for v in randoms if v is not None)
+            ax.axhline(
+                scale * rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({scale * rnd:.1f})"
+            )
+        ax.set_xticks(list(xs), labels, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(col.label + (" (%)" if col.percent else ""))
+        ax.set_title(f"{exp.title}: {col.label}", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        name = f"{col.key}.png"
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return "p2pnode " + " ".join(shlex.quote(a) for a in argv)
