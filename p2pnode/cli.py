@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -225,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
     )
     exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
+    exp.add_argument("--rows", help="only these rows, by label, comma-separated")
     exp.add_argument("--quiet", action="store_true", help="no progress lines")
 
     data = sub.add_parser("data", help="datasets")
@@ -275,6 +277,8 @@ def _experiment(args: argparse.Namespace) -> int:
             print(f"{name:20s} {ex.load(name).title}")
         return 0
     exp = ex.load(args.name)
+    if exp.mixing is not None:
+        return _mixing(args, exp)
     overrides: dict[str, Any] = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -303,13 +307,47 @@ def _experiment(args: argparse.Namespace) -> int:
         raise ConfigError("--processes must be at least 1")
     mode = "real" if args.real else "simulate"
     runner = ex.real_network(args.processes) if args.real else ex.simulator
-    out = args.out or Path("results") / (args.name + ("-real" if args.real else ""))
+    if args.rows:
+        wanted = [w.strip() for w in args.rows.split(",") if w.strip()]
+        labels = {r.label.lower(): r for r in exp.rows}
+        missing = [w for w in wanted if w.lower() not in labels]
+        if missing:
+            known = "; ".join(r.label for r in exp.rows)
+            raise ConfigError(f"--rows: no row {', '.join(map(repr, missing))} in {exp.name} (rows: {known})")
+        exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
+    out = args.out or Path("results") / args.name
     progress = None if args.quiet else (lambda line: print(line, flush=True))
     doc = ex.run_experiment(exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress)
     if progress:
         progress(
             f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
         )
+    return 0
+
+
+def _mixing(args: argparse.Namespace, exp: Any) -> int:
+    """The mixing experiment is a computation, not gossip runs: only --out and --seeds apply."""
+    from p2pnode import experiment as ex
+    from p2pnode.experiment_mixing import run_mixing
+
+    given = (("--set", args.set), ("--nodes", args.nodes), ("--rounds", args.rounds), ("--rows", args.rows))
+    ignored = [f for f, v in given if v]
+    if args.real:
+        ignored.append("--real")
+    if ignored:
+        raise ConfigError(
+            f"experiment {exp.name}: {', '.join(ignored)} do not apply (edit the [mixing] table)"
+        )
+    seed = exp.seeds[0]
+    if args.seeds:
+        try:
+            seed = int(args.seeds.split(",")[0])
+        except ValueError:
+            raise ConfigError(f"--seeds {args.seeds!r}: expected an integer") from None
+    out = args.out or Path("results") / args.name
+    doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(sys.argv[1:]), exp.notes)
+    if not args.quiet:
+        print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from p2pnode.config import ConfigError, RunConfig, from_mapping
+from p2pnode.experiment_mixing import MixingSpec
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -40,6 +41,8 @@ class Column:
     path: str  #: dotted path into the summary, list indices as numbers: "cia.mia_proxy.max_aac.0"
     percent: bool = True  #: stored as a fraction, printed in percent
     vs_random: bool = False  #: also print ours ÷ the run's random bound
+    at_max_of: str = ""  #: path is a list: take it where this list (same length) is largest
+    optional: bool = False  #: some rows have no such figure (ε spent where no DP runs)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,11 @@ class Experiment:
     x: str = ""  #: tradeoff: column key on the x axis
     y: str = ""  #: tradeoff: column key on the y axis
     notes: str = ""
+    kind: str = "runs"  #: runs (gossip runs per row and seed) | mixing (002 §4 computation)
+    curve_x: str = ""  #: optional per-round trade-off curve: list path on the x axis
+    curve_y: str = ""  #: ... and on the y axis (same length), e.g. "mia.accuracy"
+    curve_labels: tuple[str, str] = ("", "")
+    mixing: MixingSpec | None = None
 
     def config(self, row: Row, seed: int, overrides: Mapping[str, Any]) -> RunConfig:
         raw = _merge(_merge(self.base, row.changes), dict(overrides))
@@ -86,6 +94,22 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    kind = raw.get("kind", "runs")
+    if kind == "mixing":
+        return Experiment(
+            name=name,
+            title=str(raw.get("title", name)),
+            source=str(raw.get("source", "")),
+            seeds=tuple(int(s) for s in raw.get("seeds", [0])),
+            base={},
+            rows=(),
+            columns=(),
+            notes=str(raw.get("notes", "")),
+            kind="mixing",
+            mixing=MixingSpec.from_mapping(raw.get("mixing", {}), str(path)),
+        )
+    if kind != "runs":
+        raise ConfigError(f"{path}: unknown experiment kind {kind!r} (runs or mixing)")
     try:
         columns = tuple(Column(**c) for c in raw["columns"])
         rows = tuple(
@@ -104,8 +128,11 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             x=raw.get("x", ""),
             y=raw.get("y", ""),
             notes=raw.get("notes", ""),
+            curve_x=raw.get("curve", {}).get("x", ""),
+            curve_y=raw.get("curve", {}).get("y", ""),
+            curve_labels=(raw.get("curve", {}).get("x_label", ""), raw.get("curve", {}).get("y_label", "")),
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
     keys = {c.key for c in exp.columns}
     for row in exp.rows:
@@ -127,8 +154,49 @@ def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _number(node: Any) -> float | None:
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def lookup_list(summary: Mapping[str, Any], path: str) -> list[float] | None:
+    """The numbers at ``path``, where ``*`` stands for every element of a list (one level).
+
+    ``per_round.*.hit_ratio_at_20`` is the HR@K of every evaluated round; ``mia.accuracy`` (a list
+    of numbers) is read as it is. None where the path is missing or holds anything but numbers.
+    """
+    nodes: list[Any] = [summary]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for node in nodes:
+            if part == "*" and isinstance(node, list):
+                nxt.extend(node)
+            elif isinstance(node, Mapping) and part in node:
+                nxt.append(node[part])
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                nxt.append(node[int(part)])
+            else:
+                return None
+        nodes = nxt
+    if len(nodes) == 1 and isinstance(nodes[0], list):
+        nodes = nodes[0]
+    values = [_number(n) for n in nodes]
+    return None if any(v is None for v in values) else [v for v in values if v is not None]
+
+
+_REDUCERS: dict[str, Callable[[list[float]], float]] = {"max": max, "min": min, "last": lambda v: v[-1]}
+
+
 def lookup(summary: Mapping[str, Any], path: str) -> float | None:
-    """The number at ``path`` in a run's summary, or None where the run has none."""
+    """The number at ``path`` in a run's summary, or None where the run has none.
+
+    ``PATH|max`` (or ``|min``, ``|last``) reduces the list at PATH (see :func:`lookup_list`).
+    """
+    path, bar, reducer = path.partition("|")
+    if bar:
+        if reducer not in _REDUCERS:
+            return None
+        values = lookup_list(summary, path)
+        return _REDUCERS[reducer](values) if values else None
     node: Any = summary
     for part in path.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -137,7 +205,18 @@ def lookup(summary: Mapping[str, Any], path: str) -> float | None:
             node = node[int(part)]
         else:
             return None
-    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+    return _number(node)
+
+
+def lookup_at_max(summary: Mapping[str, Any], path: str, of: str) -> float | None:
+    """The value of the list at ``path`` at the position where the list at ``of`` is largest.
+
+    E.g. the MIA vulnerability at the round of best utility (002 §3.3 reports the pair).
+    """
+    values, key = lookup_list(summary, path), lookup_list(summary, of)
+    if not values or not key or len(values) != len(key):
+        return None
+    return values[max(range(len(key)), key=key.__getitem__)]
 
 
 def run_key(config: RunConfig) -> str:
@@ -225,6 +304,12 @@ def run_experiment(
         if progress:
             progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {time.perf_counter() - t0:.0f} s")
     table = aggregate(exp, plan, results)
+    other = "real" if mode == "simulate" else "simulate"
+    other_results = {
+        run_key(c): json.loads(f.read_text())
+        for _, _, c in plan
+        if (f := runs_dir / f"{other}-{run_key(c)}.json").is_file()
+    }
     meta = {
         "experiment": exp.name,
         "title": exp.title,
@@ -236,6 +321,8 @@ def run_experiment(
         "seconds": time.perf_counter() - t_all,
     }
     document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
+    if other_results:  # the same configurations run the other way: report both side by side
+        document["other"] = {"mode": other, "rows": aggregate(exp, plan, other_results, partial=True)}
     _write_atomic(out / "results.json", json.dumps(document, indent=2))
     write_csv(out / "results.csv", exp, table)
     plots = write_plots(out, exp, table)
@@ -244,15 +331,23 @@ def run_experiment(
 
 
 def aggregate(
-    exp: Experiment, plan: Sequence[tuple[Row, int, RunConfig]], results: Mapping[str, dict[str, Any]]
+    exp: Experiment,
+    plan: Sequence[tuple[Row, int, RunConfig]],
+    results: Mapping[str, dict[str, Any]],
+    partial: bool = False,
 ) -> list[dict[str, Any]]:
-    """Per row and column: the values over seeds, mean, spread, the paper's, ours ÷ random."""
+    """Per row and column: the values over seeds, mean, spread, the paper's, ours ÷ random.
+
+    ``partial``: some runs of the plan may be missing (the other mode's runs, done for fewer
+    rows or seeds); rows aggregate what there is.
+    """
     table = []
     for row in exp.rows:
-        runs = [results[run_key(c)] for r, _, c in plan if r is row]
+        keys = [run_key(c) for r, _, c in plan if r is row]
+        runs = [results[k] for k in keys if not partial or k in results]
         cells: dict[str, Any] = {}
         for col in exp.columns:
-            values = [v for v in (lookup(s, exp.path(row, col)) for s in runs) if v is not None]
+            values = [v for v in (_value(s, exp.path(row, col), col) for s in runs) if v is not None]
             randoms = [v for v in (lookup(s, "cia.random_bound") for s in runs) if v is not None]
             cell: dict[str, Any] = {"values": values, "paper": row.paper.get(col.key)}
             if values:
@@ -263,10 +358,36 @@ def aggregate(
                     cell["random"] = sum(randoms) / len(randoms)
                     cell["x_random"] = mean / cell["random"] if cell["random"] else None
             cells[col.key] = cell
-        table.append(
-            {"label": row.label, "changes": row.changes, "seeds": [s["_seed"] for s in runs], "cells": cells}
-        )
+        entry: dict[str, Any] = {
+            "label": row.label,
+            "changes": row.changes,
+            "seeds": [s["_seed"] for s in runs],
+            "cells": cells,
+        }
+        if exp.curve_x and exp.curve_y:
+            entry["curve"] = _mean_curve(runs, exp.curve_x, exp.curve_y)
+        table.append(entry)
     return table
+
+
+def _mean_curve(runs: Sequence[Mapping[str, Any]], x_path: str, y_path: str) -> dict[str, list[float]]:
+    """Per evaluated round, the mean over seeds of (x, y); rounds all seeds share."""
+    pairs = []
+    for s in runs:
+        xs, ys = lookup_list(s, x_path), lookup_list(s, y_path)
+        if xs and ys and len(xs) == len(ys):
+            pairs.append((xs, ys))
+    if not pairs:
+        return {"x": [], "y": []}
+    n = min(len(xs) for xs, _ in pairs)
+    return {
+        "x": [sum(xs[i] for xs, _ in pairs) / len(pairs) for i in range(n)],
+        "y": [sum(ys[i] for _, ys in pairs) / len(pairs) for i in range(n)],
+    }
+
+
+def _value(summary: Mapping[str, Any], path: str, col: Column) -> float | None:
+    return lookup_at_max(summary, path, col.at_max_of) if col.at_max_of else lookup(summary, path)
 
 
 def _fmt(value: float | None, percent: bool) -> str:
@@ -330,6 +451,8 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
                 x = c.get("x_random")
                 cells.append("–" if x is None else f"{x:.1f}x")
         lines.append("| " + " | ".join(cells) + " |")
+    if "other" in doc:
+        lines += ["", *_side_by_side(exp, doc)]
     lines += ["", "Command:", "", "```", doc["command"] or f"p2pnode experiment {exp.name}", "```", ""]
     if doc["overrides"]:
         lines += [f"Overrides of the experiment file: `{json.dumps(doc['overrides'])}`.", ""]
@@ -340,6 +463,36 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     return "\n".join(lines)
 
 
+def _side_by_side(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:
+    """Simulator and real HTTP runs of the same configurations, one table (mean ± sd, runs)."""
+    names = {"simulate": "simulator", "real": "real HTTP"}
+    mine, other = names[doc["mode"]], names[doc["other"]["mode"]]
+    sim_first = doc["mode"] == "simulate"
+    first, second = (mine, other) if sim_first else (other, mine)
+    lines = [f"## {first} and {second}, same configurations", ""]
+    head = ["setting"] + [h for c in exp.columns for h in (f"{c.label}: {first}", second)]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    others = {r["label"]: r for r in doc["other"]["rows"]}
+    for row in doc["rows"]:
+        pair = (row, others.get(row["label"], {"cells": {}}))
+        a, b = pair if sim_first else pair[::-1]
+        cells = [row["label"]]
+        for col in exp.columns:
+            parts = []
+            for side in (a, b):
+                c = side["cells"].get(col.key, {})
+                n = len(c.get("values", []))
+                parts.append(
+                    "–"
+                    if "mean" not in c
+                    else f"{_fmt(c['mean'], col.percent)} ± {_fmt(c['std'], col.percent)} (n={n})"
+                )
+            cells.append(" | ".join(parts))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> list[str]:
     """PNG plots with titles, labelled axes and legends (matplotlib, no display needed)."""
     import matplotlib
@@ -348,6 +501,27 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
     import matplotlib.pyplot as plt
 
     written = []
+    if exp.curve_x and exp.curve_y:
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        for row in table:
+            curve = row.get("curve", {})
+            if curve.get("x"):
+                ax.plot(
+                    [100 * v for v in curve["x"]],
+                    [100 * v for v in curve["y"]],
+                    "o-",
+                    ms=3,
+                    label=row["label"],
+                )
+        ax.set_xlabel(exp.curve_labels[0] or exp.curve_x)
+        ax.set_ylabel(exp.curve_labels[1] or exp.curve_y)
+        ax.set_title(f"{exp.title}\none point per evaluated round, mean over seeds", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "curves.png", dpi=120)
+        plt.close(fig)
+        written.append("curves.png")
     if exp.plot == "tradeoff" and exp.x and exp.y:
         cx = next(c for c in exp.columns if c.key == exp.x)
         cy = next(c for c in exp.columns if c.key == exp.y)
