@@ -245,22 +245,36 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-Runner = Callable[[RunConfig], dict[str, Any]]
+Progress = Callable[[str], None]
+Runner = Callable[[RunConfig, Progress | None], dict[str, Any]]
 
 
-def simulator(config: RunConfig) -> dict[str, Any]:
+def simulator(config: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     from p2pnode.sim import simulate
 
-    return simulate(config)
+    return simulate(config, progress)
 
 
 def real_network(processes: int) -> Runner:
-    def run(config: RunConfig) -> dict[str, Any]:
+    def run(config: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
         from p2pnode.launch import launch
 
-        return asyncio.run(launch(config, processes, None))
+        return asyncio.run(launch(config, processes, None, progress))
 
     return run
+
+
+def throttled(progress: Progress, seconds: float = 15.0) -> Progress:
+    """Pass on a run's per-round lines at most every ``seconds`` (long runs are never silent)."""
+    last = [time.perf_counter()]
+
+    def out(line: str) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= seconds:
+            last[0] = now
+            progress("    " + line.strip())
+
+    return out
 
 
 def run_experiment(
@@ -295,7 +309,7 @@ def run_experiment(
                 progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: already done, kept")
             continue
         t0 = time.perf_counter()
-        summary = _slim(runner(config))
+        summary = _slim(runner(config, throttled(progress) if progress else None))
         summary["_row"] = row.label
         summary["_seed"] = seed
         _write_atomic(path, json.dumps(summary))

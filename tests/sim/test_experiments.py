@@ -38,7 +38,7 @@ def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_p
     exp = ex.load("table2")
     calls: list[int] = []
 
-    def flaky(config: RunConfig) -> dict[str, Any]:
+    def flaky(config: RunConfig, progress: Any = None) -> dict[str, Any]:
         calls.append(config.seed)
         if len(calls) == 3:
             raise KeyboardInterrupt
@@ -50,7 +50,7 @@ def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_p
     assert not list((tmp_path / "runs").glob("*.tmp"))
     calls.clear()
 
-    def counting(config: RunConfig) -> dict[str, Any]:
+    def counting(config: RunConfig, progress: Any = None) -> dict[str, Any]:
         calls.append(config.seed)
         return simulate(config)
 
@@ -119,7 +119,7 @@ def test_simulator_and_real_runs_of_one_experiment_are_reported_side_by_side(tmp
     """--real into the same --out: the report shows both modes for each row (fake real runner)."""
     exp = ex.load("table2")
 
-    def pretend_real(config: RunConfig) -> dict[str, Any]:
+    def pretend_real(config: RunConfig, progress: Any = None) -> dict[str, Any]:
         result = simulate(config)
         result["cia"]["max_aac"] = 0.5  # a distinguishable figure
         return result
@@ -133,3 +133,13 @@ def test_simulator_and_real_runs_of_one_experiment_are_reported_side_by_side(tmp
     report = (tmp_path / "report.md").read_text()
     assert "## simulator and real HTTP, same configurations" in report
     assert "50.0 ± 0.0 (n=1)" in report
+
+
+def test_long_runs_pass_on_throttled_progress() -> None:
+    lines: list[str] = []
+    quiet = ex.throttled(lines.append, seconds=3600)
+    quiet("round 1/9")
+    assert lines == []
+    loud = ex.throttled(lines.append, seconds=0)
+    loud("round 2/9")
+    assert lines == ["    round 2/9"]
