@@ -195,10 +195,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--users", help="node ids hosted here, e.g. 0-99 (default: all --nodes)")
     run.add_argument("--server", action="store_true", help="also host the FedAvg server node")
     run.add_argument("--config-json", help=argparse.SUPPRESS)
+    run.add_argument(
+        "--cluster-key-file", type=Path, help="keyring file (p2pnode keys new); else $P2PNODE_CLUSTER_KEY"
+    )
 
     launch = sub.add_parser("launch", help="start a local cluster of N nodes, print a report")
     _experiment_flags(launch, real=True)
     launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
+    launch.add_argument(
+        "--cluster-key-file", type=Path, help="keyring file for all processes (default: a fresh one)"
+    )
+    launch.add_argument("--open", action="store_true", help="no authentication at all (not recommended)")
 
     simulate = sub.add_parser("simulate", help="the same experiment on the virtual clock")
     _experiment_flags(simulate, real=False)
@@ -228,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
     exp.add_argument("--rows", help="only these rows, by label, comma-separated")
     exp.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    keys = sub.add_parser("keys", help="cluster keyring: new, install, use, remove, show")
+    keys.add_argument("action", choices=["new", "install", "use", "remove", "show"])
+    keys.add_argument("file", type=Path, help="the key file")
+    keys.add_argument("key_id", nargs="?", help="key id (install, use, remove; new: default k1)")
+    keys.add_argument("--cluster", default="default", help="new: the cluster label")
 
     data = sub.add_parser("data", help="datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
@@ -351,6 +364,32 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
     return 0
 
 
+def _keys(args: argparse.Namespace) -> int:
+    """Keyring rotation as memberlist does it: install everywhere, use everywhere, remove."""
+    from p2pnode.auth import Keyring, load_keyring, save_keyring
+
+    path: Path = args.file
+    if args.action == "new":
+        if path.exists():
+            raise ConfigError(f"{path} exists; not overwriting a keyring")
+        ring = Keyring.generate(args.cluster, args.key_id or "k1")
+    else:
+        ring = load_keyring(path)
+        if args.action != "show" and not args.key_id:
+            raise ConfigError(f"keys {args.action} needs a key id")
+        if args.action == "install":
+            ring = ring.install(args.key_id)
+        elif args.action == "use":
+            ring = ring.use(args.key_id)
+        elif args.action == "remove":
+            ring = ring.remove(args.key_id)
+    if args.action != "show":
+        save_keyring(path, ring)
+    ids = ", ".join(f"{k}{' (signs)' if k == ring.primary else ''}" for k in ring.keys)
+    print(f"{path}: cluster {ring.cluster!r}, keys {ids}")
+    return 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from p2pnode.report import metric_for, summary
 
@@ -360,6 +399,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         path = fetch_ml100k(args.data_dir, args.wheel)
         print(f"ml-100k is ready in {path}")
         return 0
+    if args.command == "keys":
+        return _keys(args)
     if args.command == "metrics":
         from p2pnode.follow import follow
 
@@ -384,7 +425,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         if args.processes < 1:
             raise ConfigError("--processes must be at least 1")
-        result = _run_async(launch(config, args.processes, args.out, _progress(args)))
+        if args.open and args.cluster_key_file:
+            raise ConfigError("--open and --cluster-key-file exclude each other")
+        result = _run_async(
+            launch(config, args.processes, args.out, _progress(args), args.cluster_key_file, args.open)
+        )
     else:
         from p2pnode.real import ProcessSpec, parse_hostport, parse_users, run_process
 
@@ -393,7 +438,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
         for peer in peers:
             parse_hostport(peer)
-        spec = ProcessSpec(users, host, port, peers, args.out, server=args.server)
+        spec = ProcessSpec(
+            users, host, port, peers, args.out, server=args.server, key_file=args.cluster_key_file
+        )
         result = _run_async(run_process(config, spec, _progress(args)))
     if args.out is not None and args.command == "simulate":
         args.out.mkdir(parents=True, exist_ok=True)

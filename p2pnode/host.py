@@ -35,8 +35,19 @@ class Host:
     def add(self, runtime: NodeRuntime) -> None:
         self.nodes[runtime.node_id] = runtime
 
-    def receive(self, dest: int, channel: Channel, data: Data) -> Outcome:
-        """Decode, route and deliver one frame addressed to hosted node ``dest``."""
+    def refuse(self, dest: int, reason: str) -> None:
+        """Count a request refused before decoding (authentication) against its addressee."""
+        node = self.nodes.get(dest)
+        if node is not None:
+            node.reject(reason)
+        else:
+            self.metrics.rejected.labels("none", reason).inc()
+
+    def receive(self, dest: int, channel: Channel, data: Data, sender: int | None = None) -> Outcome:
+        """Decode, route and deliver one frame addressed to hosted node ``dest``.
+
+        ``sender``: the authenticated sender id (p2pnode.auth); the frame must claim the same.
+        """
         node = self.nodes.get(dest)
         if node is None:
             self.rejected_unknown += 1
@@ -52,4 +63,8 @@ class Host:
             node.reject(err.reason)
             log.info("node %s refused a frame: %s", dest, err)
             return Outcome(err.status, err.reason)
+        if sender is not None and frame.sender != sender:
+            node.reject("sender-mismatch")
+            log.info("node %s refused a frame from %s claiming to be %s", dest, sender, frame.sender)
+            return Outcome(403, "sender-mismatch")
         return node.deliver(frame, len(data))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import RunConfig
 from p2pnode.real import aggregate, split_users
 from p2pnode.report import metric_for, summary
@@ -44,8 +46,14 @@ async def launch(
     processes: int,
     out: Path | None,
     progress: Callable[[str], None] | None = None,
+    key_file: Path | None = None,
+    open_cluster: bool = False,
 ) -> dict[str, Any]:
-    """Start the cluster, wait for it, return the aggregated summary."""
+    """Start the cluster, wait for it, return the aggregated summary.
+
+    The processes authenticate each other with ``key_file``, or with a fresh keyring written
+    (mode 0600) into the work directory; ``open_cluster`` runs them without authentication.
+    """
     parts = split_users(config.nodes, processes)
     ports = free_ports(len(parts))
     addresses = [f"127.0.0.1:{p}" for p in ports]
@@ -54,6 +62,12 @@ async def launch(
     cfg_file = workdir / "config.json"
     cfg_file.write_text(json.dumps(config.to_dict()))
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    key_args: list[str] = []
+    if not open_cluster:
+        if key_file is None:
+            key_file = workdir / "cluster.key"
+            save_keyring(key_file, Keyring.generate(f"launch-{secrets.token_hex(4)}"))
+        key_args = ["--cluster-key-file", str(key_file)]
     procs: list[asyncio.subprocess.Process] = []
     for k, users in enumerate(parts):
         args = [
@@ -70,6 +84,7 @@ async def launch(
             "--peers",
             ",".join(a for a in addresses if a != addresses[k]),
             *(["--server"] if k == 0 and config.protocol == "fedavg" else []),
+            *key_args,
             "--out",
             str(workdir / f"proc{k}"),
             "--quiet",

@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from aiohttp import web
 
 from adversary.community import summarize
 from p2pnode.attack import AttackLab, proxy_summary
+from p2pnode.auth import KeyHolder, keyring_from_env
 from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
@@ -54,6 +57,7 @@ class ProcessSpec:
     out: Path | None = None
     bootstrap_timeout_s: float = 60.0
     server: bool = False  #: also host the FedAvg server node
+    key_file: Path | None = None  #: cluster keyring (p2pnode.auth); else $P2PNODE_CLUSTER_KEY; else open
 
     @property
     def address(self) -> str:
@@ -77,12 +81,34 @@ class NodeProcess:
         self.hosted = (*spec.users, server_id(self.config)) if spec.server else spec.users
         self.addresses: dict[int, str] = {u: spec.address for u in self.hosted}
         self.transport: HttpTransport | None = None
+        self.keys = self._keys()
         self.runner: web.AppRunner | None = None
         self.round = 0
         self.history: list[dict[str, Any]] = []
         self.lab = AttackLab(self.prep)
         self._stop = asyncio.Event()
         self._t0 = 0.0
+
+    def _keys(self) -> KeyHolder | None:
+        """The process's keyring; with none, say loudly that the nodes accept anyone's frames."""
+        server = server_id(self.config) if self.config.protocol == "fedavg" else -1
+
+        def known(sender: int) -> bool:
+            return 0 <= sender < self.config.nodes or sender == server
+
+        if self.spec.key_file is not None:
+            return KeyHolder.from_file(self.spec.key_file, known_sender=known, on_error=log.warning)
+        ring = keyring_from_env(os.environ)
+        if ring is not None:
+            return KeyHolder(ring, None, known_sender=known)
+        print(
+            f"p2pnode: WARNING: no cluster key, nodes on {self.spec.address} run OPEN: anyone who "
+            "can reach this port can send them models (give --cluster-key-file or $P2PNODE_CLUSTER_KEY)",
+            file=sys.stderr,
+            flush=True,
+        )
+        log.warning("running without authentication")
+        return None
 
     # -- HTTP views ----------------------------------------------------------------------------
 
@@ -119,7 +145,7 @@ class NodeProcess:
 
     async def start(self) -> None:
         """Build the nodes, serve, learn the peers, then start the nodes' timers."""
-        self.transport = HttpTransport(self.addresses)
+        self.transport = HttpTransport(self.addresses, keys=self.keys)
         clock = MonotonicClock(self.config.tick_seconds)
         seeds: list[tuple[int, str]] = []
         for u in self.spec.users:
@@ -136,7 +162,7 @@ class NodeProcess:
             self.host.add(runtime)
         if self.spec.server:
             self.host.add(make_server(self.prep, clock, self.transport, self.metrics))
-        app = make_app(self.host, self.status, self.members)
+        app = make_app(self.host, self.status, self.members, self.keys)
         self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port)
@@ -264,16 +290,19 @@ async def run_process(
     """Run one process to completion (or SIGTERM/SIGINT) and write ``result.json`` to ``out``."""
     proc = NodeProcess(config, spec)
     loop = asyncio.get_running_loop()
+    keys = proc.keys
     if install_signals:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, proc.stop)
+        if keys is not None:  # SIGHUP: re-read the key file now (it is also polled every second)
+            loop.add_signal_handler(signal.SIGHUP, lambda: keys.reload(force=True))
     try:
         await proc.start()
         result = await proc.run(progress)
     finally:
         await proc.shutdown()
         if install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
     if progress is not None:
         progress(summary(result, metric_for(config)))

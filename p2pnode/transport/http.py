@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from p2pnode.auth import KeyHolder, sign
 from p2pnode.host import Host
 from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome
 from p2pnode.wire.schema import Channel
@@ -35,8 +37,10 @@ class HttpTransport:
         addresses: dict[int, str],
         timeout_s: float = 10.0,
         max_connections: int = 256,
+        keys: KeyHolder | None = None,
     ) -> None:
         self.addresses = addresses
+        self.keys = keys  #: sign every request (HMAC, p2pnode.auth) when set
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, 3.0))
         self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=64)
         self.session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
@@ -49,16 +53,21 @@ class HttpTransport:
             reason = "closing" if self.closed else "unknown address"
             asyncio.get_running_loop().call_soon(on_done, Outcome(UNREACHABLE, reason))
             return
-        url = f"http://{address}/v1/nodes/{dst}/{_PATH[channel]}"
-        task = asyncio.create_task(self._post(url, data, on_done))
+        path = f"/v1/nodes/{dst}/{_PATH[channel]}"
+        headers = {"Content-Type": "application/msgpack"}
+        if self.keys is not None:
+            now = time.time()
+            self.keys.refresh(now)
+            body = bytes(data)
+            headers.update(sign(self.keys.keyring, "POST", path, src, body, int(now * 1000)))
+            data = body
+        task = asyncio.create_task(self._post(f"http://{address}{path}", data, headers, on_done))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    async def _post(self, url: str, data: Frame, on_done: OnDone) -> None:
+    async def _post(self, url: str, data: Frame, headers: dict[str, str], on_done: OnDone) -> None:
         try:
-            async with self.session.post(
-                url, data=data, headers={"Content-Type": "application/msgpack"}
-            ) as resp:
+            async with self.session.post(url, data=data, headers=headers) as resp:
                 await resp.read()
                 outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
         except asyncio.CancelledError:
@@ -84,9 +93,16 @@ class HttpTransport:
 
 
 def make_app(
-    host: Host, status: Callable[[], dict[str, Any]], members: Callable[[], dict[str, Any]]
+    host: Host,
+    status: Callable[[], dict[str, Any]],
+    members: Callable[[], dict[str, Any]],
+    keys: KeyHolder | None = None,
 ) -> web.Application:
-    """The aiohttp application of one process; the body limit comes from the model size."""
+    """The aiohttp application of one process; the body limit comes from the model size.
+
+    With ``keys`` every POST is authenticated (p2pnode.auth) before it is decoded; refusals are
+    counted in ``p2pnode_rejected_messages_total{reason}`` and change nothing.
+    """
     app = web.Application(client_max_size=host.max_frame_bytes)
 
     async def post_frame(request: web.Request) -> web.Response:
@@ -104,7 +120,16 @@ def make_app(
             if node is not None:
                 node.reject("too-large")
             return _answer(Outcome(413, "too-large"))
-        return _answer(host.receive(dest, channel, data))
+        sender = None
+        if keys is not None:
+            now = time.time()
+            keys.refresh(now)
+            verdict = keys.verifier.check("POST", request.path, request.headers, data, int(now * 1000))
+            if not verdict.ok:
+                host.refuse(dest, verdict.reason)
+                return _answer(Outcome(verdict.status, verdict.reason))
+            sender = verdict.sender
+        return _answer(host.receive(dest, channel, data, sender))
 
     async def get_metrics(request: web.Request) -> web.Response:
         body = generate_latest(host.metrics.registry)

@@ -1,0 +1,308 @@
+"""Who may talk to a node: HMAC-SHA256 request authentication with a keyring and a cluster label.
+
+Every ``POST /v1/`` request carries six headers: the cluster label, the key id, the sender node
+id, a timestamp (Unix milliseconds), a random nonce and the MAC. The MAC covers all of them plus
+the method, the path and the SHA-256 of the body, so a captured request cannot be re-aimed at
+another node, route or cluster, and a body cannot be swapped under a valid header set.
+
+The keyring follows memberlist's rotation (install, use, remove): every key in the ring is
+accepted, only the primary one signs. Rotating without losing a message is three reloads across
+the cluster: install the new key everywhere, switch every node's primary to it, remove the old
+key everywhere. At each step every key a node signs with is accepted by every other node.
+
+Checks, in order (the answers are the HTTP statuses of the issue's contract):
+
+* no or malformed headers, an unknown key id, or a MAC that does not match: 401;
+* the label of another cluster, or a sender id the receiver does not know: 403;
+* a timestamp outside the window, or a nonce already seen within it: 409 (replay). Replays are
+  judged only after the MAC, so a stranger cannot fill the nonce cache.
+
+Pure apart from :func:`load_keyring` / :func:`save_keyring` (the key file) and the caller-given
+clock and nonce source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import tomllib
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from p2pnode.config import ConfigError
+
+H_CLUSTER = "X-P2P-Cluster"
+H_KEY = "X-P2P-Key"
+H_SENDER = "X-P2P-Sender"
+H_TIME = "X-P2P-Time"
+H_NONCE = "X-P2P-Nonce"
+H_MAC = "X-P2P-MAC"
+HEADERS = (H_CLUSTER, H_KEY, H_SENDER, H_TIME, H_NONCE, H_MAC)
+
+KEY_ENV = "P2PNODE_CLUSTER_KEY"  #: hex key (one key, id "env") when no key file is given
+CLUSTER_ENV = "P2PNODE_CLUSTER"  #: cluster label that goes with P2PNODE_CLUSTER_KEY
+MIN_KEY_BYTES = 16
+_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
+_NONCE = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """The keys a node accepts (by id) and the one it signs with, for one cluster label."""
+
+    cluster: str
+    keys: Mapping[str, bytes]
+    primary: str
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.cluster):
+            raise ConfigError(f"cluster label {self.cluster!r}: 1-32 of A-Z a-z 0-9 _ . -")
+        if not self.keys:
+            raise ConfigError("the keyring holds no key")
+        for kid, key in self.keys.items():
+            if not _ID.match(kid):
+                raise ConfigError(f"key id {kid!r}: 1-32 of A-Z a-z 0-9 _ . -")
+            if len(key) < MIN_KEY_BYTES:
+                raise ConfigError(f"key {kid!r} is {len(key)} bytes; at least {MIN_KEY_BYTES} are needed")
+        if self.primary not in self.keys:
+            raise ConfigError(f"primary key {self.primary!r} is not in the keyring")
+
+    @classmethod
+    def generate(cls, cluster: str, key_id: str = "k1") -> Keyring:
+        return cls(cluster, {key_id: secrets.token_bytes(32)}, key_id)
+
+    def install(self, key_id: str, key: bytes | None = None) -> Keyring:
+        """A new key, accepted but not yet used to sign (step 1 of a rotation)."""
+        if key_id in self.keys:
+            raise ConfigError(f"key {key_id!r} is already installed")
+        return Keyring(self.cluster, {**self.keys, key_id: key or secrets.token_bytes(32)}, self.primary)
+
+    def use(self, key_id: str) -> Keyring:
+        """Sign with ``key_id`` from now on (step 2)."""
+        if key_id not in self.keys:
+            raise ConfigError(f"key {key_id!r} is not installed")
+        return Keyring(self.cluster, self.keys, key_id)
+
+    def remove(self, key_id: str) -> Keyring:
+        """Stop accepting ``key_id`` (step 3); the signing key cannot be removed."""
+        if key_id not in self.keys:
+            raise ConfigError(f"key {key_id!r} is not installed")
+        if key_id == self.primary:
+            raise ConfigError(f"key {key_id!r} signs; switch to another key before removing it")
+        return Keyring(self.cluster, {k: v for k, v in self.keys.items() if k != key_id}, self.primary)
+
+
+def canonical(
+    cluster: str, method: str, path: str, sender: int, ts_ms: int, nonce: str, body: bytes
+) -> bytes:
+    """The bytes the MAC covers (one field per line, the body by its SHA-256)."""
+    digest = hashlib.sha256(body).hexdigest()
+    return (
+        f"p2pnode-auth-v1\n{cluster}\n{method.upper()}\n{path}\n{sender}\n{ts_ms}\n{nonce}\n{digest}".encode()
+    )
+
+
+def mac(key: bytes, message: bytes) -> str:
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def sign(
+    keyring: Keyring, method: str, path: str, sender: int, body: bytes, now_ms: int, nonce: str | None = None
+) -> dict[str, str]:
+    """The authentication headers of one request, signed with the primary key."""
+    nonce = nonce or secrets.token_hex(16)
+    message = canonical(keyring.cluster, method, path, sender, now_ms, nonce, body)
+    return {
+        H_CLUSTER: keyring.cluster,
+        H_KEY: keyring.primary,
+        H_SENDER: str(sender),
+        H_TIME: str(now_ms),
+        H_NONCE: nonce,
+        H_MAC: mac(keyring.keys[keyring.primary], message),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    status: int  #: 200 accepted, else 401 / 403 / 409
+    reason: str
+    sender: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+@dataclass
+class Verifier:
+    """Checks requests against a keyring; remembers recent nonces to refuse replays.
+
+    ``known_sender`` says whether a node id belongs to the network. The nonce cache holds at most
+    ``max_nonces``; when it is full the oldest nonce is dropped and timestamps older than it are
+    refused from then on, so a replay never slips through an evicted entry.
+    """
+
+    keyring: Keyring
+    known_sender: Callable[[int], bool]
+    window_ms: int = 30_000
+    max_nonces: int = 200_000
+    _nonces: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    _floor_ms: int = 0
+
+    def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
+        values = [headers.get(h) for h in HEADERS]
+        if any(v is None for v in values):
+            return Verdict(401, "no-auth")
+        cluster, key_id, sender_s, ts_s, nonce, given = (v or "" for v in values)
+        if cluster != self.keyring.cluster:
+            return Verdict(403, "wrong-cluster")
+        key = self.keyring.keys.get(key_id)
+        if key is None:
+            return Verdict(401, "unknown-key")
+        try:
+            sender, ts_ms = int(sender_s), int(ts_s)
+        except ValueError:
+            return Verdict(401, "bad-auth")
+        if not _NONCE.match(nonce):
+            return Verdict(401, "bad-auth")
+        expected = mac(key, canonical(cluster, method, path, sender, ts_ms, nonce, body))
+        if not hmac.compare_digest(expected, given):
+            return Verdict(401, "bad-mac")
+        if not self.known_sender(sender):
+            return Verdict(403, "unknown-sender", sender)
+        self._expire(now_ms)
+        if abs(now_ms - ts_ms) > self.window_ms or ts_ms < self._floor_ms:
+            return Verdict(409, "stale", sender)
+        if nonce in self._nonces:
+            return Verdict(409, "replay", sender)
+        self._nonces[nonce] = ts_ms
+        if len(self._nonces) > self.max_nonces:
+            _old, old_ts = self._nonces.popitem(last=False)
+            self._floor_ms = max(self._floor_ms, old_ts + 1)
+        return Verdict(200, "", sender)
+
+    def _expire(self, now_ms: int) -> None:
+        """Forget nonces whose timestamps fell out of the window (they are refused as stale)."""
+        horizon = now_ms - self.window_ms
+        while self._nonces:
+            nonce, ts = next(iter(self._nonces.items()))
+            if ts >= horizon:
+                break
+            del self._nonces[nonce]
+
+    @property
+    def remembered(self) -> int:
+        return len(self._nonces)
+
+
+# -- the key file -------------------------------------------------------------------------------
+
+
+def load_keyring(path: Path) -> Keyring:
+    """Read a key file: ``cluster``, ``primary`` and a ``[keys]`` table of hex keys."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such key file (make one with 'p2pnode keys new {path}')") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    try:
+        keys = {str(k): bytes.fromhex(v) for k, v in dict(raw["keys"]).items()}
+        return Keyring(str(raw["cluster"]), keys, str(raw["primary"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, ConfigError):
+            raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{path}: malformed key file ({type(exc).__name__}: {exc})") from None
+
+
+def save_keyring(path: Path, keyring: Keyring) -> None:
+    """Write the key file atomically, readable by its owner only."""
+    lines = [f'cluster = "{keyring.cluster}"', f'primary = "{keyring.primary}"', "", "[keys]"]
+    lines += [f'"{k}" = "{v.hex()}"' for k, v in keyring.keys.items()]
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def keyring_from_env(env: Mapping[str, str]) -> Keyring | None:
+    """A one-key ring from ``P2PNODE_CLUSTER_KEY`` (hex) and ``P2PNODE_CLUSTER``, if set."""
+    hex_key = env.get(KEY_ENV)
+    if not hex_key:
+        return None
+    try:
+        key = bytes.fromhex(hex_key.strip())
+    except ValueError:
+        raise ConfigError(f"${KEY_ENV} is not a hex string") from None
+    return Keyring(env.get(CLUSTER_ENV, "default"), {"env": key}, "env")
+
+
+class KeyHolder:
+    """A process's keyring from its key file, re-read when the file changes (rotation steps).
+
+    The file's mtime is looked at most once per ``check_every_s``; a file that fails to load
+    keeps the previous keyring (and says why once), so a half-edited file never opens the node.
+    """
+
+    def __init__(
+        self,
+        keyring: Keyring,
+        path: Path | None = None,
+        check_every_s: float = 1.0,
+        known_sender: Callable[[int], bool] = lambda _s: True,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.keyring = keyring
+        self.verifier = Verifier(keyring, known_sender)
+        self.check_every_s = check_every_s
+        self._on_error = on_error
+        self._mtime = path.stat().st_mtime_ns if path is not None else 0
+        self._next_check = 0.0
+        self.reloads = 0
+        self._last_error = ""
+
+    @classmethod
+    def from_file(
+        cls,
+        path: Path,
+        known_sender: Callable[[int], bool] = lambda _s: True,
+        on_error: Callable[[str], None] | None = None,
+    ) -> KeyHolder:
+        return cls(load_keyring(path), path, known_sender=known_sender, on_error=on_error)
+
+    def refresh(self, now_s: float) -> None:
+        if self.path is None or now_s < self._next_check:
+            return
+        self._next_check = now_s + self.check_every_s
+        self.reload()
+
+    def reload(self, force: bool = False) -> bool:
+        """Re-read the key file if it changed; True when a new keyring is in use."""
+        if self.path is None:
+            return False
+        try:
+            mtime = self.path.stat().st_mtime_ns
+            if mtime == self._mtime and not force:
+                return False
+            keyring = load_keyring(self.path)
+        except (OSError, ConfigError) as exc:
+            message = f"key file not reloaded, keeping the previous keys: {exc}"
+            if message != self._last_error and self._on_error is not None:
+                self._on_error(message)
+            self._last_error = message
+            return False
+        self._mtime = mtime
+        self._last_error = ""
+        self.keyring = keyring
+        self.verifier.keyring = keyring
+        self.reloads += 1
+        return True

@@ -1,0 +1,121 @@
+"""Authenticated nodes over real HTTP: hostile requests get their status, rotation loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+
+from p2pnode.auth import Keyring, save_keyring, sign
+from p2pnode.real import NodeProcess, ProcessSpec
+from p2pnode.wire.schema import MsgType
+from p2pnode.wire.tensors import pack_tensor
+from tests.functional.test_http_nodes import cfg, frame, ports
+
+pytestmark = pytest.mark.functional
+AUTH_REASONS = ("no-auth", "bad-mac", "unknown-key", "bad-auth", "wrong-cluster", "unknown-sender")
+
+
+async def keyed_cluster(
+    config: Any, parts: list[tuple[int, ...]], key_files: list[Path]
+) -> tuple[list[NodeProcess], list[str]]:
+    addrs = [f"127.0.0.1:{p}" for p in ports(len(parts))]
+    procs = []
+    for k, users in enumerate(parts):
+        host, port = addrs[k].split(":")
+        peers = tuple(a for a in addrs if a != addrs[k])
+        procs.append(NodeProcess(config, ProcessSpec(users, host, int(port), peers, key_file=key_files[k])))
+    await asyncio.gather(*(p.start() for p in procs))
+    return procs, addrs
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def test_hostile_requests_to_a_keyed_node_get_their_status_and_change_nothing(tmp_path: Path) -> None:
+    ring = Keyring.generate("lab-a")
+    save_keyring(tmp_path / "k", ring)
+    config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
+    procs, addrs = await keyed_cluster(config, [tuple(range(6))], [tmp_path / "k"])
+    proc = procs[0]
+    node = proc.host.nodes[1]
+    for n in proc.host.nodes.values():
+        n.pause()
+    await asyncio.sleep(0.3)
+    good = {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}
+    body = frame(MsgType.MODEL, 2, 1, {"ver": 1, "p": good})
+    path = "/v1/nodes/1/gossip"
+    url = f"http://{addrs[0]}{path}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            valid = sign(ring, "POST", path, 2, body, now_ms())
+            async with s.post(url, data=body, headers=valid) as r:
+                assert r.status == 200  # a member's message is merged (buffered by SAMO)
+            before = {k: v.copy() for k, v in node.learner.params.items()}
+            buffered = len(node.node.protocol.buffer)  # type: ignore[attr-defined]
+            view = node.node.sampler.out_view()
+            stranger = Keyring("lab-a", {ring.primary: b"s" * 32}, ring.primary)
+            other = Keyring("lab-b", {"k1": b"o" * 32}, "k1")
+            cases = [
+                ({}, 401, "no-auth"),
+                (sign(stranger, "POST", path, 2, body, now_ms()), 401, "bad-mac"),
+                ({**sign(ring, "POST", path, 2, body, now_ms()), "X-P2P-Key": "k7"}, 401, "unknown-key"),
+                (sign(other, "POST", path, 2, body, now_ms()), 403, "wrong-cluster"),
+                (sign(ring, "POST", path, 77, body, now_ms()), 403, "unknown-sender"),
+                (sign(ring, "POST", path, 3, body, now_ms()), 403, "sender-mismatch"),  # frame says 2
+                (sign(ring, "POST", path, 2, body, now_ms() - 120_000), 409, "stale"),
+                (valid, 409, "replay"),
+            ]
+            for headers, status, reason in cases:
+                async with s.post(url, data=body, headers=headers) as r:
+                    assert (r.status, r.headers.get("X-P2P-Reason")) == (status, reason), reason
+            signed_for_3 = sign(ring, "POST", "/v1/nodes/3/gossip", 2, body, now_ms())
+            async with s.post(url, data=body, headers=signed_for_3) as r:  # re-aimed at another node
+                assert (r.status, r.headers.get("X-P2P-Reason")) == (401, "bad-mac")
+            async with s.get(f"http://{addrs[0]}/metrics") as r:
+                text = await r.text()
+            async with s.get(f"http://{addrs[0]}/status") as r:
+                status_text = await r.text()
+        for k, v in before.items():
+            np.testing.assert_array_equal(node.learner.params[k], v)
+        assert len(node.node.protocol.buffer) == buffered  # type: ignore[attr-defined]
+        assert node.node.sampler.out_view() == view
+        for _, _, reason in cases:
+            assert f'p2pnode_rejected_messages_total{{node="1",reason="{reason}"}}' in text
+        assert ring.keys[ring.primary].hex() not in text + status_text  # nothing secret is served
+    finally:
+        await proc.shutdown()
+
+
+async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: Path) -> None:
+    """Install, use, remove, one process after the other, while the nodes gossip."""
+    ring = Keyring.generate("lab", "old")
+    files = [tmp_path / "a.key", tmp_path / "b.key"]
+    save_keyring(files[0], ring)
+    shutil.copy(files[0], files[1])
+    config = cfg(nodes=8, rounds=40, tick_seconds=0.004)
+    procs, _ = await keyed_cluster(config, [tuple(range(4)), tuple(range(4, 8))], files)
+    run = asyncio.gather(*(p.run() for p in procs))
+    new_key = b"n" * 32
+    try:
+        for step in (lambda r: r.install("new", new_key), lambda r: r.use("new"), lambda r: r.remove("old")):
+            for proc, path in zip(procs, files, strict=True):
+                assert proc.keys is not None
+                save_keyring(path, step(proc.keys.keyring))
+                assert proc.keys.reload(force=True)
+                await asyncio.sleep(0.15)  # messages flow in the mixed state
+        results = await run
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+    assert all(p.keys is not None and list(p.keys.keyring.keys) == ["new"] for p in procs)
+    assert all(r["model_messages"] > 0 for r in results)
+    rejected = [n.counters.rejected for p in procs for n in p.host.nodes.values()]
+    assert not any(reason in r for r in rejected for reason in (*AUTH_REASONS, "replay", "stale")), rejected
+    assert all(r["send_failures"] == 0 for r in results)
