@@ -93,6 +93,7 @@ class NodeRuntime:
         self.on_learned = on_learned
         self._timers: dict[str, TimerHandle] = {}
         self.stopped = False
+        self.last_version: dict[int, int] = {}  #: per sender: newest model version taken
         label = str(self.node_id)
         self._m_models_sent = metrics.models_sent.labels(label)
         self._m_models_received = metrics.models_received.labels(label)
@@ -259,6 +260,9 @@ class NodeRuntime:
         """Interpret a frame addressed to this node; a bad one changes nothing and is counted."""
         if self.stopped:
             return Outcome(503, "stopping")
+        if frame.type in MODEL_TYPES and not self._newer(frame):
+            self.reject("old-model")
+            return Outcome(409, "old-model")
         try:
             message: Any
             if frame.type in MODEL_TYPES:
@@ -277,8 +281,23 @@ class NodeRuntime:
         self._m_bytes_received.inc(nbytes)
         if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
+            self.last_version[frame.sender] = max(message.version, self.last_version.get(frame.sender, -1))
+        stats = getattr(self.node.protocol, "stats", None)
+        drops = getattr(stats, "buffer_drops", 0)
         self.execute(self.node.on_message(frame.sender, message, self.clock.now(), self.rng))
+        if getattr(stats, "buffer_drops", 0) > drops:  # SAMO's bounded buffer pushed a model out
+            self.reject("buffer-full")
         return Outcome(200)
+
+    def _newer(self, frame: Frame) -> bool:
+        """Per-sender sequence: a model older than the last one taken from that sender is refused.
+
+        Looked at before decoding, so a refused delta never touches the decoder's bases.
+        """
+        last = self.last_version.get(frame.sender)
+        body = frame.body
+        version = body.get("ver") if type(body) is dict else None
+        return last is None or type(version) is not int or version >= last
 
     def reject(self, reason: str) -> None:
         self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1

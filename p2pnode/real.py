@@ -32,6 +32,7 @@ from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
+from p2pnode.limits import Limits
 from p2pnode.metrics import Metrics
 from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats, summary
 from p2pnode.transport.http import HttpTransport, make_app
@@ -58,6 +59,7 @@ class ProcessSpec:
     bootstrap_timeout_s: float = 60.0
     server: bool = False  #: also host the FedAvg server node
     key_file: Path | None = None  #: cluster keyring (p2pnode.auth); else $P2PNODE_CLUSTER_KEY; else open
+    limits: Limits | None = None  #: load bounds of the HTTP server (default Limits())
 
     @property
     def address(self) -> str:
@@ -162,7 +164,7 @@ class NodeProcess:
             self.host.add(runtime)
         if self.spec.server:
             self.host.add(make_server(self.prep, clock, self.transport, self.metrics))
-        app = make_app(self.host, self.status, self.members, self.keys)
+        app = make_app(self.host, self.status, self.members, self.keys, self.spec.limits)
         self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port)

@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from p2pnode.auth import KeyHolder, sign
 from p2pnode.host import Host
+from p2pnode.limits import Gate, Limits, RateLimiter
 from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome
 from p2pnode.wire.schema import Channel
 
@@ -97,15 +98,35 @@ def make_app(
     status: Callable[[], dict[str, Any]],
     members: Callable[[], dict[str, Any]],
     keys: KeyHolder | None = None,
+    limits: Limits | None = None,
 ) -> web.Application:
     """The aiohttp application of one process; the body limit comes from the model size.
 
-    With ``keys`` every POST is authenticated (p2pnode.auth) before it is decoded; refusals are
-    counted in ``p2pnode_rejected_messages_total{reason}`` and change nothing.
+    With ``keys`` every POST is authenticated (p2pnode.auth) before it is decoded, then rate
+    limited per (sender, node) (429); past ``limits.max_inflight`` requests in flight the server
+    answers 503 without reading the body. Refusals are counted in
+    ``p2pnode_rejected_messages_total{reason}`` and change nothing. Without keys there is no
+    per-sender limit: the sender id would be whatever a stranger claims.
     """
     app = web.Application(client_max_size=host.max_frame_bytes)
+    limits = limits or Limits()
+    gate = Gate(limits.max_inflight)
+    rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
 
     async def post_frame(request: web.Request) -> web.Response:
+        if not gate.enter():
+            try:
+                dest = int(request.match_info["node"])
+            except ValueError:
+                dest = -1
+            host.refuse(dest, "busy")
+            return _answer(Outcome(503, "busy"))
+        try:
+            return await _post_frame(request)
+        finally:
+            gate.leave()
+
+    async def _post_frame(request: web.Request) -> web.Response:
         channel = _ROUTE.get(request.match_info["channel"])
         try:
             dest = int(request.match_info["node"])
@@ -129,6 +150,9 @@ def make_app(
                 host.refuse(dest, verdict.reason)
                 return _answer(Outcome(verdict.status, verdict.reason))
             sender = verdict.sender
+            if sender is not None and not rate.allow(sender, dest, now):
+                host.refuse(dest, "rate-limited")
+                return _answer(Outcome(429, "rate-limited"))
         return _answer(host.receive(dest, channel, data, sender))
 
     async def get_metrics(request: web.Request) -> web.Response:

@@ -119,3 +119,54 @@ async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: 
     rejected = [n.counters.rejected for p in procs for n in p.host.nodes.values()]
     assert not any(reason in r for r in rejected for reason in (*AUTH_REASONS, "replay", "stale")), rejected
     assert all(r["send_failures"] == 0 for r in results)
+
+
+async def test_old_models_floods_and_overload_are_refused_over_http(tmp_path: Path) -> None:
+    """409 for a model older than the sender's last, 429 past a sender's rate, 503 past the gate."""
+    from p2pnode.limits import Limits
+
+    ring = Keyring.generate("lab")
+    save_keyring(tmp_path / "k", ring)
+    config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
+    port = ports(1)[0]
+    limits = Limits(max_inflight=1, rate_per_s=1.0, burst=3.0)
+    proc = NodeProcess(
+        config, ProcessSpec(tuple(range(6)), "127.0.0.1", port, key_file=tmp_path / "k", limits=limits)
+    )
+    await proc.start()
+    node = proc.host.nodes[1]
+    for n in proc.host.nodes.values():
+        n.pause()
+    good = {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}
+    path = "/v1/nodes/1/gossip"
+    url = f"http://127.0.0.1:{port}{path}"
+
+    async def post(s: aiohttp.ClientSession, version: int, sender: int = 2) -> tuple[int, str | None]:
+        body = frame(MsgType.MODEL, sender, 1, {"ver": version, "p": good})
+        async with s.post(url, data=body, headers=sign(ring, "POST", path, sender, body, now_ms())) as r:
+            return r.status, r.headers.get("X-P2P-Reason")
+
+    try:
+        async with aiohttp.ClientSession() as s:
+            assert await post(s, 5) == (200, None)
+            assert await post(s, 3) == (409, "old-model")  # older than the last one taken from 2
+            assert await post(s, 5) == (200, None)  # the same version again is not older
+            assert await post(s, 6) == (429, "rate-limited")  # sender 2's burst of 3 is spent
+            assert await post(s, 6, sender=4) == (200, None)  # other senders are unaffected
+
+            async def slow_body():  # type: ignore[no-untyped-def]
+                yield b"\x85"
+                await asyncio.sleep(0.5)
+                yield b"rest"
+
+            first = asyncio.ensure_future(s.post(url, data=slow_body()))
+            await asyncio.sleep(0.2)  # the slow upload holds the only slot
+            async with s.post(url, data=b"x") as r:
+                busy = (r.status, r.headers.get("X-P2P-Reason"))
+            (await first).release()
+            assert busy == (503, "busy")
+            assert await post(s, 7, sender=5) == (200, None)  # the gate reopened: it recovers
+    finally:
+        await proc.shutdown()
+    assert node.counters.rejected.get("old-model") == 1 and node.counters.rejected.get("busy") == 1
+    assert node.node.protocol.stats.models_received == 4  # type: ignore[attr-defined]

@@ -1,0 +1,38 @@
+"""Load bounds: the concurrency gate and per-(sender, node) token buckets."""
+
+from __future__ import annotations
+
+import pytest
+
+from p2pnode.limits import Gate, Limits, RateLimiter
+
+
+def test_gate_refuses_past_its_limit_and_reopens() -> None:
+    gate = Gate(2)
+    assert gate.enter() and gate.enter() and not gate.enter()
+    gate.leave()
+    assert gate.enter() and gate.peak == 2
+
+
+def test_token_bucket_allows_the_burst_then_the_rate() -> None:
+    rl = RateLimiter(rate=10.0, burst=5.0, max_keys=100)
+    assert [rl.allow(1, 7, 0.0) for _ in range(6)] == [True] * 5 + [False]
+    assert rl.allow(2, 7, 0.0)  # another sender is not affected
+    assert rl.allow(1, 8, 0.0)  # nor the same sender to another node
+    assert not rl.allow(1, 7, 0.05)  # half a token
+    assert rl.allow(1, 7, 0.1)  # one token refilled
+    assert sum(rl.allow(1, 7, 10.0) for _ in range(10)) == 5  # refill is capped at the burst
+
+
+def test_rate_limiter_memory_is_bounded() -> None:
+    rl = RateLimiter(rate=1.0, burst=1.0, max_keys=3)
+    for s in range(10):
+        rl.allow(s, 0, 0.0)
+    assert len(rl) == 3
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(ValueError):
+        Limits(max_inflight=0)
+    with pytest.raises(ValueError):
+        Limits(rate_per_s=0)
