@@ -186,8 +186,9 @@ class BaseLearner(ABC):
         return self._scores(self.params, items, self.data.test_time)
 
     def held_out(self) -> npt.NDArray[np.int64]:
-        """Items this node interacted with but never trained on: test and validation items."""
-        return np.concatenate(([self.data.test_item], self.data.validation_items)).astype(np.int64)
+        """Items this node interacted with but never trained on: test, validation, MIA non-members."""
+        d = self.data
+        return np.concatenate(([d.test_item], d.validation_items, d.nonmember_items)).astype(np.int64)
 
     def test_rank(self) -> float:
         """Share of the test negatives scored at least as high as the held-out item (0 is best)."""

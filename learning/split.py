@@ -31,6 +31,7 @@ class UserData:
     validation_items: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     validation_times: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     validation_negatives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    nonmember_items: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def interacted(self) -> npt.NDArray[np.bool_]:
@@ -39,6 +40,7 @@ class UserData:
         mask[self.train_items] = True
         mask[self.test_item] = True
         mask[self.validation_items] = True
+        mask[self.nonmember_items] = True
         return mask
 
 
@@ -94,6 +96,33 @@ def _last_occurrences(seq: IntArray) -> IntArray:
     """Indices (ascending) of the last occurrence of each distinct value of ``seq``."""
     _, idx_rev = np.unique(seq[::-1], return_index=True)
     return np.sort(len(seq) - 1 - idx_rev)
+
+
+def hold_out_nonmembers(users: list[UserData], count: int, keep: int = 3) -> list[UserData]:
+    """Move each user's ``count`` latest training items out of training, as MIA non-members.
+
+    002 §2.5 attacks a model with members (training data) and non-members from the same
+    distribution; leave-one-out leaves one such item per user, which makes the attack's
+    balanced accuracy almost a yes/no. These items are real interactions of the user that no
+    model ever trains on; at least ``keep`` training items stay (fewer are held out if needed).
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    out = []
+    for u in users:
+        n = min(count, max(0, len(u.train_items) - keep))
+        if n == 0:
+            out.append(u)
+            continue
+        out.append(
+            replace(
+                u,
+                train_items=u.train_items[:-n],
+                train_times=u.train_times[:-n],
+                nonmember_items=u.train_items[-n:].copy(),
+            )
+        )
+    return out
 
 
 def hold_out_validation(

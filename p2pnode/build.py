@@ -18,7 +18,7 @@ from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
 from learning.params import Params
 from learning.prme_learner import PRMEConfig, PRMELearner
-from learning.split import UserData, hold_out_validation, leave_one_out
+from learning.split import UserData, hold_out_nonmembers, hold_out_validation, leave_one_out
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode import attack
 from p2pnode.clock import Clock
@@ -78,6 +78,8 @@ def prepare(config: RunConfig) -> Prepared:
         raise DataError(f"--nodes {config.nodes} exceeds the {data.n_users} users of {data.name}")
     data = data.subset_users(config.nodes)
     users = leave_one_out(data, config.seed)
+    if config.attack.mia_holdout:
+        users = hold_out_nonmembers(users, config.attack.mia_holdout)
     if config.model == "prme":
         init = prme.init_params(data.n_items, config.learning.prme_dim, config.seed)
     else:

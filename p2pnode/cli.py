@@ -80,6 +80,12 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument("--cia-refresh", type=int, help="Share less: retrain e_A every N wake-ups (10)")
     ag.add_argument("--mia", action="store_true", help="MPE membership inference on every node (002 §2.5)")
     ag.add_argument(
+        "--mia-holdout",
+        type=int,
+        metavar="N",
+        help="with --mia: keep each user's N latest training items out of training as non-members",
+    )
+    ag.add_argument(
         "--mia-proxy",
         nargs="?",
         const="0.2,0.4,0.6,0.8,1",
@@ -139,6 +145,7 @@ _FLAG_FIELDS = {
     "colluder_groups": "attack.colluder_groups",
     "cia_refresh": "attack.refresh_every",
     "mia_proxy": "attack.mia_proxy",
+    "mia_holdout": "attack.mia_holdout",
     "dp_epsilon": "learning.dp_epsilon",
     "dp_clip": "learning.dp_clip",
     "dp_delta": "learning.dp_delta",

@@ -93,6 +93,7 @@ class AttackConfig:
     refresh_every: int = 10  #: Share less: retrain e_A every this many wake-ups
     mia: bool = False  #: MPE membership inference on every hosted node's model (002 §2.5)
     mia_proxy: str = ""  #: thresholds ρ "0.2,0.4": MIA as a CIA proxy (000 §VIII-C, GMF only)
+    mia_holdout: int = 0  #: latest training items per user kept out of training as MIA non-members
 
     def proxy_thresholds(self) -> tuple[float, ...]:
         """The ρ values of ``mia_proxy``; ConfigError when one is not a positive number."""
@@ -187,6 +188,8 @@ class RunConfig:
         _check(
             not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
         )
+        _check(a.mia_holdout >= 0, "mia-holdout", "must be >= 0")
+        _check(a.mia or not a.mia_holdout, "mia-holdout", "needs --mia (it only feeds the MIA)")
         if a.mia_proxy:
             _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
             _check(a.kind == "cia", "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")

@@ -61,6 +61,7 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["simulate", "--dp-noise", "1", "--dp-clip", "0"],
         ["simulate", "--dp-epsilon", "4", "--dp-delta", "2"],
         ["simulate", "--mia-proxy"],
+        ["simulate", "--mia-holdout", "5"],
         ["experiment", "nope"],
         ["experiment", "table2", "--seeds", "a,b"],
         ["experiment", "table2", "--set", "protocol=gossip"],

@@ -112,3 +112,33 @@ def test_observer_keeps_the_latest_model_for_membership_inference() -> None:
     np.testing.assert_allclose(smoothed[0], 1 / (1 + np.exp(-np.array([0.8, 2.2]))), rtol=1e-6)
     with pytest.raises(RuntimeError, match="keep_last"):
         CIAObserver(GMFAttack(), [np.array([0])]).relevance_table(0, latest=True)
+
+
+def test_mia_nonmembers_are_held_out_of_training() -> None:
+    """--mia-holdout: the latest training items leave training and become held-out non-members."""
+    from learning import gmf
+    from learning.learner import GMFLearner, TrainConfig
+    from learning.split import hold_out_nonmembers, leave_one_out
+    from learning.synthetic import SyntheticConfig, planted_communities
+
+    data, _ = planted_communities(
+        SyntheticConfig(users=6, items=200, communities=2, pool_size=20, pool_overlap=5, per_user=12)
+    )
+    users = leave_one_out(data, seed=0)
+    held = hold_out_nonmembers(users, 5)
+    for a, b in zip(users, held, strict=True):
+        n = min(5, len(a.train_items) - 3)
+        assert b.nonmember_items.tolist() == a.train_items[len(a.train_items) - n :].tolist()
+        assert b.train_items.tolist() == a.train_items[: len(a.train_items) - n].tolist()
+        assert b.interacted[b.nonmember_items].all()  # never sampled as a training negative
+        assert b.test_item == a.test_item
+    few = hold_out_nonmembers(users, 10_000)
+    assert all(len(u.train_items) == 3 for u in few)  # at least 3 stay in training
+    learner = GMFLearner(
+        held[0], gmf.init_params(held[0].n_items, 8, 0), TrainConfig(factors=8), np.random.default_rng(0)
+    )
+    assert sorted(learner.held_out().tolist()) == sorted(
+        [held[0].test_item, *held[0].nonmember_items.tolist()]
+    )
+    with pytest.raises(ValueError):
+        hold_out_nonmembers(users, -1)
