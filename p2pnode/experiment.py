@@ -224,6 +224,27 @@ def run_key(config: RunConfig) -> str:
     return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
+    """Run files written before the configuration gained keys, matched to today's run keys.
+
+    A run recorded without a key (an older p2pnode) counts as having that key's default: its
+    stored configuration is read over today's defaults and keyed again. Finished runs survive an
+    upgrade that adds settings; any recorded value that differs still makes a different run.
+    """
+    found: dict[str, Path] = {}
+    for path in sorted(runs_dir.glob(f"{mode}-*.json")):
+        if path.stem.removeprefix(f"{mode}-") in wanted:
+            continue
+        try:
+            stored = json.loads(path.read_text()).get("config")
+            key = run_key(from_mapping(stored, RunConfig(), source=str(path)))
+        except (OSError, ValueError, AttributeError, ConfigError):
+            continue  # unreadable or from an incompatible version: not reused
+        if key in wanted:
+            found.setdefault(key, path)
+    return found
+
+
 def _slim(result: dict[str, Any]) -> dict[str, Any]:
     """What a run file keeps: the summary without per-adversary lists (they can be large)."""
     out = dict(result)
@@ -294,6 +315,7 @@ def run_experiment(
     runs_dir.mkdir(parents=True, exist_ok=True)
     plan = [(row, seed, exp.config(row, seed, overrides)) for row in exp.rows for seed in seeds]
     keys = {run_key(c) for _, _, c in plan}
+    older = _older_runs(runs_dir, mode, keys)
     done = 0
     t_all = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
@@ -302,6 +324,8 @@ def run_experiment(
         path = runs_dir / f"{mode}-{key}.json"
         if key in results:
             continue
+        if not path.is_file() and key in older:
+            path = older[key]
         if path.is_file():
             results[key] = json.loads(path.read_text())
             done += 1
@@ -319,11 +343,13 @@ def run_experiment(
             progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {time.perf_counter() - t0:.0f} s")
     table = aggregate(exp, plan, results)
     other = "real" if mode == "simulate" else "simulate"
-    other_results = {
-        run_key(c): json.loads(f.read_text())
-        for _, _, c in plan
-        if (f := runs_dir / f"{other}-{run_key(c)}.json").is_file()
-    }
+    other_older = _older_runs(runs_dir, other, keys)
+    other_results = {}
+    for key in keys:
+        f = runs_dir / f"{other}-{key}.json"
+        f = f if f.is_file() else other_older.get(key, f)
+        if f.is_file():
+            other_results[key] = json.loads(f.read_text())
     meta = {
         "experiment": exp.name,
         "title": exp.title,

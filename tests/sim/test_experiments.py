@@ -143,3 +143,26 @@ def test_long_runs_pass_on_throttled_progress() -> None:
     loud = ex.throttled(lines.append, seconds=0)
     loud("round 2/9")
     assert lines == ["    round 2/9"]
+
+
+def test_runs_recorded_before_a_setting_existed_are_reused(tmp_path: Path) -> None:
+    """A run file whose config lacks a key (older p2pnode) counts as that key's default."""
+    exp = ex.load("table2")
+    ex.run_experiment(exp, tmp_path, TINY, seeds=[0])
+    files = sorted((tmp_path / "runs").glob("simulate-*.json"))
+    for f in files:  # pretend they were written before attack.mia_holdout existed
+        doc = json.loads(f.read_text())
+        del doc["config"]["attack"]["mia_holdout"]
+        f.rename(f.with_name("simulate-0000older" + f.name[-10:]))
+        (f.with_name("simulate-0000older" + f.name[-10:])).write_text(json.dumps(doc))
+    calls: list[int] = []
+
+    def counting(config: RunConfig, progress: Any = None) -> dict[str, Any]:
+        calls.append(config.seed)
+        return simulate(config)
+
+    ex.run_experiment(exp, tmp_path, TINY, seeds=[0], runner=counting)
+    assert calls == []  # nothing reran
+    changed = {**TINY, "learning": {"lr": 0.02}}
+    ex.run_experiment(exp, tmp_path, changed, seeds=[0], runner=counting)
+    assert len(calls) == 2  # a recorded value that differs is a different run
