@@ -240,7 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
     )
     exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
-    exp.add_argument("--rows", help="only these rows, by label, comma-separated")
+    exp.add_argument(
+        "--rows",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="only this row (repeat the flag for more)",
+    )
     exp.add_argument("--quiet", action="store_true", help="no progress lines")
 
     keys = sub.add_parser("keys", help="cluster keyring: new, install, use, remove, show")
@@ -328,7 +334,7 @@ def _experiment(args: argparse.Namespace) -> int:
     mode = "real" if args.real else "simulate"
     runner = ex.real_network(args.processes) if args.real else ex.simulator
     if args.rows:
-        wanted = [w.strip() for w in args.rows.split(",") if w.strip()]
+        wanted = [w.strip() for w in args.rows if w.strip()]
         labels = {r.label.lower(): r for r in exp.rows}
         missing = [w for w in wanted if w.lower() not in labels]
         if missing:

@@ -65,7 +65,7 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["experiment", "nope"],
         ["experiment", "table2", "--seeds", "a,b"],
         ["experiment", "table2", "--set", "protocol=gossip"],
-        ["experiment", "table3", "--rows", "Rand-Gossip GMF,nope"],
+        ["experiment", "table3", "--rows", "Rand-Gossip GMF", "--rows", "nope"],
         ["experiment", "mixing", "--nodes", "50"],
         ["experiment", "mixing", "--real"],
         ["simulate", "--attack", "cia", "--mia-proxy", "0.2,x"],
