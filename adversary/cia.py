@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -115,6 +116,48 @@ class CIAObserver:
             start = None if self._refs is None else self._refs[t]
             refs.append(self.model.fit_user(params, target, rng, start))
         self._refs = np.stack(refs).astype(np.float32)
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: every v_u (flat, with the layout), scores, e_A, counters."""
+        return {
+            "layout": [[name, at, list(shape)] for name, at, shape in self._layout or []],
+            "v": {u: buf.copy() for u, buf in self._buf.items()},
+            "last": {
+                u: np.concatenate([a.ravel() for _, a in sorted(p.items())]) for u, p in self.last.items()
+            },
+            "scores": {u: s.copy() for u, s in self.scores.items()},
+            "observations": self.observations,
+            "refs": None if self._refs is None else self._refs.copy(),
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back a :meth:`state` of an observer built for the same targets and model."""
+        layout = [(str(name), int(at), tuple(int(d) for d in shape)) for name, at, shape in state["layout"]]
+        self._layout = None
+        self._buf, self.v, self.last = {}, {}, {}
+        if layout:
+            self._layout = layout
+            self._size = sum(int(np.prod(shape)) for _, _, shape in layout)
+            self._scratch = np.zeros(self._size, dtype=np.float32)
+            self._scratch_views = self._views(self._scratch)
+        for u, buf in state["v"].items():
+            arr = np.asarray(buf, dtype=np.float32)
+            if arr.shape != (self._size,):
+                raise ValueError(f"checkpoint v_u of user {u} has {arr.size} values, the layout {self._size}")
+            self._buf[int(u)] = arr.copy()
+            self.v[int(u)] = self._views(self._buf[int(u)])
+        for u, buf in state["last"].items():
+            self.last[int(u)] = self._views(np.asarray(buf, dtype=np.float32).copy())
+        n_targets = len(self.targets)
+        self.scores = {}
+        for u, sc in state["scores"].items():
+            arr64 = np.asarray(sc, dtype=np.float64)
+            if arr64.shape != (n_targets,):
+                raise ValueError("checkpoint scores do not match this observer's targets")
+            self.scores[int(u)] = arr64.copy()
+        self.observations = int(state["observations"])
+        self._refs = None if state["refs"] is None else np.asarray(state["refs"], dtype=np.float32).copy()
+        self._table = None
 
     # -- queries --------------------------------------------------------------------------------
 

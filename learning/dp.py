@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -91,6 +92,12 @@ class GaussianNoise:
 
     def __init__(self, seed: int) -> None:
         self._gen = torch.Generator().manual_seed(seed)
+
+    def state(self) -> bytes:
+        return bytes(self._gen.get_state().numpy().tobytes())
+
+    def restore(self, state: bytes) -> None:
+        self._gen.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
 
     def sample(self, shape: tuple[int, ...], std: float) -> Array:
         """A fresh float32 array of N(0, std²) values (zeros when std is 0)."""
@@ -234,6 +241,26 @@ class PrivateStepper:
     def charge(self) -> None:
         """Record one (σ, q) step with the accountant."""
         self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the accountant's (σ, q, steps) runs and the noise stream."""
+        return {
+            "history": [[s, q, n] for s, q, n in self.accountant.history],
+            "skipped": self.skipped_steps,
+            "noise_multiplier": self.noise_multiplier,
+            "noise": self.noise.state(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back the accountant's history, so ε continues from where it was, never lower."""
+        if float(state["noise_multiplier"]) != self.noise_multiplier:
+            raise ValueError(
+                f"checkpoint was made with σ = {state['noise_multiplier']}, this run has σ = "
+                f"{self.noise_multiplier}: the DP settings changed"
+            )
+        self.accountant.opacus.history = [(float(s), float(q), int(n)) for s, q, n in state["history"]]
+        self.skipped_steps = int(state["skipped"])
+        self.noise.restore(state["noise"])
 
     def epsilon(self) -> float:
         """ε spent so far at the configured δ (0 before the first step; inf with σ = 0)."""

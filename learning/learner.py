@@ -6,9 +6,11 @@ Implements the ``protocols.learner.Learner`` interface structurally: the gossip 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -158,6 +160,40 @@ class BaseLearner(ABC):
                 arr += np.float32(w / total) * model[k]
         self.version += 1
 
+    def state(self) -> dict[str, Any]:
+        """A checkpoint of this learner: parameters, version, random stream, optimizer, DP."""
+        return {
+            "model": self.model_name,
+            "params": {k: v.copy() for k, v in self.params.items()},
+            "version": self.version,
+            "rng": json.dumps(self.rng.bit_generator.state),
+            "optimizer": self._optimizer_state(),
+            "dp": None if self.dp is None else self.dp.state(),
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back a :meth:`state` of a learner built with the same configuration."""
+        if state["model"] != self.model_name:
+            raise ValueError(f"checkpoint holds a {state['model']} model, this node trains {self.model_name}")
+        saved = state["params"]
+        if set(saved) != set(self.params) or any(saved[k].shape != v.shape for k, v in self.params.items()):
+            raise ValueError("checkpoint parameters do not match this model's names and shapes")
+        if (state["dp"] is None) != (self.dp is None):
+            raise ValueError("checkpoint and configuration disagree on DP-SGD")
+        for k, arr in self.params.items():
+            arr[...] = saved[k]
+        self.version = int(state["version"])
+        self.rng.bit_generator.state = json.loads(state["rng"])
+        self._restore_optimizer(state["optimizer"])
+        if self.dp is not None:
+            self.dp.restore(state["dp"])
+
+    def _optimizer_state(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
+        return None
+
     def load(self, params: Mapping[str, Array]) -> None:
         """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""
         for k in self.shared_names:
@@ -240,6 +276,22 @@ class GMFLearner(BaseLearner):
         self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
     ) -> npt.NDArray[np.float32]:
         return gmf.score(dict(params), self.params[gmf.USER][0], items)
+
+    def _optimizer_state(self) -> dict[str, Any]:
+        if not isinstance(self._backend, NumpyGMF):
+            raise ValueError("checkpoints need the numpy training backend")
+        return {
+            k: {"m": st.m.copy(), "v": st.v.copy(), "step": st.step}
+            for k, st in self._backend.moments.items()
+        }
+
+    def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(self._backend, NumpyGMF):
+            raise ValueError("checkpoints need the numpy training backend")
+        for k, st in self._backend.moments.items():
+            st.m[...] = state[k]["m"]
+            st.v[...] = state[k]["v"]
+            st.step = int(state[k]["step"])
 
     def batches(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
         """One epoch: every positive and ``negatives`` fresh negatives each, shuffled, batched."""

@@ -205,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--cluster-key-file", type=Path, help="keyring file (p2pnode keys new); else $P2PNODE_CLUSTER_KEY"
     )
+    run.add_argument("--state-dir", type=Path, help="checkpoint the nodes here and resume from here")
+    run.add_argument("--checkpoint-every", type=int, default=10, help="rounds between checkpoints (10)")
 
     launch = sub.add_parser("launch", help="start a local cluster of N nodes, print a report")
     _experiment_flags(launch, real=True)
@@ -451,8 +453,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
         for peer in peers:
             parse_hostport(peer)
+        if args.checkpoint_every < 1:
+            raise ConfigError("--checkpoint-every must be at least 1")
         spec = ProcessSpec(
-            users, host, port, peers, args.out, server=args.server, key_file=args.cluster_key_file
+            users,
+            host,
+            port,
+            peers,
+            args.out,
+            server=args.server,
+            key_file=args.cluster_key_file,
+            state_dir=args.state_dir,
+            checkpoint_every=args.checkpoint_every,
         )
         result = _run_async(run_process(config, spec, _progress(args)))
     if args.out is not None and args.command == "simulate":

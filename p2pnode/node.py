@@ -120,6 +120,44 @@ class NodeRuntime:
         self.round = 0
         self.last_hit: float | None = None
 
+    # -- checkpoints (p2pnode/checkpoint.py) ----------------------------------------------------
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything needed to continue after a restart (delta bases are not kept: peers fall
+        back to full models, as they do for any receiver that lacks the base)."""
+        learner: Any = self.learner
+        node: Any = self.node
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "node": self.node_id,
+            "round": self.round,
+            "learner": learner.state(),
+            "sampler": node.sampler.state(),
+            "protocol": node.protocol.state(),
+            "last_version": [[s, v] for s, v in sorted(self.last_version.items())],
+            "rng": [version, list(internal), gauss],
+            "observer": node.observer.state() if isinstance(node, AdversaryNode) else None,
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take back a :meth:`checkpoint_state` of this node (same id and configuration)."""
+        if int(state["node"]) != self.node_id:
+            raise ValueError(f"checkpoint of node {state['node']} given to node {self.node_id}")
+        node: Any = self.node
+        if (state["observer"] is None) == isinstance(node, AdversaryNode):
+            raise ValueError("checkpoint and configuration disagree on whether this node attacks")
+        learner: Any = self.learner
+        learner.restore(state["learner"])
+        node.sampler.restore(state["sampler"])
+        node.protocol.restore(state["protocol"])
+        if isinstance(node, AdversaryNode):
+            node.observer.restore(state["observer"])
+        self.last_version = {int(s): int(v) for s, v in state["last_version"]}
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((int(version), tuple(int(x) for x in internal), gauss))
+        self.round = int(state["round"])
+        self._m_round.set(self.round)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -26,6 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from adversary.community import summarize
+from p2pnode import checkpoint
 from p2pnode.attack import AttackLab, proxy_summary
 from p2pnode.auth import KeyHolder, keyring_from_env
 from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
@@ -60,6 +61,8 @@ class ProcessSpec:
     server: bool = False  #: also host the FedAvg server node
     key_file: Path | None = None  #: cluster keyring (p2pnode.auth); else $P2PNODE_CLUSTER_KEY; else open
     limits: Limits | None = None  #: load bounds of the HTTP server (default Limits())
+    state_dir: Path | None = None  #: checkpoints: resume from here, save here (p2pnode.checkpoint)
+    checkpoint_every: int = 10  #: rounds between checkpoints (and one when the process stops)
 
     @property
     def address(self) -> str:
@@ -89,6 +92,7 @@ class NodeProcess:
         self.history: list[dict[str, Any]] = []
         self.lab = AttackLab(self.prep)
         self._stop = asyncio.Event()
+        self.resumed = 0  #: nodes restored from checkpoints
         self._t0 = 0.0
 
     def _keys(self) -> KeyHolder | None:
@@ -164,6 +168,7 @@ class NodeProcess:
             self.host.add(runtime)
         if self.spec.server:
             self.host.add(make_server(self.prep, clock, self.transport, self.metrics))
+        self._resume()
         app = make_app(self.host, self.status, self.members, self.keys, self.spec.limits)
         self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
         await self.runner.setup()
@@ -176,7 +181,45 @@ class NodeProcess:
             if isinstance(sampler, Cyclon):
                 sampler.add_seeds(seeds)
             runtime.start()
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds
+
+    def _resume(self) -> None:
+        """Restore every hosted node that has a checkpoint in ``state_dir``; rounds continue."""
+        if self.spec.state_dir is None:
+            return
+        self.spec.state_dir.mkdir(parents=True, exist_ok=True)
+        rounds = []
+        for runtime in self.host.nodes.values():
+            try:
+                state = checkpoint.load(checkpoint.path_for(self.spec.state_dir, runtime.node_id))
+            except checkpoint.CheckpointError as exc:
+                raise StartupError(f"{exc}; move the file away to start this node afresh") from None
+            if state is not None:
+                try:
+                    runtime.restore_state(state)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise StartupError(
+                        f"node {runtime.node_id}: cannot resume from its checkpoint: {exc}"
+                    ) from None
+                rounds.append(runtime.round)
+        if rounds:
+            self.round = min(rounds)
+            self.resumed = len(rounds)
+            log.warning(
+                "resumed %d node(s) from %s at round %d", len(rounds), self.spec.state_dir, self.round
+            )
+
+    def save_checkpoints(self) -> int:
+        """Checkpoint every hosted node (atomic per node); returns the bytes written."""
+        if self.spec.state_dir is None:
+            return 0
+        total = 0
+        for runtime in self.host.nodes.values():
+            runtime.round = self.round
+            total += checkpoint.save(
+                checkpoint.path_for(self.spec.state_dir, runtime.node_id), runtime.checkpoint_state()
+            )
+        return total
 
     def _learned(self, node: int, address: str) -> None:
         _, _, hostport = address.partition("@")
@@ -235,6 +278,8 @@ class NodeProcess:
             if self._stop.is_set():
                 break
             self.round += 1
+            if self.spec.state_dir is not None and self.round % self.spec.checkpoint_every == 0:
+                self.save_checkpoints()
             if self.round % self.config.eval_every == 0 or self.round == self.config.rounds:
                 stats = round_stats(self.round, self.host.nodes.values(), metric)
                 cia = self.lab.evaluate(self.round, self.host.nodes.values())
@@ -249,6 +294,7 @@ class NodeProcess:
                     progress(progress_line(stats, metric, self.config.rounds, stats["seconds"]))
         if not stats:
             stats = round_stats(self.round, self.host.nodes.values(), metric)
+        self.save_checkpoints()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
         result = dict(stats)
         result.update(
             mode="real",

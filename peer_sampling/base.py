@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from peer_sampling.effects import Effect, NodeId
 
@@ -50,6 +51,14 @@ class PeerSampler(ABC):
         view = self.out_view()
         return view[rng.randrange(len(view))] if view else None
 
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this sampler (plain lists, numbers and strings)."""
+        return {"out": list(self.out_view()), "in": list(self.in_view())}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back a :meth:`state`; a swap or shuffle in flight at the time is forgotten."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore a checkpoint")
+
 
 class StaticView(PeerSampler):
     """Views fixed to the initial random k-regular graph (002 §2.4, static setting)."""
@@ -64,3 +73,7 @@ class StaticView(PeerSampler):
 
     def in_view(self) -> tuple[NodeId, ...]:
         return self._in
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._out = tuple(sorted(int(n) for n in state["out"]))
+        self._in = tuple(sorted(int(n) for n in state["in"]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, Learned, NodeId, Send, SetTimer
@@ -56,6 +57,17 @@ class Cyclon(PeerSampler):
 
     def out_view(self) -> tuple[NodeId, ...]:
         return tuple(sorted(self.cache))
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "cache": [[n, a, age] for n, (a, age) in sorted(self.cache.items())],
+            "seeds": [[n, a] for n, a in self.seeds],
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.cache = {int(n): (str(a), int(age)) for n, a, age in state["cache"]}
+        self.seeds = [(int(n), str(a)) for n, a in state["seeds"]]
+        self._sent = {}
 
     def add_seeds(self, seeds: Sequence[tuple[NodeId, str]]) -> None:
         """Seeds learned after construction (a real process learns them at bootstrap)."""

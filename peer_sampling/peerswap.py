@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, NodeId, Send, SetTimer
@@ -96,6 +97,17 @@ class PeerSwap(PeerSampler):
 
     def in_view(self) -> tuple[NodeId, ...]:
         return tuple(self._in)
+
+    def state(self) -> dict[str, Any]:
+        return {"out": list(self._out), "in": list(self._in), "counter": self._counter}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """A swap in flight at the checkpoint is dropped: the partner times it out and aborts."""
+        self._out = sorted(int(n) for n in state["out"])
+        self._in = sorted(int(n) for n in state["in"])
+        self._counter = int(state.get("counter", 0))
+        self.lock = None
+        self._pending = None
 
     # -- timers ---------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ Peer-sampling messages and timers go to the wrapped sampler.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, NodeId
@@ -30,6 +31,19 @@ class Personalized(PeerSampler):
         self.scores: dict[NodeId, float] = {}
         self.explored = 0
         self.exploited = 0
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "inner": self.inner.state(),
+            "scores": [[p, s] for p, s in sorted(self.scores.items())],
+            "explored": self.explored,
+            "exploited": self.exploited,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.inner.restore(state["inner"])
+        self.scores = {int(p): float(s) for p, s in state["scores"]}
+        self.explored, self.exploited = int(state["explored"]), int(state["exploited"])
 
     def record(self, peer: NodeId, score: float) -> None:
         """The latest score of ``peer``'s model on this node's validation data."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,15 @@ class ParamStore:
 
     def local_update(self) -> int:
         return 0
+
+    def state(self) -> dict[str, Any]:
+        return {"model": "store", "params": self.snapshot(), "version": self.version}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        if state["model"] != "store" or set(state["params"]) != set(self.params):
+            raise ValueError("checkpoint does not hold a FedAvg server model")
+        self.load(state["params"])
+        self.version = int(state["version"])
 
     def load(self, params: Params) -> None:
         for k, arr in self.params.items():
@@ -105,6 +115,18 @@ class FedAvgServer(GossipProtocol):
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
         return [SetTimer(ROUND_TIMER, now)]
+
+    def state(self) -> dict[str, Any]:
+        out = super().state()
+        out.update(round=self.round, aggregated_rounds=self.aggregated_rounds, late=self.late)
+        return out
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Updates pending at the checkpoint are lost; the next round starts from the saved model."""
+        super().restore(state)
+        self.round = int(state["round"])
+        self.aggregated_rounds = int(state["aggregated_rounds"])
+        self.late = int(state["late"])
 
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
         return []

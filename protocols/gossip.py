@@ -6,6 +6,7 @@ wake-ups, Δ_i drawn once at the start. The first wake-up falls at a random phas
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -82,6 +83,15 @@ class GossipProtocol(ABC):
     @abstractmethod
     def on_model(self, sender: NodeId, message: Any, now: float, rng: random.Random) -> list[Effect]:
         """What the node does when a model arrives (already checked against the local model)."""
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the protocol (its counters; subclasses add buffers)."""
+        return {"stats": dataclasses.asdict(self.stats)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        for k, v in state["stats"].items():
+            if hasattr(self.stats, k):
+                setattr(self.stats, k, int(v))
 
 
 class GossipNode:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from peer_sampling.base import PeerSampler
 from peer_sampling.effects import Effect, NodeId, Send
@@ -51,6 +52,16 @@ class Samo(GossipProtocol):
         message = ModelMessage(self.learner.version, snapshot)
         self.stats.models_sent += len(view)
         return [Send(peer, message) for peer in view]
+
+    def state(self) -> dict[str, Any]:
+        out = super().state()
+        out["buffer"] = [[sender, {k: v.copy() for k, v in params.items()}] for sender, params in self.buffer]
+        return out
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        buffer: list[tuple[NodeId, Params]] = [(int(s), dict(p)) for s, p in state["buffer"]]
+        self.buffer = buffer[-self.max_buffer :]
 
     def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
         self.stats.models_received += 1

@@ -1,0 +1,96 @@
+"""Real nodes checkpoint and resume: state, rounds and DP ε continue across a restart."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from p2pnode import checkpoint
+from p2pnode.real import NodeProcess, ProcessSpec, StartupError
+from tests.functional.test_http_nodes import cfg, ports
+
+pytestmark = pytest.mark.functional
+
+
+async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) -> None:
+    config = cfg(nodes=6, rounds=4, protocol="samo", sampling="peerswap").replace(
+        **{"learning.dp_noise": 0.8}
+    )
+    spec = ProcessSpec(tuple(range(6)), "127.0.0.1", ports(1)[0], state_dir=tmp_path, checkpoint_every=2)
+    first = NodeProcess(config, spec)
+    await first.start()
+    try:
+        await first.run()
+    finally:
+        await first.shutdown()
+    saved = {i: {k: v.copy() for k, v in n.learner.params.items()} for i, n in first.host.nodes.items()}  # type: ignore[attr-defined]
+    eps = {i: n.learner.epsilon() for i, n in first.host.nodes.items()}
+    views = {i: n.node.sampler.out_view() for i, n in first.host.nodes.items()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"node-{i}.ckpt" for i in range(6)]
+    assert max(eps.values()) > 0  # type: ignore[type-var]
+
+    second = NodeProcess(
+        config.replace(rounds=8), ProcessSpec(tuple(range(6)), "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+    )
+    await second.start()
+    try:
+        assert second.resumed == 6 and second.round == 4
+        for i, n in second.host.nodes.items():
+            for k, v in saved[i].items():
+                np.testing.assert_array_equal(n.learner.params[k], v)  # type: ignore[attr-defined]
+            assert n.node.sampler.out_view() == views[i]
+            assert n.learner.epsilon() == eps[i]
+        result = await second.run()
+    finally:
+        await second.shutdown()
+    assert result["rounds"] == 8
+    for i, n in second.host.nodes.items():
+        assert n.learner.epsilon() >= eps[i]  # type: ignore[operator]  # ε never goes backwards
+
+
+async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "node-2.ckpt").write_bytes(b"garbage")
+    proc = NodeProcess(
+        cfg(nodes=4, rounds=2), ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+    )
+    with pytest.raises(StartupError, match=r"node-2\.ckpt.*bad magic"):
+        await proc.start()
+    await proc.shutdown()
+
+
+def test_sigterm_writes_a_checkpoint_of_every_node(tmp_path: Path) -> None:
+    port = ports(1)[0]
+    args = [
+        sys.executable,
+        "-m",
+        "p2pnode",
+        "run",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--users",
+        "0-4",
+        "--nodes",
+        "5",
+        "--rounds",
+        "100000",
+        "--dataset",
+        "synthetic",
+        "--state-dir",
+        str(tmp_path),
+        "--checkpoint-every",
+        "1000",
+        "--quiet",
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    states = [checkpoint.load(tmp_path / f"node-{i}.ckpt") for i in range(5)]
+    assert all(s is not None and s["round"] > 0 for s in states), err
