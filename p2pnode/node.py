@@ -271,6 +271,7 @@ class NodeRuntime:
     ) -> None:
         if outcome.ok:
             self.encoder.acknowledged(peer, message.version, encoded.view)
+            self.node.on_delivered(peer)
             return
         self.encoder.forget(peer)
         if outcome.reason == "no-base" and encoded.is_delta and not self.stopped:

@@ -9,6 +9,9 @@ from typing import Any
 
 from peer_sampling.effects import Effect, NodeId
 
+SUSPECT_AFTER = 2  #: consecutive undelivered sends before a peer is skipped
+PROBE_CHANCE = 0.1  #: share of sends that still try the suspected peers (a peer that came back rejoins)
+
 
 class PeerSampler(ABC):
     """A node's view of the network. Pure: time and randomness come in as arguments.
@@ -43,13 +46,47 @@ class PeerSampler(ABC):
         return []
 
     def send_targets(self, rng: random.Random) -> tuple[NodeId, ...]:
-        """Where a send-to-all protocol (SAMO) sends: the whole out-view by default."""
-        return self.out_view()
+        """Where a send-to-all protocol (SAMO) sends: the out-view, less suspected-dead peers."""
+        return self._live(self.out_view(), rng)
 
     def pick(self, rng: random.Random) -> NodeId | None:
-        """One peer of the out-view chosen uniformly at random (002 Alg. 1 line 3)."""
-        view = self.out_view()
+        """One peer of the out-view chosen uniformly at random (002 Alg. 1 line 3), skipping
+        peers suspected dead unless every peer is suspected."""
+        view = self._live(self.out_view(), rng)
         return view[rng.randrange(len(view))] if view else None
+
+    # -- failure suspicion: peers that stop answering are skipped, and probed now and then ------
+
+    @property
+    def failures(self) -> dict[NodeId, int]:
+        """Consecutive undelivered sends per peer (reset by any sign of life)."""
+        found: dict[NodeId, int] | None = self.__dict__.get("_failures")
+        if found is None:
+            found = {}
+            self.__dict__["_failures"] = found
+        return found
+
+    def note_unreachable(self, peer: NodeId) -> None:
+        self.failures[peer] = self.failures.get(peer, 0) + 1
+
+    def note_alive(self, peer: NodeId) -> None:
+        self.failures.pop(peer, None)
+
+    def suspected(self) -> set[NodeId]:
+        """Peers of the current out-view that are being skipped."""
+        view = set(self.out_view())
+        return {p for p, n in self.failures.items() if n >= SUSPECT_AFTER and p in view}
+
+    def _live(self, view: tuple[NodeId, ...], rng: random.Random) -> tuple[NodeId, ...]:
+        """``view`` without suspected peers; with PROBE_CHANCE a suspect is kept (it may be
+        back), and when every peer is suspected the whole view is used."""
+        failures = self.__dict__.get("_failures")
+        if not failures:
+            return view
+        live = tuple(p for p in view if failures.get(p, 0) < SUSPECT_AFTER)
+        if not live or len(live) == len(view):
+            return view
+        return view if rng.random() < PROBE_CHANCE else live
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of this sampler (plain lists, numbers and strings)."""

@@ -118,6 +118,7 @@ class Cyclon(PeerSampler):
     def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:
         self.cache.pop(peer, None)
         self._sent.pop(peer, None)
+        self.failures.pop(peer, None)  # out of the cache: a later shuffle may bring it back afresh
         return self._reseed() if not self.cache else []
 
     def _reseed(self) -> list[Effect]:

@@ -113,9 +113,14 @@ class GossipNode:
         return self.protocol.on_timer(key, now, rng)
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        self.sampler.note_alive(sender)
         if isinstance(message, ModelMessage | FedMessage):
             return self.protocol.on_model(sender, message, now, rng)
         return self.sampler.on_message(sender, message, now, rng)
 
     def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:
+        self.sampler.note_unreachable(peer)
         return self.sampler.on_unreachable(peer, now, rng)
+
+    def on_delivered(self, peer: NodeId) -> None:
+        self.sampler.note_alive(peer)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,8 +40,13 @@ class HttpTransport:
         timeout_s: float = 10.0,
         max_connections: int = 256,
         keys: KeyHolder | None = None,
+        retries: int = 2,
+        backoff_s: float = 0.2,
     ) -> None:
         self.addresses = addresses
+        self.retries = retries  #: extra attempts after no answer or a 503, with doubling backoff
+        self.backoff_s = backoff_s
+        self.retried = 0
         self.keys = keys  #: sign every request (HMAC, p2pnode.auth) when set
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, 3.0))
         self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=64)
@@ -55,27 +61,46 @@ class HttpTransport:
             asyncio.get_running_loop().call_soon(on_done, Outcome(UNREACHABLE, reason))
             return
         path = f"/v1/nodes/{dst}/{_PATH[channel]}"
+        body = data if self.keys is None else bytes(data)
+        task = asyncio.create_task(self._post(address, path, src, body, on_done))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    def _headers(self, path: str, src: int, body: Frame) -> dict[str, str]:
+        """Signed afresh for every attempt: a retry is a new request (new nonce and time)."""
         headers = {"Content-Type": "application/msgpack"}
         if self.keys is not None:
             now = time.time()
             self.keys.refresh(now)
-            body = bytes(data)
-            headers.update(sign(self.keys.keyring, "POST", path, src, body, int(now * 1000)))
-            data = body
-        task = asyncio.create_task(self._post(f"http://{address}{path}", data, headers, on_done))
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
+            headers.update(sign(self.keys.keyring, "POST", path, src, bytes(body), int(now * 1000)))
+        return headers
 
-    async def _post(self, url: str, data: Frame, headers: dict[str, str], on_done: OnDone) -> None:
-        try:
-            async with self.session.post(url, data=data, headers=headers) as resp:
-                await resp.read()
-                outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
-        except asyncio.CancelledError:
-            on_done(Outcome(UNREACHABLE, "cancelled"))
-            raise
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            outcome = Outcome(UNREACHABLE, type(exc).__name__)
+    async def _post(self, address: str, path: str, src: int, data: Frame, on_done: OnDone) -> None:
+        """POST with bounded retries: no answer or 503 (busy) are tried again after 0.2 s, 0.4 s
+        (± half, so that many senders do not retry in step); any other answer is final."""
+        url = f"http://{address}{path}"
+        attempt = 0
+        while True:
+            try:
+                async with self.session.post(url, data=data, headers=self._headers(path, src, data)) as resp:
+                    await resp.read()
+                    outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
+            except asyncio.CancelledError:
+                on_done(Outcome(UNREACHABLE, "cancelled"))
+                raise
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                outcome = Outcome(UNREACHABLE, type(exc).__name__)
+            retry = outcome.status in (UNREACHABLE, 503) and attempt < self.retries and not self.closed
+            if not retry:
+                break
+            delay = self.backoff_s * 2**attempt * random.uniform(0.5, 1.5)
+            attempt += 1
+            self.retried += 1
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                on_done(Outcome(UNREACHABLE, "cancelled"))
+                raise
         on_done(outcome)
 
     async def drain(self, timeout_s: float) -> None:
