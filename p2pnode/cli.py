@@ -249,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LABEL",
         help="only this row (repeat the flag for more)",
     )
+    exp.add_argument(
+        "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
+    )
     exp.add_argument("--quiet", action="store_true", help="no progress lines")
 
     keys = sub.add_parser("keys", help="cluster keyring: new, install, use, remove, show")
@@ -345,7 +348,9 @@ def _experiment(args: argparse.Namespace) -> int:
         exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
     out = args.out or Path("results") / args.name
     progress = None if args.quiet else (lambda line: print(line, flush=True))
-    doc = ex.run_experiment(exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress)
+    doc = ex.run_experiment(
+        exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress, args.report_only
+    )
     if progress:
         progress(
             f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"

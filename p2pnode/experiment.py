@@ -307,8 +307,12 @@ def run_experiment(
     mode: str = "simulate",
     command: str = "",
     progress: Callable[[str], None] | None = None,
+    report_only: bool = False,
 ) -> dict[str, Any]:
-    """Run every (row, seed) not yet on disk, then write the results and the report."""
+    """Run every (row, seed) not yet on disk, then write the results and the report.
+
+    ``report_only``: run nothing; report the runs already on disk (rows may have fewer seeds).
+    """
     overrides = dict(overrides or {})
     seeds = tuple(seeds) if seeds is not None else exp.seeds
     runs_dir = out / "runs"
@@ -332,6 +336,8 @@ def run_experiment(
             if progress:
                 progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: already done, kept")
             continue
+        if report_only:
+            continue
         t0 = time.perf_counter()
         summary = _slim(runner(config, throttled(progress) if progress else None))
         summary["_row"] = row.label
@@ -341,7 +347,7 @@ def run_experiment(
         done += 1
         if progress:
             progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {time.perf_counter() - t0:.0f} s")
-    table = aggregate(exp, plan, results)
+    table = aggregate(exp, plan, results, partial=report_only)
     other = "real" if mode == "simulate" else "simulate"
     other_older = _older_runs(runs_dir, other, keys)
     other_results = {}
@@ -477,6 +483,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
         head += [f"{col.label}{unit}: paper", "ours (mean ± sd)"] + (
             ["ours ÷ random"] if col.vs_random else []
         )
+    head.append("runs")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for row in doc["rows"]:
@@ -490,6 +497,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
             if col.vs_random:
                 x = c.get("x_random")
                 cells.append("–" if x is None else f"{x:.1f}x")
+        cells.append(str(len(row["seeds"])))
         lines.append("| " + " | ".join(cells) + " |")
     if "other" in doc:
         lines += ["", *_side_by_side(exp, doc)]

@@ -54,6 +54,10 @@ def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_p
         calls.append(config.seed)
         return simulate(config)
 
+    partial = ex.run_experiment(exp, tmp_path, TINY, seeds=[0, 1], runner=counting, report_only=True)
+    assert calls == []  # --report-only runs nothing
+    assert [len(r["cells"]["max_aac"]["values"]) for r in partial["rows"]] == [2, 0]
+    assert "| GMF |" in (tmp_path / "report.md").read_text()
     doc = ex.run_experiment(exp, tmp_path, TINY, seeds=[0, 1], runner=counting)
     assert len(calls) == 2  # only the two runs that had not finished
     assert all(len(r["cells"]["max_aac"]["values"]) == 2 for r in doc["rows"])
