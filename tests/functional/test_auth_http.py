@@ -76,6 +76,31 @@ async def test_hostile_requests_to_a_keyed_node_get_their_status_and_change_noth
             for headers, status, reason in cases:
                 async with s.post(url, data=body, headers=headers) as r:
                     assert (r.status, r.headers.get("X-P2P-Reason")) == (status, reason), reason
+            # correctly signed by a member, but hostile content: every one is refused by the decoder
+            nan_item = node.learner.snapshot()["item"].copy()
+            nan_item[3, 1] = np.nan
+            huge = dict(good)
+            huge["item"] = {"d": "float32", "s": [2**31, 2**31], "b": b"\x00" * 64}
+            wrong_dtype = dict(good)
+            wrong_dtype["h"] = {"d": "float64", "s": good["h"]["s"], "b": bytes(good["h"]["b"]) * 2}
+            signed_corpus = [
+                (b"\xc1garbage", 400, "malformed"),
+                (body[: len(body) // 2], 400, "truncated"),
+                (
+                    frame(MsgType.MODEL, 2, 1, {"ver": 9, "p": {**good, "item": pack_tensor(nan_item)}}),
+                    400,
+                    "non-finite",
+                ),
+                (frame(MsgType.MODEL, 2, 1, {"ver": 9, "p": huge}), 400, "shape"),
+                (frame(MsgType.MODEL, 2, 1, {"ver": 9, "p": wrong_dtype}), 400, "dtype"),
+                (frame(77, 2, 1, {}), 400, "unknown-type"),
+                (b"\x00" * (proc.host.max_frame_bytes + 10), 413, "too-large"),
+            ]
+            for data, status, reason in signed_corpus:
+                headers = sign(ring, "POST", path, 2, data, now_ms())
+                async with s.post(url, data=data, headers=headers) as r:
+                    assert (r.status, r.headers.get("X-P2P-Reason")) == (status, reason), reason
+            cases += [({}, status, reason) for _, status, reason in signed_corpus]
             signed_for_3 = sign(ring, "POST", "/v1/nodes/3/gossip", 2, body, now_ms())
             async with s.post(url, data=body, headers=signed_for_3) as r:  # re-aimed at another node
                 assert (r.status, r.headers.get("X-P2P-Reason")) == (401, "bad-mac")
