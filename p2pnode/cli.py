@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--cluster-key-file", type=Path, help="keyring file (p2pnode keys new); else $P2PNODE_CLUSTER_KEY"
     )
+    run.add_argument("--tls-cert", type=Path, help="mutual TLS: this process's certificate (PEM)")
+    run.add_argument("--tls-key", type=Path, help="mutual TLS: its private key (PEM)")
+    run.add_argument("--tls-ca", type=Path, help="mutual TLS: the cluster CA certificate (PEM)")
     run.add_argument("--state-dir", type=Path, help="checkpoint the nodes here and resume from here")
     run.add_argument("--checkpoint-every", type=int, default=10, help="rounds between checkpoints (10)")
 
@@ -384,6 +387,17 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
     return 0
 
 
+def _tls(args: argparse.Namespace) -> Any:
+    from p2pnode.tls import TlsFiles
+
+    given = [args.tls_cert, args.tls_key, args.tls_ca]
+    if not any(given):
+        return None
+    if not all(given):
+        raise ConfigError("mutual TLS needs all of --tls-cert, --tls-key and --tls-ca")
+    return TlsFiles(args.tls_cert, args.tls_key, args.tls_ca).check()
+
+
 def _keys(args: argparse.Namespace) -> int:
     """Keyring rotation as memberlist does it: install everywhere, use everywhere, remove."""
     from p2pnode.auth import Keyring, load_keyring, save_keyring
@@ -470,6 +484,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             key_file=args.cluster_key_file,
             state_dir=args.state_dir,
             checkpoint_every=args.checkpoint_every,
+            tls=_tls(args),
         )
         result = _run_async(run_process(config, spec, _progress(args)))
     if args.out is not None and args.command == "simulate":

@@ -43,10 +43,18 @@ class Host:
         else:
             self.metrics.rejected.labels("none", reason).inc()
 
-    def receive(self, dest: int, channel: Channel, data: Data, sender: int | None = None) -> Outcome:
+    def receive(
+        self,
+        dest: int,
+        channel: Channel,
+        data: Data,
+        sender: int | None = None,
+        certified: set[int] | None = None,
+    ) -> Outcome:
         """Decode, route and deliver one frame addressed to hosted node ``dest``.
 
         ``sender``: the authenticated sender id (p2pnode.auth); the frame must claim the same.
+        ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
         """
         node = self.nodes.get(dest)
         if node is None:
@@ -67,4 +75,8 @@ class Host:
             node.reject("sender-mismatch")
             log.info("node %s refused a frame from %s claiming to be %s", dest, sender, frame.sender)
             return Outcome(403, "sender-mismatch")
+        if certified is not None and frame.sender not in certified:
+            node.reject("cert-mismatch")
+            log.info("node %s refused a frame from %s: not in the peer's certificate", dest, frame.sender)
+            return Outcome(403, "cert-mismatch")
         return node.deliver(frame, len(data))

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from p2pnode.host import Host, body_limit
 from p2pnode.limits import Limits
 from p2pnode.metrics import Metrics
 from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats, summary
+from p2pnode.tls import TlsFiles, client_context, server_context
 from p2pnode.transport.http import HttpTransport, make_app
 from peer_sampling.cyclon import Cyclon
 from protocols.gossip import TimingConfig
@@ -63,6 +65,7 @@ class ProcessSpec:
     limits: Limits | None = None  #: load bounds of the HTTP server (default Limits())
     state_dir: Path | None = None  #: checkpoints: resume from here, save here (p2pnode.checkpoint)
     checkpoint_every: int = 10  #: rounds between checkpoints (and one when the process stops)
+    tls: TlsFiles | None = None  #: mutual TLS between processes (p2pnode.tls)
 
     @property
     def address(self) -> str:
@@ -87,6 +90,7 @@ class NodeProcess:
         self.addresses: dict[int, str] = {u: spec.address for u in self.hosted}
         self.transport: HttpTransport | None = None
         self.keys = self._keys()
+        self._client_ssl: ssl.SSLContext | None = None
         self.runner: web.AppRunner | None = None
         self.round = 0
         self.history: list[dict[str, Any]] = []
@@ -151,7 +155,8 @@ class NodeProcess:
 
     async def start(self) -> None:
         """Build the nodes, serve, learn the peers, then start the nodes' timers."""
-        self.transport = HttpTransport(self.addresses, keys=self.keys)
+        self._client_ssl = client_context(self.spec.tls) if self.spec.tls is not None else None
+        self.transport = HttpTransport(self.addresses, keys=self.keys, ssl_context=self._client_ssl)
         clock = MonotonicClock(self.config.tick_seconds)
         seeds: list[tuple[int, str]] = []
         for u in self.spec.users:
@@ -169,10 +174,13 @@ class NodeProcess:
         if self.spec.server:
             self.host.add(make_server(self.prep, clock, self.transport, self.metrics))
         self._resume()
-        app = make_app(self.host, self.status, self.members, self.keys, self.spec.limits)
+        app = make_app(
+            self.host, self.status, self.members, self.keys, self.spec.limits, self.spec.tls is not None
+        )
         self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port)
+        server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
+        site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port, ssl_context=server_ssl)
         await site.start()
         seeds.extend(await self._bootstrap())
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
@@ -233,12 +241,16 @@ class NodeProcess:
         deadline = time.monotonic() + self.spec.bootstrap_timeout_s
         pending = [p for p in self.spec.peers if p != self.spec.address]
         seeds: list[tuple[int, str]] = []
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+        scheme = "https" if self._client_ssl is not None else "http"
+        connector = aiohttp.TCPConnector(ssl=self._client_ssl if self._client_ssl is not None else True)
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=3), connector=connector
+        ) as session:
             while pending:
                 still: list[str] = []
                 for peer in pending:
                     try:
-                        async with session.get(f"http://{peer}/v1/members") as resp:
+                        async with session.get(f"{scheme}://{peer}/v1/members") as resp:
                             body = await resp.json()
                         for u in body["nodes"]:
                             if u in self.addresses and self.addresses[u] != peer:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from p2pnode.auth import KeyHolder, sign
 from p2pnode.host import Host
 from p2pnode.limits import Gate, Limits, RateLimiter
+from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome
 from p2pnode.wire.schema import Channel
 
@@ -42,14 +44,18 @@ class HttpTransport:
         keys: KeyHolder | None = None,
         retries: int = 2,
         backoff_s: float = 0.2,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.addresses = addresses
+        self.scheme = "https" if ssl_context is not None else "http"
         self.retries = retries  #: extra attempts after no answer or a 503, with doubling backoff
         self.backoff_s = backoff_s
         self.retried = 0
         self.keys = keys  #: sign every request (HMAC, p2pnode.auth) when set
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, 3.0))
-        self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=64)
+        self._connector = aiohttp.TCPConnector(
+            limit=max_connections, limit_per_host=64, ssl=ssl_context if ssl_context is not None else True
+        )
         self.session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
         self._inflight: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -78,7 +84,7 @@ class HttpTransport:
     async def _post(self, address: str, path: str, src: int, data: Frame, on_done: OnDone) -> None:
         """POST with bounded retries: no answer or 503 (busy) are tried again after 0.2 s, 0.4 s
         (± half, so that many senders do not retry in step); any other answer is final."""
-        url = f"http://{address}{path}"
+        url = f"{self.scheme}://{address}{path}"
         attempt = 0
         while True:
             try:
@@ -124,6 +130,7 @@ def make_app(
     members: Callable[[], dict[str, Any]],
     keys: KeyHolder | None = None,
     limits: Limits | None = None,
+    tls: bool = False,
 ) -> web.Application:
     """The aiohttp application of one process; the body limit comes from the model size.
 
@@ -178,7 +185,11 @@ def make_app(
             if sender is not None and not rate.allow(sender, dest, now):
                 host.refuse(dest, "rate-limited")
                 return _answer(Outcome(429, "rate-limited"))
-        return _answer(host.receive(dest, channel, data, sender))
+        allowed = None
+        if tls:  # mutual TLS: the frame's sender must be one of the ids the peer's certificate names
+            transport = request.transport
+            allowed = certified_nodes(transport.get_extra_info("peercert") if transport is not None else None)
+        return _answer(host.receive(dest, channel, data, sender, allowed))
 
     async def get_metrics(request: web.Request) -> web.Response:
         body = generate_latest(host.metrics.registry)
