@@ -17,10 +17,36 @@ class Limits:
     rate_per_s: float = 20.0  #: sustained frames per second from one sender to one node
     burst: float = 40.0  #: frames a sender may send at once to one node before the rate applies
     max_senders: int = 200_000  #: (sender, node) buckets remembered (least recently used go first)
+    max_lag_s: float = 0.1  #: shed new requests (503) while the event loop runs this late (smoothed)
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1 or self.rate_per_s <= 0 or self.burst < 1 or self.max_senders < 1:
             raise ValueError("limits must be positive (max_inflight, rate, burst >= 1, max_senders)")
+        if self.max_lag_s <= 0:
+            raise ValueError("max_lag_s must be positive")
+
+
+class LagShedder:
+    """Overload as a single-threaded server sees it: the event loop running late.
+
+    A node reads a model body at once and decodes, merges and trains synchronously, so under
+    overload requests wait in socket buffers where no in-flight counter sees them; what grows is
+    the delay of every callback. A probe sleeps ``interval`` and records how late it woke
+    (smoothed, EWMA 0.3); while that exceeds ``max_lag_s`` new requests get 503 before their body
+    is read, which costs far less than serving them, so the queue drains and the lag falls.
+    """
+
+    def __init__(self, max_lag_s: float, alpha: float = 0.3) -> None:
+        self.max_lag_s = max_lag_s
+        self.alpha = alpha
+        self.lag_s = 0.0
+        self.shed = 0
+
+    def record(self, lag_s: float) -> None:
+        self.lag_s = (1 - self.alpha) * self.lag_s + self.alpha * max(0.0, lag_s)
+
+    def overloaded(self) -> bool:
+        return self.lag_s > self.max_lag_s
 
 
 class Gate:

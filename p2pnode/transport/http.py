@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from p2pnode.auth import KeyHolder, sign
 from p2pnode.host import Host
-from p2pnode.limits import Gate, Limits, RateLimiter
+from p2pnode.limits import Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome
 from p2pnode.wire.schema import Channel
@@ -31,6 +31,7 @@ log = logging.getLogger("p2pnode.http")
 REASON_HEADER = "X-P2P-Reason"
 _ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING, "collude": Channel.COLLUDE}
 _PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling", Channel.COLLUDE: "collude"}
+_PROBE: web.AppKey[asyncio.Task[None]] = web.AppKey("lag-probe", asyncio.Task)
 
 
 class HttpTransport:
@@ -144,9 +145,30 @@ def make_app(
     limits = limits or Limits()
     gate = Gate(limits.max_inflight)
     rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
+    shedder = LagShedder(limits.max_lag_s)
+
+    async def probe_lag() -> None:
+        loop = asyncio.get_running_loop()
+        interval = 0.02
+        while True:
+            t0 = loop.time()
+            await asyncio.sleep(interval)
+            shedder.record(loop.time() - t0 - interval)
+
+    async def start_probe(app: web.Application) -> None:
+        app[_PROBE] = asyncio.create_task(probe_lag())
+
+    async def stop_probe(app: web.Application) -> None:
+        app[_PROBE].cancel()
+        await asyncio.gather(app[_PROBE], return_exceptions=True)
+
+    app.on_startup.append(start_probe)
+    app.on_cleanup.append(stop_probe)
 
     async def post_frame(request: web.Request) -> web.Response:
-        if not gate.enter():
+        overloaded = shedder.overloaded()
+        if overloaded or not gate.enter():
+            shedder.shed += overloaded
             try:
                 dest = int(request.match_info["node"])
             except ValueError:

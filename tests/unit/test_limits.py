@@ -36,3 +36,20 @@ def test_limits_are_validated() -> None:
         Limits(max_inflight=0)
     with pytest.raises(ValueError):
         Limits(rate_per_s=0)
+
+
+def test_lag_shedder_trips_on_sustained_lag_and_recovers() -> None:
+    from p2pnode.limits import LagShedder
+
+    shed = LagShedder(max_lag_s=0.1)
+    shed.record(0.5)  # one late wake-up: smoothed to 0.15
+    assert shed.overloaded()
+    for _ in range(10):
+        shed.record(0.0)
+    assert not shed.overloaded()  # the queue drained, requests are served again
+    calm = LagShedder(max_lag_s=0.1)
+    for _ in range(50):
+        calm.record(0.02)  # ordinary jitter never trips it
+    assert not calm.overloaded()
+    with pytest.raises(ValueError):
+        Limits(max_lag_s=0)
