@@ -282,3 +282,12 @@ def test_decoder_only_raises_wire_errors_on_garbage(data: bytes) -> None:
 )
 def test_decoder_only_raises_wire_errors_on_wrong_structures(body: object, t: MsgType) -> None:
     assert_clean_outcome(decode_any(_frame(body, msg_type=int(t))))
+
+
+def test_mutation_fuzz_of_valid_frames_only_yields_clean_outcomes() -> None:
+    """A short run of bench.wire_fuzz: damaged valid frames are decoded or refused, nothing else."""
+    from bench.wire_fuzz import run
+
+    outcomes = run(3000, seed=1)
+    assert sum(outcomes.values()) == 3000
+    assert outcomes["ok"] > 0 and outcomes["malformed"] > 0 and outcomes["truncated"] > 0
