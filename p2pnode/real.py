@@ -434,7 +434,8 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
             rejected[k] = rejected.get(k, 0) + v
     total["rejected"] = rejected
     total["view_swaps"] = {
-        k: sum(r.get("view_swaps", {}).get(k, 0) for r in results) for k in ("committed", "aborted")
+        k: sum(r.get("view_swaps", {}).get(k, 0) for r in results)
+        for k in sorted({k for r in results for k in r.get("view_swaps", {})} | {"committed", "aborted"})
     }
     total["history"] = _merge_histories(results, key)
     cia = merge_attack([r["cia"] for r in results if r.get("cia")], nodes)

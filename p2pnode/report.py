@@ -62,6 +62,10 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         if sampler_stats is not None:
             swaps["committed"] += sampler_stats.committed
             swaps["aborted"] += sampler_stats.aborted
+            for why in ("partner_busy", "neighbour_busy", "timeout"):
+                swaps[f"aborted_{why}"] = swaps.get(f"aborted_{why}", 0) + getattr(
+                    sampler_stats, f"aborted_{why}", 0
+                )
     out: dict[str, Any] = {
         "round": round_no,
         "nodes": n,

@@ -71,6 +71,10 @@ class SwapStats:
     committed: int = 0
     aborted: int = 0
     skipped_busy: int = 0
+    #: why swaps aborted: the partner was in another swap, a neighbour was, or no answer in time
+    aborted_partner_busy: int = 0
+    aborted_neighbour_busy: int = 0
+    aborted_timeout: int = 0
 
 
 class PeerSwap(PeerSampler):
@@ -124,6 +128,7 @@ class PeerSwap(PeerSampler):
         if key == SWAP_TIMER:
             return [self._next_swap(now, rng), *self._initiate(now, rng)]
         if key == TXN_TIMER and self._pending is not None:
+            self.stats.aborted_timeout += 1
             return self._abort()
         if key == LEASE_TIMER and self.lock is not None and self._pending is None:
             self.lock = None
@@ -195,6 +200,10 @@ class PeerSwap(PeerSampler):
         if p is None or p.txn != msg.txn:
             return [Send(sender, Unlock(msg.txn))] if msg.granted else []
         if not msg.granted:
+            if p.accepted:
+                self.stats.aborted_neighbour_busy += 1
+            else:
+                self.stats.aborted_partner_busy += 1
             return self._abort()
         if sender in p.waiting:
             p.waiting.discard(sender)
