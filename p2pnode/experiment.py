@@ -363,7 +363,8 @@ def run_experiment(
         "mode": mode,
         "seeds": list(seeds),
         "overrides": overrides,
-        "command": command,
+        "command": command.replace(" --report-only", "") if report_only else command,
+        "report_only": report_only,
         "seconds": time.perf_counter() - t_all,
     }
     document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
@@ -502,6 +503,8 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     if "other" in doc:
         lines += ["", *_side_by_side(exp, doc)]
     lines += ["", "Command:", "", "```", doc["command"] or f"p2pnode experiment {exp.name}", "```", ""]
+    if doc.get("report_only"):
+        lines += ["(This report was rebuilt with `--report-only` from the runs on disk.)", ""]
     if doc["overrides"]:
         lines += [f"Overrides of the experiment file: `{json.dumps(doc['overrides'])}`.", ""]
     if exp.notes:
