@@ -97,6 +97,7 @@ class NodeProcess:
         self.lab = AttackLab(self.prep)
         self._stop = asyncio.Event()
         self.resumed = 0  #: nodes restored from checkpoints
+        self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
 
     def _keys(self) -> KeyHolder | None:
@@ -289,6 +290,7 @@ class NodeProcess:
                 await asyncio.wait_for(self._stop.wait(), max(0.0, target - time.perf_counter()))
             if self._stop.is_set():
                 break
+            self._check_pace(time.perf_counter() - target, round_s)
             self.round += 1
             if self.spec.state_dir is not None and self.round % self.spec.checkpoint_every == 0:
                 self.save_checkpoints()
@@ -313,6 +315,7 @@ class NodeProcess:
             address=self.spec.address,
             users=list(self.spec.users),
             rounds=self.round,
+            late_rounds=self.late_rounds,
             seconds=time.perf_counter() - self._t0,
             history=self.history,
             config=self.config.to_dict(),
@@ -325,6 +328,20 @@ class NodeProcess:
         if mia_summary is not None:
             result["mia"] = mia_summary
         return result
+
+    def _check_pace(self, late_s: float, round_s: float) -> None:
+        """Count rounds that start more than half a round late; say so once, with the remedy."""
+        if late_s <= 0.5 * round_s:
+            return
+        self.late_rounds += 1
+        if self.late_rounds == 3:
+            print(
+                f"p2pnode: WARNING: {self.spec.address} runs {late_s:.1f} s behind its {round_s:.1f} s "
+                "rounds: it cannot keep up, so messages arrive late and PeerSwap swaps time out; "
+                "give it fewer nodes or raise --tick-seconds",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def stop(self) -> None:
         self._stop.set()
@@ -417,6 +434,7 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         "round": min(r["round"] for r in results),
         "rounds": min(r["rounds"] for r in results),
         key: sum(r[key] * r["nodes"] for r in results) / max(nodes, 1),
+        "late_rounds": max(r.get("late_rounds", 0) for r in results),
     }
     for k in (
         "messages",

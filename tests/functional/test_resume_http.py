@@ -94,3 +94,13 @@ def test_sigterm_writes_a_checkpoint_of_every_node(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     states = [checkpoint.load(tmp_path / f"node-{i}.ckpt") for i in range(5)]
     assert all(s is not None and s["round"] > 0 for s in states), err
+
+
+def test_a_process_that_falls_behind_its_rounds_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = NodeProcess(cfg(nodes=4, rounds=2), ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0]))
+    proc._check_pace(0.1, 0.4)  # on time (less than half a round late)
+    for _ in range(5):
+        proc._check_pace(0.9, 0.4)
+    assert proc.late_rounds == 5
+    err = capsys.readouterr().err
+    assert err.count("cannot keep up") == 1 and "--tick-seconds" in err
