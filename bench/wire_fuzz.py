@@ -30,7 +30,7 @@ from p2pnode.wire.codec import (
     encode_sampling_frame,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
-from p2pnode.wire.schema import MsgType, WireError
+from p2pnode.wire.schema import DECODE_REASONS, MsgType, WireError
 from peer_sampling.messages import LockRequest, ShuffleRequest, SwapAccept
 from protocols.messages import ModelMessage
 
@@ -95,18 +95,7 @@ def mutate(rng: random.Random, frames: list[bytes]) -> bytes:
     return bytes(data)
 
 
-KNOWN = {
-    "malformed",
-    "truncated",
-    "too-large",
-    "version",
-    "unknown-type",
-    "schema",
-    "dtype",
-    "shape",
-    "non-finite",
-    "no-base",
-}
+KNOWN = DECODE_REASONS
 
 
 def run(iterations: int, seed: int) -> Counter[str]:

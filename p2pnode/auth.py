@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import tomllib
@@ -34,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
 
 H_CLUSTER = "X-P2P-Cluster"
@@ -224,13 +224,7 @@ def save_keyring(path: Path, keyring: Keyring) -> None:
     """Write the key file atomically, readable by its owner only."""
     lines = [f'cluster = "{keyring.cluster}"', f'primary = "{keyring.primary}"', "", "[keys]"]
     lines += [f'"{k}" = "{v.hex()}"' for k, v in keyring.keys.items()]
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text(path, "\n".join(lines) + "\n", mode=0o600)
 
 
 def keyring_from_env(env: Mapping[str, str]) -> Keyring | None:
@@ -265,7 +259,7 @@ class KeyHolder:
         self.verifier = Verifier(keyring, known_sender)
         self.check_every_s = check_every_s
         self._on_error = on_error
-        self._mtime = path.stat().st_mtime_ns if path is not None else 0
+        self._mtime = _stamp(path) if path is not None else (0, 0, 0)
         self._next_check = 0.0
         self.reloads = 0
         self._last_error = ""
@@ -290,7 +284,7 @@ class KeyHolder:
         if self.path is None:
             return False
         try:
-            mtime = self.path.stat().st_mtime_ns
+            mtime = _stamp(self.path)
             if mtime == self._mtime and not force:
                 return False
             keyring = load_keyring(self.path)
@@ -306,3 +300,9 @@ class KeyHolder:
         self.verifier.keyring = keyring
         self.reloads += 1
         return True
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What tells a changed key file: an atomic replace gives a new inode even within one mtime tick."""
+    st = path.stat()
+    return (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -12,12 +12,13 @@ one, never a mix. A file that fails its digest or its schema is an error, not a 
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import numpy as np
+
+from p2pnode.atomic import write_bytes
 
 MAGIC = b"P2PNODE-CKPT-1\n"
 _DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "|u1", "|b1"}
@@ -91,24 +92,7 @@ def loads(data: bytes) -> dict[str, Any]:
 
 def save(path: Path, state: dict[str, Any]) -> int:
     """Write atomically (temp file, fsync, rename, fsync the directory); returns the bytes written."""
-    data = dumps(state)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return len(data)
+    return write_bytes(path, dumps(state), mode=0o600)
 
 
 def load(path: Path) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError, RunConfig, from_mapping
 from p2pnode.experiment_mixing import MixingSpec
 
@@ -258,12 +259,7 @@ def _slim(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 Progress = Callable[[str], None]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
 from peer_sampling.mixing import MixingPoint, mixing_table
 
@@ -117,12 +118,7 @@ def run_mixing(
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def _iters(v: int | None, spec: MixingSpec) -> str:

@@ -44,6 +44,23 @@ MAX_NAME_LEN = 64
 MAX_NODE_ID = 2**40
 
 
+#: every reason a decoder refusal can carry (the label of p2pnode_rejected_messages_total)
+DECODE_REASONS = frozenset(
+    {
+        "malformed",
+        "truncated",
+        "too-large",
+        "version",
+        "unknown-type",
+        "schema",
+        "dtype",
+        "shape",
+        "non-finite",
+        "no-base",
+    }
+)
+
+
 class WireError(Exception):
     """A peer's message was refused. ``reason`` labels the metric; ``status`` is the HTTP answer."""
 

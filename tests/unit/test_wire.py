@@ -18,7 +18,7 @@ from p2pnode.wire.codec import (
     encode_sampling_frame,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
-from p2pnode.wire.schema import WIRE_VERSION, MsgType, WireError
+from p2pnode.wire.schema import DECODE_REASONS, WIRE_VERSION, MsgType, WireError
 from p2pnode.wire.tensors import pack_tensor
 from peer_sampling.messages import (
     LockReply,
@@ -227,18 +227,7 @@ def test_rejects_bad_delta_rows() -> None:
     assert err.value.reason == "shape"
 
 
-KNOWN_REASONS = {
-    "malformed",
-    "truncated",
-    "too-large",
-    "version",
-    "unknown-type",
-    "schema",
-    "dtype",
-    "shape",
-    "non-finite",
-    "no-base",
-}
+KNOWN_REASONS = DECODE_REASONS
 
 
 def decode_any(data: bytes) -> object:
