@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -44,12 +45,10 @@ def start(k: int, addrs: list[str], peers: list[str], tmp: Path) -> subprocess.P
 def wait_round(address: str, at_least: int, timeout: float = 60.0) -> int:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        try:
+        with contextlib.suppress(OSError):  # not listening yet: ask again
             rnd = int(json.loads(get(address, "/status"))["round"])
             if rnd >= at_least:
                 return rnd
-        except OSError:
-            pass
         time.sleep(0.3)
     raise AssertionError(f"{address} did not reach round {at_least}")
 

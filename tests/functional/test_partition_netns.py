@@ -156,60 +156,21 @@ def test_two_halves_learn_apart_and_mix_again_after_the_partition_heals(
 
         f0 = fails()
         # partition: drop everything between the two hosts, both directions, inside host A
-        sh("ip", "netns", "exec", ns_a, "nft", "add", "table", "inet", "p2ppart")
-        for chain in ("input", "output"):
-            sh(
-                "ip",
-                "netns",
-                "exec",
-                ns_a,
-                "nft",
-                "add",
-                "chain",
-                "inet",
-                "p2ppart",
-                chain,
-                f"{{ type filter hook {chain} priority 0 ; }}",
-            )
-        sh(
-            "ip",
-            "netns",
-            "exec",
-            ns_a,
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "p2ppart",
-            "input",
-            "ip",
-            "saddr",
-            ip_b,
-            "drop",
-        )
-        sh(
-            "ip",
-            "netns",
-            "exec",
-            ns_a,
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "p2ppart",
-            "output",
-            "ip",
-            "daddr",
-            ip_b,
-            "drop",
-        )
+
+        def nft_a(*args: str) -> None:
+            sh("ip", "netns", "exec", ns_a, "nft", *args)
+
+        nft_a("add", "table", "inet", "p2ppart")
+        for chain, match in (("input", "saddr"), ("output", "daddr")):
+            nft_a("add", "chain", "inet", "p2ppart", chain, f"{{ type filter hook {chain} priority 0 ; }}")
+            nft_a("add", "rule", "inet", "p2ppart", chain, "ip", match, ip_b, "drop")
         time.sleep(1.0)
         steps0 = steps()
         time.sleep(11.0)
         steps1 = steps()
         f1 = fails()
         # heal
-        sh("ip", "netns", "exec", ns_a, "nft", "delete", "table", "inet", "p2ppart")
+        nft_a("delete", "table", "inet", "p2ppart")
         time.sleep(12.0)  # requests cut by the partition time out (10 s); their retries go through
         f2 = fails()
         time.sleep(6.0)
