@@ -27,7 +27,7 @@ from p2pnode.wire.schema import (
     MsgType,
     WireError,
 )
-from p2pnode.wire.tensors import pack_tensor, unpack_tensor
+from p2pnode.wire.tensors import pack_tensor, unpack_tensors
 from peer_sampling.messages import (
     CyclonEntry,
     LockReply,
@@ -167,7 +167,7 @@ def decode_collusion(frame: Frame, spec: ModelSpec | None) -> CollusionMessage:
     params = body["p"]
     if type(params) is not dict or params.keys() != spec.keys():
         raise WireError("schema", f"a multicast carries {sorted(spec)}")
-    return CollusionMessage(user, {k: unpack_tensor(v, spec[k], what=k) for k, v in params.items()})
+    return CollusionMessage(user, unpack_tensors(params, spec))
 
 
 def decode_sampling(frame: Frame) -> object:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from learning.params import ModelSpec, TensorSpec
 from p2pnode.wire.schema import MAX_TENSORS, WireError
-from p2pnode.wire.tensors import pack_tensor, unpack_tensor
+from p2pnode.wire.tensors import pack_tensor, unpack_tensor, unpack_tensors
 
 Params = dict[str, npt.NDArray[np.float32]]
 FrozenParams = Mapping[str, npt.NDArray[np.float32]]
@@ -61,9 +61,13 @@ class DeltaEncoder:
             delta = self._delta(version, base, view, dtype)
             if delta is not None:
                 return EncodedModel(delta[0], view, True, delta[1])
-        body = {"ver": version, "p": {k: pack_tensor(v, dtype) for k, v in view.items()}}
-        nbytes = sum(v.nbytes for v in view.values()) // (2 if dtype else 1)
-        return EncodedModel(body, view, False, nbytes)
+        packed = {}
+        nbytes = 0
+        for k, v in view.items():
+            packed[k] = pack_tensor(v, dtype)
+            nbytes += v.nbytes
+        body = {"ver": version, "p": packed}
+        return EncodedModel(body, view, False, nbytes // 2 if dtype else nbytes)
 
     def _delta(
         self, version: int, base: tuple[int, FrozenParams], view: FrozenParams, dtype: str | None
@@ -124,7 +128,7 @@ class DeltaDecoder:
         if type(body) is dict and len(body) == 2:  # the common case: a full model
             version, dense = body.get("ver"), body.get("p")
             if type(version) is int and version >= 0 and type(dense) is dict and dense.keys() == spec.keys():
-                params = {k: unpack_tensor(v, spec[k], what=k) for k, v in dense.items()}
+                params = unpack_tensors(dense, spec)
                 self._remember(sender, version, params)
                 return version, params
         return self._decode_general(sender, body, spec)
@@ -148,7 +152,7 @@ class DeltaDecoder:
             raise WireError(
                 "schema", f"parameters {sorted(map(str, names))} where {sorted(spec)} are expected"
             )
-        params: Params = {k: unpack_tensor(v, spec[k], what=k) for k, v in dense.items()}
+        params: Params = unpack_tensors(dense, spec)
         if "base" in body:
             params.update(self._apply_rows(sender, body["base"], rows, spec))
         frozen = dict(params)

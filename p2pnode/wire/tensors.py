@@ -8,6 +8,8 @@ value must be finite.
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,11 +39,24 @@ def pack_tensor(arr: npt.NDArray[Any], dtype: str | None = None) -> dict[str, An
         return {"d": name, "s": list(arr.shape), "b": b""}
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    return {"d": name, "s": list(arr.shape), "b": arr.data.cast("B")}
+    # msgpack packs a C-contiguous buffer of any format as bin (its raw bytes)
+    return {"d": name, "s": list(arr.shape), "b": arr.data}
+
+
+def unpack_tensors(
+    objs: Mapping[str, object], spec: Mapping[str, TensorSpec], *, allow_float16: bool = True
+) -> dict[str, npt.NDArray[Any]]:
+    """``unpack_tensor`` for every entry of ``objs`` against ``spec[name]`` (the caller checks
+    that the names are the expected ones)."""
+    return {k: unpack_tensor(v, spec[k], allow_float16=allow_float16, what=k) for k, v in objs.items()}
 
 
 def unpack_tensor(
-    obj: object, spec: TensorSpec, *, allow_float16: bool = True, what: str = "tensor"
+    obj: object,
+    spec: TensorSpec,
+    *,
+    allow_float16: bool = True,
+    what: str = "tensor",
 ) -> npt.NDArray[Any]:
     """Check a wire tensor against ``spec`` and return a read-only array of the spec's dtype."""
     if type(obj) is not dict or len(obj) != 3:
@@ -64,7 +79,7 @@ def unpack_tensor(
     if len(raw) != spec.count * got.itemsize:
         raise WireError("shape", f"{what}: {len(raw)} bytes for shape {spec.shape} {dtype_name}")
     flat = np.frombuffer(raw, dtype=got)  # read-only: it views the immutable bytes
-    if got.kind == "f" and not all_finite(flat):
+    if got.kind == "f" and flat.size and not all_finite(flat):
         raise WireError("non-finite", f"{what}: NaN or infinite values")
     arr = flat.reshape(spec.shape) if len(spec.shape) != 1 else flat
     if got is not want and got != want:
@@ -73,19 +88,19 @@ def unpack_tensor(
     return arr
 
 
-def all_finite(arr: npt.NDArray[Any]) -> bool:
-    """True when no element is NaN or ±inf.
+def all_finite(flat: npt.NDArray[Any]) -> bool:
+    """True when no element of the 1-D float array ``flat`` is NaN or ±inf.
 
     A BLAS dot product of the values with themselves is NaN or inf as soon as one value is, and
     costs about one read of the array; only when it is not finite is the exact element-wise check
-    run (it tells a NaN from an overflow of legitimately huge values; numpy's warning for that
-    overflow is silenced, since the exact check decides).
+    run (it tells a NaN from an overflow of legitimately huge values). The overflow warning numpy
+    would print for those is filtered for this module alone (``_QUIET_OVERFLOW``) rather than
+    silenced with ``np.errstate``, whose entry costs more than the dot product of a small tensor.
     """
-    if arr.size == 0:
-        return True
-    flat = arr if arr.ndim == 1 else arr.reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        quick = flat.dot(flat)
-    if math.isfinite(quick):
-        return True
-    return bool(np.isfinite(flat).all())
+    return math.isfinite(flat.dot(flat)) or bool(np.isfinite(flat).all())
+
+
+# Squares of finite values above ~1.8e19 overflow float32: the exact check then decides. NaN and
+# ±inf themselves raise no floating-point flag in a dot product of a vector with itself.
+_QUIET_OVERFLOW = r"overflow encountered in dot"
+warnings.filterwarnings("ignore", message=_QUIET_OVERFLOW, category=RuntimeWarning, module=__name__)
