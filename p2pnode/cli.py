@@ -24,6 +24,7 @@ from p2pnode.config import (
     from_mapping,
     load_toml,
 )
+from p2pnode.deploy import ACTIONS as DEPLOY_ACTIONS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -263,6 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("key_id", nargs="?", help="key id (install, use, remove; new: default k1)")
     keys.add_argument("--cluster", default="default", help="new: the cluster label")
 
+    dep = sub.add_parser("deploy", help="LAN testbed through Ansible: install, start, watch, stop, collect")
+    dep.add_argument("action", choices=DEPLOY_ACTIONS)
+    dep.add_argument("-i", "--inventory", type=Path, required=True, help="Ansible inventory (deploy/)")
+    dep.add_argument("--out", type=Path, help="controller work folder (default deploy-runs/CLUSTER)")
+    dep.add_argument("--fresh", action="store_true", help="start: forget checkpoints and results first")
+    dep.add_argument("--faults", type=Path, help="collect: a fault log (JSON lines) for the timeline")
+    dep.add_argument("--wait", type=float, default=0.0, help="collect: wait up to S seconds for runs to end")
+    dep.add_argument("--key-file", type=Path, help="install: cluster keyring (default: generated in --out)")
+    dep.add_argument("--interval", type=float, default=2.0, help="watch: seconds between refreshes")
+    dep.add_argument("--count", type=int, default=0, help="watch: stop after N refreshes")
+
     data = sub.add_parser("data", help="datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
     get = data_sub.add_parser("get", help="make a dataset available offline")
@@ -435,6 +447,20 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "keys":
         return _keys(args)
+    if args.command == "deploy":
+        from p2pnode.deploy import run_action
+
+        return run_action(
+            args.action,
+            args.inventory,
+            args.out,
+            fresh=args.fresh,
+            faults=args.faults,
+            wait=args.wait,
+            key_file=args.key_file,
+            interval=args.interval,
+            count=args.count,
+        )
     if args.command == "metrics":
         from p2pnode.follow import follow
 

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from adversary.community import summarize
 from p2pnode import checkpoint
+from p2pnode.atomic import write_text
 from p2pnode.attack import AttackLab, proxy_summary
 from p2pnode.auth import KeyHolder, keyring_from_env
 from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
@@ -44,6 +45,8 @@ from protocols.gossip import TimingConfig
 
 log = logging.getLogger("p2pnode.real")
 ROUND_TICKS = TimingConfig().round_ticks
+PROCESS_STATE = "process.json"  #: in --state-dir: the history and resumes of the process
+PROGRESS = "progress.json"  #: in --state-dir: the last round reached, written every round
 
 
 class StartupError(RuntimeError):
@@ -97,6 +100,7 @@ class NodeProcess:
         self.lab = AttackLab(self.prep)
         self._stop = asyncio.Event()
         self.resumed = 0  #: nodes restored from checkpoints
+        self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
         self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
 
@@ -214,15 +218,54 @@ class NodeProcess:
         if rounds:
             self.round = min(rounds)
             self.resumed = len(rounds)
+            saved = self._load_process_state()
+            self.history = [h for h in saved.get("history", []) if h.get("round", 0) <= self.round]
+            resume: dict[str, Any] = {"round": self.round, "time": time.time()}
+            reached = self._load_progress()
+            if reached is not None and reached[0] > self.round:
+                resume["reached"], resume["reached_time"] = reached  # the rounds this resume replays
+            self.resumes = [*saved.get("resumes", []), resume]
             log.warning(
                 "resumed %d node(s) from %s at round %d", len(rounds), self.spec.state_dir, self.round
             )
 
+    def _load_process_state(self) -> dict[str, Any]:
+        """The history and resumes saved with the last checkpoints (empty when unreadable)."""
+        assert self.spec.state_dir is not None
+        path = self.spec.state_dir / PROCESS_STATE
+        try:
+            saved = json.loads(path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s unreadable (%s): the history before this resume is lost", path, exc)
+            return {}
+        return saved if isinstance(saved, dict) else {}
+
+    def _mark_progress(self) -> None:
+        """The round just reached and when, for the next resume to say what it replays."""
+        assert self.spec.state_dir is not None
+        tmp = self.spec.state_dir / (PROGRESS + ".tmp")
+        tmp.write_text(json.dumps([self.round, time.time()]))
+        os.replace(tmp, self.spec.state_dir / PROGRESS)
+
+    def _load_progress(self) -> tuple[int, float] | None:
+        assert self.spec.state_dir is not None
+        try:
+            rnd, when = json.loads((self.spec.state_dir / PROGRESS).read_text())
+            return int(rnd), float(when)
+        except (OSError, ValueError, TypeError):
+            return None
+
     def save_checkpoints(self) -> int:
-        """Checkpoint every hosted node (atomic per node); returns the bytes written."""
+        """Checkpoint every hosted node (atomic per node) and the process's history and resumes;
+        returns the bytes written."""
         if self.spec.state_dir is None:
             return 0
-        total = 0
+        total = write_text(
+            self.spec.state_dir / PROCESS_STATE,
+            json.dumps({"round": self.round, "history": self.history, "resumes": self.resumes}),
+        )
         for runtime in self.host.nodes.values():
             runtime.round = self.round
             total += checkpoint.save(
@@ -292,8 +335,6 @@ class NodeProcess:
                 break
             self._check_pace(time.perf_counter() - target, round_s)
             self.round += 1
-            if self.spec.state_dir is not None and self.round % self.spec.checkpoint_every == 0:
-                self.save_checkpoints()
             if self.round % self.config.eval_every == 0 or self.round == self.config.rounds:
                 stats = round_stats(self.round, self.host.nodes.values(), metric)
                 cia = self.lab.evaluate(self.round, self.host.nodes.values())
@@ -303,9 +344,14 @@ class NodeProcess:
                 if mia is not None:
                     stats["mia"] = mia
                 stats["seconds"] = time.perf_counter() - self._t0
+                stats["time"] = time.time()  # wall clock: lines rounds up with outside events
                 self.history.append(stats)
                 if progress is not None:
                     progress(progress_line(stats, metric, self.config.rounds, stats["seconds"]))
+            if self.spec.state_dir is not None:
+                if self.round % self.spec.checkpoint_every == 0:
+                    self.save_checkpoints()
+                self._mark_progress()
         if not stats:
             stats = round_stats(self.round, self.host.nodes.values(), metric)
         self.save_checkpoints()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
@@ -316,6 +362,7 @@ class NodeProcess:
             users=list(self.spec.users),
             rounds=self.round,
             late_rounds=self.late_rounds,
+            resumes=self.resumes,
             seconds=time.perf_counter() - self._t0,
             history=self.history,
             config=self.config.to_dict(),
@@ -567,4 +614,6 @@ def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[s
                 "bytes": sum(h["bytes"] for h in rows),
             }
         )
+        if all("time" in h for h in rows):
+            merged[-1]["time"] = max(h["time"] for h in rows)  # when the last process got there
     return merged

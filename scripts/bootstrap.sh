@@ -13,5 +13,5 @@ fi
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
   .venv/bin/python -m pip install --quiet torch==2.13.0
 fi
-.venv/bin/python -m pip install --quiet -e '.[dev,fast]'
+.venv/bin/python -m pip install --quiet -e '.[dev,fast,deploy]'
 .venv/bin/p2pnode data get ml-100k

@@ -66,6 +66,8 @@ def test_survivors_keep_learning_and_a_killed_process_rejoins_from_its_checkpoin
             procs[k].wait(timeout=10)
         saved = checkpoint.load(tmp_path / "state4" / "node-8.ckpt")
         assert saved is not None and saved["round"] >= 4
+        reached, _ = json.loads((tmp_path / "state4" / "progress.json").read_text())
+        assert reached >= max(8, saved["round"])  # how far it got: what its resume will replay
         steps0 = sum(counter(addrs[k], "p2pnode_local_steps_total") for k in survivors)
         time.sleep(5.0)
         steps1 = sum(counter(addrs[k], "p2pnode_local_steps_total") for k in survivors)

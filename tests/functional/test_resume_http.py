@@ -32,7 +32,13 @@ async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) 
     saved = {i: {k: v.copy() for k, v in n.learner.params.items()} for i, n in first.host.nodes.items()}  # type: ignore[attr-defined]
     eps = {i: n.learner.epsilon() for i, n in first.host.nodes.items()}
     views = {i: n.node.sampler.out_view() for i, n in first.host.nodes.items()}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"node-{i}.ckpt" for i in range(6)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        *(f"node-{i}.ckpt" for i in range(6)),
+        "process.json",
+        "progress.json",
+    ]
+    first_history = [h["round"] for h in first.history]
+    assert first_history == [1, 2, 3, 4]
     assert max(eps.values()) > 0  # type: ignore[type-var]
 
     second = NodeProcess(
@@ -50,6 +56,9 @@ async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) 
     finally:
         await second.shutdown()
     assert result["rounds"] == 8
+    # the history before the restart is carried over, and the resume is on record
+    assert [h["round"] for h in result["history"]] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [r["round"] for r in result["resumes"]] == [4]
     for i, n in second.host.nodes.items():
         assert n.learner.epsilon() >= eps[i]  # type: ignore[operator]  # ε never goes backwards
 
