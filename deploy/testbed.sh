@@ -12,12 +12,14 @@
 #
 # Needs root, systemd-nspawn (apt-get install systemd-container), sshd (openssh-server), iproute2,
 # nftables. Traffic stays on the bridge p2ptb0 (10.77.0.0/24): no route or NAT to the outside.
+# P2PNODE_TESTBED (folder), P2PNODE_TESTBED_PREFIX and P2PNODE_TESTBED_NET let two testbeds coexist.
 # Every fault is appended to $TESTBED/faults.jsonl, which `p2pnode deploy collect --faults` reads.
 set -euo pipefail
 
 TESTBED="${P2PNODE_TESTBED:-/var/lib/p2pnode-testbed}"
-BRIDGE=p2ptb0
-NET=10.77.0
+PREFIX="${P2PNODE_TESTBED_PREFIX:-p2ptb}"  # names of the bridge, namespaces, links (<= 8 chars)
+NET="${P2PNODE_TESTBED_NET:-10.77.0}"     # the hosts' /24
+BRIDGE="${PREFIX}0"
 KEY="$TESTBED/id_ed25519"
 SSH_OPTS=(-i "$KEY" -o UserKnownHostsFile="$TESTBED/known_hosts" -o StrictHostKeyChecking=accept-new
   -o BatchMode=yes -o ConnectTimeout=3)
@@ -47,11 +49,11 @@ up() {
   ip addr add "$NET.1/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   for i in $(seq 1 "$n"); do
-    local h="h$i" ns="p2ptb-h$i" dir="$TESTBED/h$i"
+    local h="h$i" ns="$PREFIX-h$i" dir="$TESTBED/h$i"
     echo "$h" >> "$TESTBED/hosts"
     ip netns add "$ns"
-    ip link add "tb$h" type veth peer name eth0 netns "$ns"
-    ip link set "tb$h" master "$BRIDGE" up
+    ip link add "$PREFIX$h" type veth peer name eth0 netns "$ns"
+    ip link set "$PREFIX$h" master "$BRIDGE" up
     ip -n "$ns" addr add "$(addr $h)/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
@@ -75,7 +77,7 @@ UNIT
     ln -sf /dev/null "$r/etc/systemd/system/nftables.service"  # this machine's ruleset is not the host's
     setsid systemd-nspawn -D "$r" --register=no --keep-unit --link-journal=no \
       --uuid="$(cat /proc/sys/kernel/random/uuid)" --network-namespace-path="/run/netns/$ns" \
-      -M "p2ptb-$h" -b systemd.unit=p2ptb.target > "$dir/console.log" 2>&1 < /dev/null &
+      -M "$PREFIX-$h" -b systemd.unit=p2ptb.target > "$dir/console.log" 2>&1 < /dev/null &
     echo $! > "$dir/nspawn.pid"
   done
   for h in $(hosts); do
@@ -112,14 +114,14 @@ inventory() {
 }
 
 fault() {
-  local h="$1" kind="$2" arg="${3:-}" ns="p2ptb-$1"
+  local h="$1" kind="$2" arg="${3:-}" ns="$PREFIX-$1"
   grep -qx "$h" "$TESTBED/hosts" 2>/dev/null || die "no host $h in the testbed"
   case "$kind" in
     cut)
-      ip link set "tb$h" down ;;
+      ip link set "$PREFIX$h" down ;;
     tbf) # both directions: the bridge's port towards the host, and the host's own eth0
       [ -n "$arg" ] || die "tbf needs a rate, e.g. 2mbit"
-      tc qdisc replace dev "tb$h" root tbf rate "$arg" burst 32kbit latency 200ms
+      tc qdisc replace dev "$PREFIX$h" root tbf rate "$arg" burst 32kbit latency 200ms
       ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$arg" burst 32kbit latency 200ms ;;
     drop)
       [[ "$arg" =~ ^[0-9]+$ ]] && [ "$arg" -le 100 ] || die "drop needs a percentage 0..100"
@@ -141,10 +143,10 @@ NFT
 }
 
 clear_faults() {
-  local h="$1" ns="p2ptb-$1"
+  local h="$1" ns="$PREFIX-$1"
   grep -qx "$h" "$TESTBED/hosts" 2>/dev/null || die "no host $h in the testbed"
-  ip link set "tb$h" up
-  tc qdisc del dev "tb$h" root 2>/dev/null || true
+  ip link set "$PREFIX$h" up
+  tc qdisc del dev "$PREFIX$h" root 2>/dev/null || true
   ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
   ip netns exec "$ns" nft delete table inet p2ptb_fault 2>/dev/null || true
   log_fault "$h" all off ""
@@ -162,21 +164,28 @@ status() {
 }
 
 down() {
-  for h in $(hosts); do
-    local dir="$TESTBED/$h" pid
-    pid="$(cat "$dir/nspawn.pid" 2>/dev/null || echo)"
+  local pids=()
+  for h in $(hosts); do  # every container powers off at once (SIGTERM), then stragglers die
+    local pid
+    pid="$(cat "$TESTBED/$h/nspawn.pid" 2>/dev/null || echo)"
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid" 2>/dev/null || true  # the container powers off
-      for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -KILL "$pid" 2>/dev/null || true
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
     fi
   done
+  for _ in $(seq 1 60); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.25
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for h in $(hosts); do
     local dir="$TESTBED/$h"
     if mountpoint -q "$dir/root"; then umount "$dir/root" 2>/dev/null || umount -l "$dir/root"; fi
     rm -rf "$dir"
-    ip netns del "p2ptb-$h" 2>/dev/null || true
-    ip link del "tb$h" 2>/dev/null || true
+    ip netns del "$PREFIX-$h" 2>/dev/null || true
+    ip link del "$PREFIX$h" 2>/dev/null || true
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   rm -f "$TESTBED/hosts" "$TESTBED/inventory.yml"

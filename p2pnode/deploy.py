@@ -175,8 +175,9 @@ def prepare_artifacts(
     from p2pnode.datasets import ML100K, dataset_path, default_data_dir
 
     version = _version()
-    wheelhouse = out / "wheelhouse"
-    wheelhouse.mkdir(exist_ok=True)
+    # $P2PNODE_WHEELHOUSE lets several work folders share the downloads (torch alone is 190 MB)
+    wheelhouse = Path(os.environ.get("P2PNODE_WHEELHOUSE") or out / "wheelhouse")
+    wheelhouse.mkdir(parents=True, exist_ok=True)
     for old in wheelhouse.glob("p2pnode-*.whl"):
         old.unlink()
     say("building the p2pnode wheel")
