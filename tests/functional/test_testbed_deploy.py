@@ -14,6 +14,7 @@ Takes 2-4 minutes, most of it ``pip install`` of torch on three hosts at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -109,12 +110,13 @@ def test_deploy_on_a_three_host_testbed_learns_through_faults_and_collects(
     deploy(env, "start", "--fresh", *common)
     addresses = [f"{net}.{11 + k}:7070" for k in range(3)]
     deadline = time.time() + 90
-    while True:  # every process up and past its first round
-        try:
-            if all(status(a)["round"] >= 1 for a in addresses):
-                break
-        except OSError:
-            pass
+
+    def all_running() -> bool:
+        with contextlib.suppress(OSError):  # not listening yet: ask again
+            return all(status(a)["round"] >= 1 for a in addresses)
+        return False
+
+    while not all_running():  # every process up and past its first round
         assert time.time() < deadline, "the processes did not start"
         time.sleep(0.5)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from p2pnode.config import ConfigError
-from p2pnode.deploy import count_restarts, load_faults, parse_units, timeline
+from p2pnode.deploy import ACTIONS, count_restarts, load_faults, parse_units, timeline
 from p2pnode.deploy_plan import plan_from_inventory, to_toml
 
 
@@ -171,3 +173,19 @@ def test_the_timeline_places_each_fault_at_its_hosts_round_including_rounds_a_cr
     assert out[1]["metric"] == pytest.approx(0.5)  # network mean over the processes' last evaluations
     assert out[2]["round"] is None and out[2]["metric"] is None  # before anything was evaluated
     json.dumps(out)  # the summary is JSON
+
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-core is not installed")
+def test_every_action_has_a_playbook_that_ansible_accepts() -> None:
+    books = Path(__file__).resolve().parents[2] / "deploy" / "playbooks"
+    needed = [books / f"{a}.yml" for a in ACTIONS if a not in ("check", "watch")]
+    assert all(b.exists() for b in needed), [b.name for b in needed if not b.exists()]
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "--syntax-check", "-i", "localhost,", *map(str, needed)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
