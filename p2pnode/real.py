@@ -431,8 +431,12 @@ async def run_process(
     if progress is not None:
         progress(summary(result, metric_for(config)))
     if spec.out is not None:
+        from prometheus_client import generate_latest
+
         spec.out.mkdir(parents=True, exist_ok=True)
         (spec.out / "result.json").write_text(json.dumps(result, indent=1))
+        # the final /metrics page, for whoever collects the run after the process is gone
+        (spec.out / "metrics.prom").write_bytes(generate_latest(proc.metrics.registry))
     return result
 
 

@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from p2pnode.follow import follow, scrape
 from p2pnode.launch import free_ports
@@ -77,6 +78,14 @@ def test_sigterm_stops_gracefully_and_writes_results(tmp_path: Path) -> None:
     assert "round" in out and "done:" in out
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["nodes"] == 8 and 0 < result["rounds"] < 100_000
+    # the final /metrics page stays behind for collectors, and agrees with the result
+    final = {
+        s.labels["node"]: s.value
+        for fam in text_string_to_metric_families((tmp_path / "metrics.prom").read_text())
+        for s in fam.samples
+        if s.name == "p2pnode_local_steps_total"
+    }
+    assert len(final) == 8 and sum(final.values()) == result["local_steps"] > 0
 
 
 def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:

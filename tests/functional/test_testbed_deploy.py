@@ -156,3 +156,7 @@ def test_deploy_on_a_three_host_testbed_learns_through_faults_and_collects(
     rounds = [f["round"] for f in faults]
     assert all(r is not None for r in rounds[1:])  # placed on the rounds of the run
     assert "## Faults" in report and (out / "collected" / "h2" / "journal.log").exists()
+    for host in ("h1", "h2", "h3"):  # each process's final /metrics page came back too
+        assert (
+            "p2pnode_models_received_total" in (out / "collected" / host / "metrics" / "0.prom").read_text()
+        )
