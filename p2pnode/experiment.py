@@ -565,10 +565,7 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
         ax.set_title(f"{exp.title}\none point per evaluated round, mean over seeds", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "curves.png", dpi=120)
-        plt.close(fig)
-        written.append("curves.png")
+        written.append(save_figure(fig, out / "curves.png"))
     if exp.plot == "tradeoff" and exp.x and exp.y:
         cx = next(c for c in exp.columns if c.key == exp.x)
         cy = next(c for c in exp.columns if c.key == exp.y)
@@ -591,10 +588,7 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
         ax.set_title(exp.title, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "tradeoff.png", dpi=120)
-        plt.close(fig)
-        written.append("tradeoff.png")
+        written.append(save_figure(fig, out / "tradeoff.png"))
     for col in exp.columns:
         fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(table)), 4.8))
         labels = [r["label"] for r in table]
@@ -624,12 +618,18 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
         ax.set_ylabel(col.label + (" (%)" if col.percent else ""))
         ax.set_title(f"{exp.title}: {col.label}", fontsize=10)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        name = f"{col.key}.png"
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
-        written.append(name)
+        written.append(save_figure(fig, out / f"{col.key}.png"))
     return written
+
+
+def save_figure(fig: Any, path: Path) -> str:
+    """Lay out, write (120 dpi) and close a matplotlib figure; returns the file name."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path.name
 
 
 def command_line(argv: Sequence[str]) -> str:

@@ -169,6 +169,8 @@ def _plot(out: Path, title: str, spec: MixingSpec, points: Sequence[MixingPoint]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from p2pnode.experiment import save_figure
+
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, k in enumerate(spec.degrees):
@@ -190,8 +192,4 @@ def _plot(out: Path, title: str, spec: MixingSpec, points: Sequence[MixingPoint]
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    name = "lambda2.png"
-    fig.savefig(out / name, dpi=120)
-    plt.close(fig)
-    return name
+    return save_figure(fig, out / "lambda2.png")
