@@ -113,8 +113,10 @@ def run_action(
     if action == "collect":
         shutil.rmtree(out / "collected", ignore_errors=True)
         extra["p2pnode_wait"] = wait
-    code = playbook(action, inventory, out, extra)
+    code, output = playbook(action, inventory, out, extra, quiet=action == "status")
     if code != 0:
+        if output:
+            say(output[-4000:])
         say(f"p2pnode deploy {action}: ansible-playbook exited with {code}")
         return code
     if action == "status":
@@ -127,7 +129,10 @@ def run_action(
     return 0
 
 
-def playbook(action: str, inventory: Path, out: Path, extra: dict[str, Any]) -> int:
+def playbook(
+    action: str, inventory: Path, out: Path, extra: dict[str, Any], quiet: bool = False
+) -> tuple[int, str]:
+    """Run the action's playbook; with ``quiet`` its output is kept (and shown on failure)."""
     vars_file = out / "plan.json"
     write_text(vars_file, json.dumps(extra, indent=1), mode=0o600)
     cmd = [
@@ -138,7 +143,10 @@ def playbook(action: str, inventory: Path, out: Path, extra: dict[str, Any]) -> 
         f"@{vars_file}",
         str(deploy_dir() / "playbooks" / f"{action}.yml"),
     ]
-    return subprocess.run(cmd, env=_ansible_env()).returncode
+    if quiet:
+        proc = subprocess.run(cmd, env=_ansible_env(), capture_output=True, text=True)
+        return proc.returncode, proc.stdout + proc.stderr
+    return subprocess.run(cmd, env=_ansible_env()).returncode, ""
 
 
 def _ansible_env() -> dict[str, str]:

@@ -187,6 +187,9 @@ class NodeProcess:
         server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
         site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port, ssl_context=server_ssl)
         await site.start()
+        if self.round >= self.config.rounds:  # resumed after its last round: nothing left to run,
+            self._t0 = time.perf_counter()  # and its peers may be gone; run() writes the result
+            return
         seeds.extend(await self._bootstrap())
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
         for runtime in self.host.nodes.values():

@@ -195,6 +195,11 @@ def make_app(
             if node is not None:
                 node.reject("too-large")
             return _answer(Outcome(413, "too-large"))
+        except ConnectionError:  # the sender went away mid-body (it died, or its link did)
+            node = host.nodes.get(dest)
+            if node is not None:
+                node.reject("truncated")
+            return _answer(Outcome(400, "truncated"))
         sender = None
         if keys is not None:
             now = time.time()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +76,13 @@ async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path:
     await proc.shutdown()
 
 
+def past_round_one(port: int) -> bool:
+    url = f"http://127.0.0.1:{port}/status"
+    with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=2) as resp:
+        return int(json.loads(resp.read())["round"]) >= 1
+    return False
+
+
 def test_sigterm_writes_a_checkpoint_of_every_node(tmp_path: Path) -> None:
     port = ports(1)[0]
     args = [
@@ -97,7 +107,10 @@ def test_sigterm_writes_a_checkpoint_of_every_node(tmp_path: Path) -> None:
         "--quiet",
     ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)
+    deadline = time.time() + 60
+    while not past_round_one(port):  # a loaded machine takes a while to import torch
+        assert time.time() < deadline and proc.poll() is None, "the process never got to round 1"
+        time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -113,3 +126,29 @@ def test_a_process_that_falls_behind_its_rounds_says_so_once(capsys: pytest.Capt
     assert proc.late_rounds == 5
     err = capsys.readouterr().err
     assert err.count("cannot keep up") == 1 and "--tick-seconds" in err
+
+
+async def test_a_process_killed_after_its_last_round_finishes_at_once_without_its_peers(
+    tmp_path: Path,
+) -> None:
+    config = cfg(nodes=4, rounds=3, sampling="peerswap")
+    users = (0, 1, 2, 3)
+    first = NodeProcess(config, ProcessSpec(users, "127.0.0.1", ports(1)[0], state_dir=tmp_path))
+    await first.start()
+    try:
+        await first.run()
+    finally:
+        await first.shutdown()
+    # back after the end (a kill during shutdown): its peers are gone, there is nothing to run
+    gone = ("127.0.0.1:9",)  # the discard port: nobody answers
+    again = NodeProcess(
+        config,
+        ProcessSpec(users, "127.0.0.1", ports(1)[0], peers=gone, state_dir=tmp_path, bootstrap_timeout_s=1.0),
+    )
+    await again.start()
+    try:
+        result = await again.run()
+    finally:
+        await again.shutdown()
+    assert result["rounds"] == 3 and [h["round"] for h in result["history"]] == [1, 2, 3]
+    assert [r["round"] for r in result["resumes"]] == [3]
