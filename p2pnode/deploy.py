@@ -89,6 +89,11 @@ def run_action(
     count: int = 0,
     say: Callable[[str], None] = print,
 ) -> int:
+    """Carry out one action against the hosts of ``inventory``; returns the exit status.
+
+    ``out`` is the controller's work folder (default ``deploy-runs/CLUSTER``): the plan handed to
+    Ansible, the wheelhouse and key of ``install``, and what ``status`` and ``collect`` fetch.
+    """
     plan = read_inventory(inventory)
     if faults is not None:
         load_faults(faults)  # a bad fault log fails before any host is touched
