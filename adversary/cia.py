@@ -51,7 +51,7 @@ class CIAObserver:
         k: int = 50,
         momentum: float = 0.99,
         exclude: Sequence[Iterable[int]] | None = None,
-        share_less: bool = False,
+        fictive_user: bool = False,
         keep_last: bool = False,
     ) -> None:
         if not targets or any(len(t) == 0 for t in targets):
@@ -63,7 +63,7 @@ class CIAObserver:
         self.model = model
         self.k = k
         self.beta = float(momentum)
-        self.share_less = share_less
+        self.fictive_user = fictive_user  #: score with e_A per target (Share less, §IV-C)
         uniq = [np.unique(np.asarray(t, dtype=np.int64)) for t in targets]
         self.rows = np.unique(np.concatenate(uniq))  #: the item rows kept per observed user
         pos = np.searchsorted(self.rows, np.concatenate(uniq))
@@ -80,10 +80,13 @@ class CIAObserver:
         self.v: dict[int, Params] = {}  #: v_u restricted to ``rows`` (views onto ``_buf``)
         self._buf: dict[int, npt.NDArray[np.float32]] = {}
         self._layout: list[tuple[str, int, tuple[int, ...]]] | None = None
+        self._slices: list[tuple[str, int, int, tuple[int, ...]]] = []  #: name, start, end, shape
+        self._shapes: dict[str, tuple[int, ...]] = {}
         self._size = 0
         self._scratch = np.zeros(0, dtype=np.float32)
         self._scratch_views: Params = {}
-        self.scores: dict[int, npt.NDArray[np.float64]] = {}  #: y_u per target
+        self._scores: dict[int, npt.NDArray[np.float64]] = {}  #: y_u per target
+        self._unscored: set[int] = set()  #: users whose v_u changed since it was last scored
         self.observations = 0
         self._refs: Array | None = None  #: e_A per target (Share less)
         self.keep_last = keep_last
@@ -98,6 +101,10 @@ class CIAObserver:
             self._set_layout(self.model.keep(params, self.rows))
         self.model.keep_into(params, self.rows, self._scratch_views)
         return self._fold_scratch(user)
+
+    def keep(self, params: Mapping[str, Array]) -> Params:
+        """A copy of the part of ``params`` this observer keeps (what a colluder multicasts)."""
+        return self.model.keep(params, self.rows)
 
     def fold(self, user: int, kept: Mapping[str, Array]) -> Params:
         """An observation already restricted to ``rows`` (a colluder's multicast v_u)."""
@@ -136,10 +143,7 @@ class CIAObserver:
         self._layout = None
         self._buf, self.v, self.last = {}, {}, {}
         if layout:
-            self._layout = layout
-            self._size = sum(int(np.prod(shape)) for _, _, shape in layout)
-            self._scratch = np.zeros(self._size, dtype=np.float32)
-            self._scratch_views = self._views(self._scratch)
+            self._adopt_layout(layout)
         for u, buf in state["v"].items():
             arr = np.asarray(buf, dtype=np.float32)
             if arr.shape != (self._size,):
@@ -149,17 +153,29 @@ class CIAObserver:
         for u, buf in state["last"].items():
             self.last[int(u)] = self._views(np.asarray(buf, dtype=np.float32).copy())
         n_targets = len(self.targets)
-        self.scores = {}
+        self._scores, self._unscored = {}, set()
         for u, sc in state["scores"].items():
             arr64 = np.asarray(sc, dtype=np.float64)
             if arr64.shape != (n_targets,):
                 raise ValueError("checkpoint scores do not match this observer's targets")
-            self.scores[int(u)] = arr64.copy()
+            self._scores[int(u)] = arr64.copy()
         self.observations = int(state["observations"])
         self._refs = None if state["refs"] is None else np.asarray(state["refs"], dtype=np.float32).copy()
         self._table = None
 
     # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def scores(self) -> dict[int, npt.NDArray[np.float64]]:
+        """y_u per target of every observed user (AddSorted, line 13). Under full sharing y_u
+        depends on v_u alone, so it is computed when asked for, once per change of v_u: a
+        colluder whose accuracy is never read (every group member but the first) never scores.
+        Under Share less it is computed at observation time with the e_A of that time."""
+        if self._unscored:
+            for u in sorted(self._unscored):
+                self._scores[u] = self._evaluate(self.v[u])
+            self._unscored.clear()
+        return self._scores
 
     @property
     def observed(self) -> set[int]:
@@ -192,7 +208,7 @@ class CIAObserver:
         cols = self._flat[lo : lo + int(self._sizes[target])]
         if not users:
             return users, np.zeros((0, len(cols)), np.float32)
-        if self.share_less:
+        if self.fictive_user:
             if self._refs is None:
                 raise RuntimeError("Share less: set_reference must train e_A first")
             ref = self._refs[target]
@@ -215,17 +231,20 @@ class CIAObserver:
         layout, at = [], 0
         for name in sorted(kept):
             shape = tuple(np.shape(kept[name]))
-            size = int(np.prod(shape))
             layout.append((name, at, shape))
-            at += size
+            at += int(np.prod(shape))
+        self._adopt_layout(layout)
+
+    def _adopt_layout(self, layout: list[tuple[str, int, tuple[int, ...]]]) -> None:
         self._layout = layout
-        self._size = at
-        self._scratch = np.zeros(at, dtype=np.float32)
+        self._slices = [(name, at, at + int(np.prod(shape)), shape) for name, at, shape in layout]
+        self._shapes = {name: shape for name, _, shape in layout}
+        self._size = self._slices[-1][2] if layout else 0
+        self._scratch = np.zeros(self._size, dtype=np.float32)
         self._scratch_views = self._views(self._scratch)
 
     def _views(self, buf: npt.NDArray[np.float32]) -> Params:
-        assert self._layout is not None
-        return {name: buf[at : at + int(np.prod(shape))].reshape(shape) for name, at, shape in self._layout}
+        return {name: buf[lo:hi].reshape(shape) for name, lo, hi, shape in self._slices}
 
     def _fold_scratch(self, user: int) -> Params:
         """Eq. 4 with the observation in the scratch buffer (which it consumes)."""
@@ -241,20 +260,21 @@ class CIAObserver:
             self._scratch *= np.float32(1.0 - self.beta)
             buf += self._scratch
         v = self.v[user]
-        self.scores[user] = self._evaluate(v)
+        if self.fictive_user:  # scored with the e_A of now
+            self._scores[user] = self._evaluate(v)
+        else:
+            self._unscored.add(user)
         self.observations += 1
         return v
 
     def _check(self, kept: Mapping[str, Array]) -> None:
-        assert self._layout is not None
-        if set(kept) != {name for name, _, _ in self._layout} or any(
-            tuple(np.shape(kept[name])) != shape for name, _, shape in self._layout
-        ):
+        shapes = self._shapes
+        if kept.keys() != shapes.keys() or any(np.shape(a) != shapes[name] for name, a in kept.items()):
             raise ValueError("observation does not match the observer's kept parameters")
 
     def _evaluate(self, v: Params) -> npt.NDArray[np.float64]:
         """EvaluateModel: mean relevance of each target's items under v (line 12)."""
-        if self.share_less:
+        if self.fictive_user:
             if self._refs is None:
                 raise RuntimeError("Share less: set_reference must train e_A before observing")
             rel = self.model.relevance(v, self._refs[self._owner], self._flat)

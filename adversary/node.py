@@ -7,7 +7,8 @@ runs and returns their effects unchanged, so its protocol traffic is exactly an 
 - an observation of every model it receives (a gossip model, or a FedAvg client update at the
   server) before the protocol merges it;
 - for a colluder, ``Send(partner, CollusionMessage(u, v_u))`` to every partner (Alg. 2 l.14), and
-  folding partners' multicasts into its own state;
+  folding partners' multicasts into its own state (``multicast="theta"``: the received Θ_u, kept
+  rows only, instead of v_u; a variant the paper does not run, for finding 6 of REPRODUCTION.md);
 - under Share less, a refresh of the fictive user e_A against its own current model every
   ``refresh_every`` wake-ups, with its own RNG (the protocol's RNG stream is left alone).
 """
@@ -38,8 +39,12 @@ class AdversaryNode(GossipNode):
         reference: Callable[[], Mapping[str, Array]] | None = None,
         refresh_every: int = 10,
         seed: int = 0,
+        multicast: str = "v",
     ) -> None:
         super().__init__(protocol)
+        if multicast not in ("v", "theta"):
+            raise ValueError("multicast must be 'v' or 'theta'")
+        self.multicast_theta = multicast == "theta"
         self.observer = observer
         self.partners = tuple(p for p in partners if p != protocol.node_id)
         self.reference = reference
@@ -48,12 +53,12 @@ class AdversaryNode(GossipNode):
         self.multicasts_received = 0
         self._rng = np.random.default_rng([seed, int(protocol.node_id), 0xC1A])
         self._wakes = 0
-        if observer.share_less:
+        if observer.fictive_user:
             self._refresh()
 
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         effects = super().on_timer(key, now, rng)
-        if key == WAKE_TIMER and self.observer.share_less:
+        if key == WAKE_TIMER and self.observer.fictive_user:
             self._wakes += 1
             if self._wakes % self.refresh_every == 0:
                 self._refresh()
@@ -69,9 +74,10 @@ class AdversaryNode(GossipNode):
         if isinstance(message, ModelMessage) or (
             isinstance(message, FedMessage) and message.kind == "update"
         ):
+            theta = self.observer.keep(message.params) if self.multicast_theta and self.partners else None
             v = self.observer.observe(int(sender), message.params)
-            for partner in self.partners:
-                observed.append(Send(partner, CollusionMessage(int(sender), v)))
+            multicast = CollusionMessage(int(sender), v if theta is None else theta)  # one for all
+            observed.extend(Send(partner, multicast) for partner in self.partners)
             self.multicasts_sent += len(self.partners)
         return [*super().on_message(sender, message, now, rng), *observed]
 

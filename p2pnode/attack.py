@@ -155,14 +155,14 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
     if spec is None:
         return GossipNode(protocol)
     cfg = prep.config
-    share_less = cfg.learning.share_less
+    fictive = cfg.learning.share_less or cfg.attack.fictive_user  # Share less models have no user
     observer = CIAObserver(
         attack_model(cfg.model),
         spec.targets,
         k=cfg.attack.target_k,
         momentum=cfg.attack.momentum,
         exclude=spec.exclude,
-        share_less=share_less,
+        fictive_user=fictive,
         keep_last=bool(cfg.attack.mia_proxy),
     )
 
@@ -174,9 +174,10 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         protocol,
         observer,
         spec.partners,
-        reference if share_less else None,
+        reference if fictive else None,
         cfg.attack.refresh_every,
         seed=cfg.seed,
+        multicast=cfg.attack.multicast,
     )
 
 

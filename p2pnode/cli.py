@@ -79,6 +79,17 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument("--colluders", type=float, metavar="F", help="gossip: share of nodes per colluding group")
     ag.add_argument("--colluder-groups", type=int, help="disjoint colluding groups (default 1)")
     ag.add_argument("--cia-refresh", type=int, help="Share less: retrain e_A every N wake-ups (10)")
+    ag.add_argument(
+        "--multicast",
+        choices=("v", "theta"),
+        help="colluders send v_u (default, Algorithm 2) or the received model Θ_u",
+    )
+    ag.add_argument(
+        "--fictive-user",
+        action="store_true",
+        default=None,
+        help="score shared models with a fictive user trained on V_target, as under Share less",
+    )
     ag.add_argument("--mia", action="store_true", help="MPE membership inference on every node (002 §2.5)")
     ag.add_argument(
         "--mia-holdout",
@@ -145,6 +156,8 @@ _FLAG_FIELDS = {
     "colluders": "attack.colluders",
     "colluder_groups": "attack.colluder_groups",
     "cia_refresh": "attack.refresh_every",
+    "multicast": "attack.multicast",
+    "fictive_user": "attack.fictive_user",
     "mia_proxy": "attack.mia_proxy",
     "mia_holdout": "attack.mia_holdout",
     "dp_epsilon": "learning.dp_epsilon",

@@ -91,6 +91,8 @@ class AttackConfig:
     colluders: float = 0.0  #: gossip: share of nodes in each colluding group (0: none)
     colluder_groups: int = 1  #: how many disjoint colluding groups (each one adversary)
     refresh_every: int = 10  #: Share less: retrain e_A every this many wake-ups
+    multicast: str = "v"  #: colluders send partners v_u (Alg. 2 l.14) | "theta": the received Θ_u
+    fictive_user: bool = False  #: score shared models with e_A (as under Share less), not their own
     mia: bool = False  #: MPE membership inference on every hosted node's model (002 §2.5)
     mia_proxy: str = ""  #: thresholds ρ "0.2,0.4": MIA as a CIA proxy (000 §VIII-C, GMF only)
     mia_holdout: int = 0  #: latest training items per user kept out of training as MIA non-members
@@ -185,6 +187,7 @@ class RunConfig:
         _check(0 <= a.colluders <= 1, "colluders", "must be in [0, 1]")
         _check(a.colluder_groups >= 1, "colluder-groups", "must be >= 1")
         _check(a.refresh_every >= 1, "cia-refresh", "must be >= 1")
+        _check(a.multicast in ("v", "theta"), "multicast", "must be v (Algorithm 2) or theta")
         _check(
             not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
         )

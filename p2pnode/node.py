@@ -22,9 +22,10 @@ from p2pnode.wire.codec import (
     decode_collusion,
     decode_model,
     decode_sampling,
-    encode_collusion_frame,
     encode_model_frame,
     encode_sampling_frame,
+    frame_with_body,
+    pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import MODEL_TYPES, Channel, MsgType, WireError
@@ -92,6 +93,7 @@ class NodeRuntime:
         self.counters = NodeCounters()
         self.on_learned = on_learned
         self._timers: dict[str, TimerHandle] = {}
+        self._multicast: tuple[CollusionMessage, bytes] | None = None  #: the last multicast packed
         self.stopped = False
         self.last_version: dict[int, int] = {}  #: per sender: newest model version taken
         label = str(self.node_id)
@@ -236,7 +238,9 @@ class NodeRuntime:
             self._send_model(peer, message, allow_delta=True)
             return
         if isinstance(message, CollusionMessage):
-            data = encode_collusion_frame(self.node_id, peer, message)
+            if self._multicast is None or self._multicast[0] is not message:
+                self._multicast = (message, pack_collusion_body(message))
+            data = frame_with_body(MsgType.COLLUDE, self.node_id, peer, self._multicast[1])
             self._account(Channel.COLLUDE, len(data))
             self.counters.multicasts_sent += 1
             self.transport.send(self.node_id, peer, Channel.COLLUDE, data, lambda out: self._sent(peer, out))

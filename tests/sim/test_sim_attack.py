@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from p2pnode.attack import plan_for
 from p2pnode.build import prepare
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.sim import Simulation, simulate
 from p2pnode.transport.memory import MemoryNetwork
 
 
@@ -73,6 +74,34 @@ def test_colluders_see_more_and_multicast_what_they_receive() -> None:
     assert cia["upper_bound"] > 2 * single["upper_bound"]
     assert cia["max_aac"] > single["max_aac"]
     assert group["messages"] > simulate(synthetic(rounds=5).replace(**{"attack.kind": ""}))["messages"]
+
+
+def test_theta_multicast_sees_the_same_users_and_sends_as_many_messages() -> None:
+    """Multicasting Θ_u instead of v_u (finding 6's variant) changes what partners fold, not who
+    they hear about or how much traffic the group makes."""
+    base = synthetic(rounds=4).replace(**{"attack.colluders": 0.2, "attack.colluder_groups": 2})
+    v = simulate(base)
+    theta = simulate(base.replace(**{"attack.multicast": "theta"}))
+    assert theta["cia"]["upper_bound"] == v["cia"]["upper_bound"] > 0
+    assert theta["messages"] == v["messages"]
+    states = []
+    for config in (base, base.replace(**{"attack.multicast": "theta"})):
+        sim = Simulation(config)
+        for _ in range(4):
+            sim.run_round()
+        first = sim.host.nodes[min(plan_for(sim.prep).adversaries)].node  # type: ignore[union-attr]
+        states.append(first.observer.state()["v"])  # type: ignore[attr-defined]
+    assert states[0].keys() == states[1].keys()
+    assert any(not np.array_equal(states[0][u], states[1][u]) for u in states[0])  # partners' Θ_u folded
+
+
+def test_fictive_user_scores_full_models_with_a_trained_user_and_finds_communities() -> None:
+    """``fictive_user`` pairs every received item table with e_A (as under Share less, §IV-C)."""
+    group = synthetic(rounds=6).replace(**{"attack.colluders": 0.2, "attack.colluder_groups": 2})
+    cia = simulate(group.replace(**{"attack.fictive_user": True}))["cia"]
+    assert cia["max_aac"] > 1.5 * cia["random_bound"], cia["aac"]
+    plain = simulate(group)["cia"]
+    assert cia["aac"] != plain["aac"] and cia["per_round_bounds"] == plain["per_round_bounds"]
 
 
 def test_mpe_attack_reads_membership_off_every_client_model() -> None:

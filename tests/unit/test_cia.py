@@ -75,7 +75,7 @@ def test_share_less_scores_with_a_fictive_user_trained_on_the_target() -> None:
     item[:5] = rng.normal(0, 1, d) + rng.normal(0, 0.1, (5, d))  # the target items look alike
     ref = {gmf.ITEM: item, gmf.H: np.ones(d, np.float32), gmf.B: np.zeros(1, np.float32)}
     target = np.arange(5)
-    obs = CIAObserver(GMFAttack(), [target], k=1, momentum=0.0, share_less=True)
+    obs = CIAObserver(GMFAttack(), [target], k=1, momentum=0.0, fictive_user=True)
     with pytest.raises(RuntimeError, match="set_reference"):
         obs.observe(0, ref)
     obs.set_reference(ref, rng)

@@ -37,6 +37,20 @@ def test_bad_config_files_name_the_problem(tmp_path: Path, text: str, message: s
         load_toml(f)
 
 
+def test_attack_variant_flags_reach_the_config_and_bad_values_are_refused(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["simulate", "--attack", "cia", "--multicast", "theta", "--fictive-user"]
+    )
+    cfg = config_from_args(args)
+    assert (cfg.attack.multicast, cfg.attack.fictive_user) == ("theta", True)
+    plain = config_from_args(build_parser().parse_args(["simulate", "--attack", "cia"]))
+    assert (plain.attack.multicast, plain.attack.fictive_user) == ("v", False)
+    f = tmp_path / "c.toml"
+    f.write_text('[attack]\nkind = "cia"\nmulticast = "everything"\n')
+    with pytest.raises(ConfigError, match="multicast"):
+        load_toml(f).validate()
+
+
 def test_validation_rejects_view_larger_than_network() -> None:
     with pytest.raises(ConfigError, match="view-size"):
         RunConfig(nodes=3, view_size=3).validate()

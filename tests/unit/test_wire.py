@@ -8,17 +8,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adversary.messages import CollusionMessage
 from learning import gmf
 from learning.params import spec_of
 from p2pnode.wire.codec import (
+    _pack,
+    decode_collusion,
     decode_frame,
     decode_model,
     decode_sampling,
     encode_model_frame,
     encode_sampling_frame,
+    frame_with_body,
+    pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
-from p2pnode.wire.schema import DECODE_REASONS, WIRE_VERSION, MsgType, WireError
+from p2pnode.wire.schema import DECODE_REASONS, MAX_NODE_ID, WIRE_VERSION, MsgType, WireError
 from p2pnode.wire.tensors import pack_tensor
 from peer_sampling.messages import (
     LockReply,
@@ -279,3 +284,20 @@ def test_mutation_fuzz_of_valid_frames_only_yields_clean_outcomes() -> None:
     outcomes = run(3000, seed=1)
     assert sum(outcomes.values()) == 3000
     assert outcomes["ok"] > 0 and outcomes["malformed"] > 0 and outcomes["truncated"] > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, MAX_NODE_ID - 1), st.integers(0, MAX_NODE_ID - 1), st.integers(0, MAX_NODE_ID - 1))
+def test_multicast_packed_once_is_the_same_frame_byte_for_byte(sender: int, dest: int, user: int) -> None:
+    rng = np.random.default_rng(user % 97)
+    kept = {"item": rng.normal(size=(3, 4)).astype(np.float32), "h": rng.normal(size=(4,)).astype(np.float32)}
+    message = CollusionMessage(user, kept)
+    body = {"u": user, "p": {k: pack_tensor(v) for k, v in kept.items()}}
+    data = frame_with_body(MsgType.COLLUDE, sender, dest, pack_collusion_body(message))
+    assert data == _pack(MsgType.COLLUDE, sender, dest, body)
+    frame = decode_frame(data, 1 << 20)
+    assert (frame.type, frame.sender, frame.dest) == (MsgType.COLLUDE, sender, dest)
+    back = decode_collusion(frame, spec_of(kept))
+    assert back.user == user
+    for name, arr in kept.items():
+        np.testing.assert_array_equal(back.params[name], arr)

@@ -1,0 +1,96 @@
+"""A colluder's multicast (000 Algorithm 2, line 14): v_u by default, the received Θ_u as a variant."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from adversary.cia import CIAObserver
+from adversary.messages import CollusionMessage
+from adversary.models import GMFAttack
+from adversary.node import AdversaryNode
+from learning import gmf
+from peer_sampling.base import StaticView
+from peer_sampling.effects import Send
+from protocols.base_gl import BaseGossip
+from protocols.gossip import TimingConfig
+from protocols.messages import ModelMessage
+
+
+class StillLearner:
+    """A learner whose merges and updates change nothing (the observer is under test)."""
+
+    def __init__(self) -> None:
+        self.params = model(0.0, 0.0)
+        self.version = 0
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.params.items()}
+
+    def merge(self, models) -> None:  # type: ignore[no-untyped-def]
+        self.version += 1
+
+    def local_update(self) -> int:
+        return 0
+
+
+def model(user: float, item: float) -> dict[str, np.ndarray]:
+    return {
+        gmf.USER: np.full((1, 2), user, np.float32),
+        gmf.ITEM: np.full((4, 2), item, np.float32),
+        gmf.H: np.ones(2, np.float32),
+        gmf.B: np.zeros(1, np.float32),
+    }
+
+
+def colluder(multicast: str, partners: tuple[int, ...] = (5, 6)) -> AdversaryNode:
+    proto = BaseGossip(0, StillLearner(), StaticView(0, [1], []), TimingConfig())  # type: ignore[arg-type]
+    observer = CIAObserver(GMFAttack(), [np.array([1, 2])], k=1, momentum=0.5)
+    return AdversaryNode(proto, observer, partners, multicast=multicast)
+
+
+def multicasts(effects: list[object]) -> list[Send]:
+    return [e for e in effects if isinstance(e, Send) and isinstance(e.message, CollusionMessage)]
+
+
+def test_colluder_multicasts_its_momentum_model_to_every_partner_once() -> None:
+    node = colluder("v")
+    rng = random.Random(0)
+    node.on_message(9, ModelMessage(1, model(1.0, 2.0)), 0.0, rng)
+    sent = multicasts(node.on_message(9, ModelMessage(2, model(1.0, 4.0)), 1.0, rng))
+    assert [s.to for s in sent] == [5, 6]
+    assert sent[0].message is sent[1].message  # one message for all partners, packed once
+    message = sent[0].message
+    assert isinstance(message, CollusionMessage) and message.user == 9
+    np.testing.assert_allclose(message.params[gmf.ITEM], np.full((2, 2), 3.0))  # 0.5·2 + 0.5·4
+    assert node.multicasts_sent == 4
+
+
+def test_theta_variant_multicasts_the_received_model_rows_and_still_folds_it() -> None:
+    node = colluder("theta")
+    rng = random.Random(0)
+    node.on_message(9, ModelMessage(1, model(1.0, 2.0)), 0.0, rng)
+    received = model(1.0, 4.0)
+    sent = multicasts(node.on_message(9, ModelMessage(2, received), 1.0, rng))
+    message = sent[0].message
+    assert isinstance(message, CollusionMessage)
+    np.testing.assert_allclose(message.params[gmf.ITEM], np.full((2, 2), 4.0))  # Θ_u, target rows
+    received[gmf.ITEM][:] = -1.0  # the multicast is a copy, not a view of the sender's arrays
+    np.testing.assert_allclose(message.params[gmf.ITEM], np.full((2, 2), 4.0))
+    np.testing.assert_allclose(node.observer.v[9][gmf.ITEM], np.full((2, 2), 3.0))  # v_u as before
+
+
+def test_a_partner_folds_multicasts_only_from_its_group() -> None:
+    node = colluder("v")
+    rng = random.Random(0)
+    kept = {name: arr.copy() for name, arr in GMFAttack().keep(model(1.0, 2.0), np.array([1, 2])).items()}
+    assert node.on_message(5, CollusionMessage(9, kept), 0.0, rng) == []
+    assert node.on_message(7, CollusionMessage(8, kept), 0.0, rng) == []  # 7 is no partner
+    assert node.observer.observed == {9} and node.multicasts_received == 1
+
+
+def test_unknown_multicast_variant_is_refused() -> None:
+    with pytest.raises(ValueError, match="multicast"):
+        colluder("everything")
