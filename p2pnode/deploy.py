@@ -115,18 +115,24 @@ def run_action(
     if action == "status":
         shutil.rmtree(out / "status", ignore_errors=True)
         (out / "status").mkdir()
+    staging = out / "collected.partial"  # a failed collect leaves the last good one in place
     if action == "collect":
-        shutil.rmtree(out / "collected", ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         extra["p2pnode_wait"] = wait
+        extra["p2pnode_collect_into"] = str(staging.resolve())
     code, output = playbook(action, inventory, out, extra, quiet=action == "status")
     if code != 0:
         if output:
             say(output[-4000:])
         say(f"p2pnode deploy {action}: ansible-playbook exited with {code}")
+        if action == "collect":
+            say(f"p2pnode deploy collect: what was fetched is in {staging}; {out / 'collected'} is unchanged")
         return code
     if action == "status":
         say(status_table(plan, out / "status"))
     if action == "collect":
+        shutil.rmtree(out / "collected", ignore_errors=True)
+        staging.rename(out / "collected")
         started = out / "started.json"
         since = json.loads(started.read_text())["time"] if started.exists() else None
         report = collect_report(plan, out / "collected", faults, since)

@@ -101,6 +101,7 @@ class NodeProcess:
         self._stop = asyncio.Event()
         self.resumed = 0  #: nodes restored from checkpoints
         self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
+        self._progress_failing = False  #: progress.json could not be written last round
         self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
 
@@ -249,8 +250,17 @@ class NodeProcess:
         """The round just reached and when, for the next resume to say what it replays."""
         assert self.spec.state_dir is not None
         tmp = self.spec.state_dir / (PROGRESS + ".tmp")
-        tmp.write_text(json.dumps([self.round, time.time()]))
-        os.replace(tmp, self.spec.state_dir / PROGRESS)
+        try:
+            tmp.write_text(json.dumps([self.round, time.time()]))
+            os.replace(tmp, self.spec.state_dir / PROGRESS)
+        except OSError as exc:  # a full disk must not stop the node: only the resume note suffers
+            if not self._progress_failing:
+                log.warning("cannot write %s (%s): a resume will not know the last round reached", tmp, exc)
+            self._progress_failing = True
+            return
+        if self._progress_failing:
+            log.warning("%s written again", self.spec.state_dir / PROGRESS)
+        self._progress_failing = False
 
     def _load_progress(self) -> tuple[int, float] | None:
         assert self.spec.state_dir is not None

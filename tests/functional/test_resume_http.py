@@ -66,6 +66,24 @@ async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) 
         assert n.learner.epsilon() >= eps[i]  # type: ignore[operator]  # ε never goes backwards
 
 
+async def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "progress.json.tmp").mkdir()  # every write of the progress file now fails
+    proc = NodeProcess(
+        cfg(nodes=4, rounds=3), ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+    )
+    await proc.start()
+    try:
+        result = await proc.run()
+    finally:
+        await proc.shutdown()
+    assert result["rounds"] == 3 and [h["round"] for h in result["history"]] == [1, 2, 3]
+    assert not (tmp_path / "progress.json").exists()
+    warned = [r.getMessage() for r in caplog.records if "progress.json" in r.getMessage()]
+    assert len(warned) == 1 and "cannot write" in warned[0]  # said once, not every round
+
+
 async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "node-2.ckpt").write_bytes(b"garbage")
     proc = NodeProcess(
