@@ -9,8 +9,10 @@ runs and returns their effects unchanged, so its protocol traffic is exactly an 
 - for a colluder, ``Send(partner, CollusionMessage(u, v_u))`` to every partner (Alg. 2 l.14), and
   folding partners' multicasts into its own state (``multicast="theta"``: the received Θ_u, kept
   rows only, instead of v_u; a variant the paper does not run, for finding 6 of REPRODUCTION.md);
-- under Share less, a refresh of the fictive user e_A against its own current model every
-  ``refresh_every`` wake-ups, with its own RNG (the protocol's RNG stream is left alone).
+- under Share less (or ``fictive_user``), a refresh of the fictive user e_A against its own
+  current model every ``refresh_every`` wake-ups of a gossip node, and every round at the FedAvg
+  server (right after it aggregates, so the updates of a round are scored against that round's
+  global model), with its own RNG (the protocol's RNG stream is left alone).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
 from learning.params import Array
 from peer_sampling.effects import Effect, NodeId, Send
+from protocols.fedavg import ROUND_TIMER
 from protocols.gossip import WAKE_TIMER, GossipNode, GossipProtocol
 from protocols.messages import FedMessage, ModelMessage
 
@@ -53,15 +56,20 @@ class AdversaryNode(GossipNode):
         self.multicasts_received = 0
         self._rng = np.random.default_rng([seed, int(protocol.node_id), 0xC1A])
         self._wakes = 0
+        self.refreshes = 0  #: how many times e_A was trained
         if observer.fictive_user:
             self._refresh()
 
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         effects = super().on_timer(key, now, rng)
-        if key == WAKE_TIMER and self.observer.fictive_user:
+        if not self.observer.fictive_user:
+            return effects
+        if key == WAKE_TIMER:
             self._wakes += 1
             if self._wakes % self.refresh_every == 0:
                 self._refresh()
+        elif key == ROUND_TIMER:  # the FedAvg server: one adversary, a new global model each round
+            self._refresh()
         return effects
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
@@ -84,3 +92,4 @@ class AdversaryNode(GossipNode):
     def _refresh(self) -> None:
         if self.reference is not None:
             self.observer.set_reference(self.reference(), self._rng)
+            self.refreshes += 1

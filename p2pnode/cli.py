@@ -78,7 +78,7 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument("--target-genre", metavar="GENRE", help="V_target: an ML-100k genre, e.g. Horror")
     ag.add_argument("--colluders", type=float, metavar="F", help="gossip: share of nodes per colluding group")
     ag.add_argument("--colluder-groups", type=int, help="disjoint colluding groups (default 1)")
-    ag.add_argument("--cia-refresh", type=int, help="Share less: retrain e_A every N wake-ups (10)")
+    ag.add_argument("--cia-refresh", type=int, help="Share less, gossip: retrain e_A every N wake-ups (10)")
     ag.add_argument(
         "--multicast",
         choices=("v", "theta"),

@@ -90,7 +90,7 @@ class AttackConfig:
     target_genre: str = ""  #: an ML-100k genre ("Horror") as V_target for every attacker
     colluders: float = 0.0  #: gossip: share of nodes in each colluding group (0: none)
     colluder_groups: int = 1  #: how many disjoint colluding groups (each one adversary)
-    refresh_every: int = 10  #: Share less: retrain e_A every this many wake-ups
+    refresh_every: int = 10  #: Share less, gossip: retrain e_A every this many wake-ups (server: each round)
     multicast: str = "v"  #: colluders send partners v_u (Alg. 2 l.14) | "theta": the received Θ_u
     fictive_user: bool = False  #: score shared models with e_A (as under Share less), not their own
     mia: bool = False  #: MPE membership inference on every hosted node's model (002 §2.5)

@@ -104,6 +104,18 @@ def test_fictive_user_scores_full_models_with_a_trained_user_and_finds_communiti
     assert cia["aac"] != plain["aac"] and cia["per_round_bounds"] == plain["per_round_bounds"]
 
 
+@pytest.mark.parametrize("variant", [{"learning.share_less": True}, {"attack.fictive_user": True}])
+def test_fedavg_server_retrains_its_fictive_user_on_every_global_model(variant: dict[str, Any]) -> None:
+    sim = Simulation(synthetic(protocol="fedavg", rounds=3).replace(**variant))
+    server = sim.host.nodes[sim.config.nodes].node
+    refs = []
+    for _ in range(3):
+        sim.run_round()
+        refs.append(server.observer._refs.copy())  # type: ignore[attr-defined]
+    assert server.refreshes == 1 + 3  # type: ignore[attr-defined]  # at start, then after each aggregation
+    assert not np.array_equal(refs[0], refs[2])  # trained against a model that moved
+
+
 def test_mpe_attack_reads_membership_off_every_client_model() -> None:
     result = simulate(synthetic(protocol="fedavg", rounds=4).replace(**{"attack.mia": True}))
     mia = result["mia"]
