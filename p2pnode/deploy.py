@@ -118,6 +118,7 @@ def run_action(
     staging = out / "collected.partial"  # a failed collect leaves the last good one in place
     if action == "collect":
         shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()  # exists even when no host has anything to fetch
         extra["p2pnode_wait"] = wait
         extra["p2pnode_collect_into"] = str(staging.resolve())
     code, output = playbook(action, inventory, out, extra, quiet=action == "status")
