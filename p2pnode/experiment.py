@@ -220,9 +220,24 @@ def lookup_at_max(summary: Mapping[str, Any], path: str, of: str) -> float | Non
     return values[max(range(len(key)), key=key.__getitem__)]
 
 
+#: Learning settings a model never reads (``build.prepare`` and ``build.make_learner`` are the
+#: only readers): a run's key leaves them out, so experiment files that differ only there share
+#: their runs (a GMF row of table3, which sets prme_lr for its PRME rows, is fig3's GMF row).
+UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
+    "gmf": ("prme_dim", "prme_lr", "prme_reg"),
+    "prme": ("factors", "lr", "negatives"),
+}
+
+
 def run_key(config: RunConfig) -> str:
-    """Runs with the same configuration (seed included) are run once and shared between rows."""
-    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+    """Runs with the same configuration (seed included) are run once and shared between rows.
+
+    Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key.
+    """
+    identity = config.to_dict()
+    for name in UNUSED_BY_MODEL.get(config.model, ()):
+        identity["learning"].pop(name, None)
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,24 @@ def test_runs_recorded_before_a_setting_existed_are_reused(tmp_path: Path) -> No
 
     ex.run_experiment(exp, tmp_path, TINY, seeds=[0], runner=counting)
     assert calls == []  # nothing reran
-    changed = {**TINY, "learning": {"lr": 0.02}}
+    changed = {**TINY, "learning": {"batch_size": 128}}  # both models read it
     ex.run_experiment(exp, tmp_path, changed, seeds=[0], runner=counting)
     assert len(calls) == 2  # a recorded value that differs is a different run
+
+
+def test_settings_a_model_never_reads_do_not_split_runs() -> None:
+    """GMF ignores the PRME settings and PRME the GMF ones; anything a model reads keys the run."""
+    gmf = RunConfig()
+    assert gmf.model == "gmf"
+    prme = dataclasses.replace(gmf, model="prme")
+
+    def learning(config: RunConfig, **changes: Any) -> RunConfig:
+        return dataclasses.replace(config, learning=dataclasses.replace(config.learning, **changes))
+
+    assert ex.run_key(learning(gmf, prme_lr=0.2, prme_dim=8)) == ex.run_key(gmf)
+    assert ex.run_key(learning(gmf, lr=0.02)) != ex.run_key(gmf)
+    assert ex.run_key(learning(prme, lr=0.02, factors=8, negatives=2)) == ex.run_key(prme)
+    assert ex.run_key(learning(prme, prme_lr=0.2)) != ex.run_key(prme)
+    assert ex.run_key(prme) != ex.run_key(gmf)
+    for config in (gmf, prme):  # every name left out is a real learning setting
+        assert set(ex.UNUSED_BY_MODEL[config.model]) <= set(config.to_dict()["learning"])
