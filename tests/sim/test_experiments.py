@@ -189,3 +189,22 @@ def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     assert ex.run_key(prme) != ex.run_key(gmf)
     for config in (gmf, prme):  # every name left out is a real learning setting
         assert set(ex.UNUSED_BY_MODEL[config.model]) <= set(config.to_dict()["learning"])
+
+
+def test_a_long_plot_title_is_wrapped_to_stay_inside_the_figure(tmp_path: Path) -> None:
+    """Experiment titles run to 100+ characters; a plot must show them whole, not cut off."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    title = ex.load("fig3").title + ": Max AAC"
+    for fontsize in (9, 10):
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        ax.set_title(title, fontsize=fontsize)
+        ex.save_figure(fig, tmp_path / "t.png")
+        assert ax.title.get_text().replace("\n", " ") == title  # nothing lost, only wrapped
+        assert ax.title.get_text().count("\n") >= 1
+        fig.canvas.draw()  # the figure is closed, not destroyed: its text still lays out
+        box = ax.title.get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
