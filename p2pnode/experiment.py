@@ -449,10 +449,15 @@ def _value(summary: Mapping[str, Any], path: str, col: Column) -> float | None:
     return lookup_at_max(summary, path, col.at_max_of) if col.at_max_of else lookup(summary, path)
 
 
-def _fmt(value: float | None, percent: bool) -> str:
-    if value is None:
-        return "–"
-    return f"{100 * value:.1f}" if percent else f"{value:.3g}"
+def _mean_sd(mean: float, sd: float, percent: bool) -> str:
+    """``mean ± sd``: percentages to one decimal; other values to three significant digits of
+    the mean, written out (ε = 1000, not 1e+03), the sd to the same decimals (0, not 1.7e-14)."""
+    if percent:
+        return f"{100 * mean:.1f} ± {100 * sd:.1f}"
+    if not math.isfinite(mean) or not 1e-3 <= abs(mean) < 1e7:
+        return f"{mean:.3g} ± {sd:.3g}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(mean))))
+    return f"{mean:.{decimals}f} ± {sd:.{decimals}f}"
 
 
 def _paper(value: float | None) -> str:
@@ -503,9 +508,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
         cells = [row["label"]]
         for col in exp.columns:
             c = row["cells"][col.key]
-            ours = (
-                "–" if "mean" not in c else f"{_fmt(c['mean'], col.percent)} ± {_fmt(c['std'], col.percent)}"
-            )
+            ours = "–" if "mean" not in c else _mean_sd(c["mean"], c["std"], col.percent)
             cells += [_paper(c["paper"]), ours]
             if col.vs_random:
                 x = c.get("x_random")
@@ -547,9 +550,7 @@ def _side_by_side(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:
                 c = side["cells"].get(col.key, {})
                 n = len(c.get("values", []))
                 parts.append(
-                    "–"
-                    if "mean" not in c
-                    else f"{_fmt(c['mean'], col.percent)} ± {_fmt(c['std'], col.percent)} (n={n})"
+                    "–" if "mean" not in c else f"{_mean_sd(c['mean'], c['std'], col.percent)} (n={n})"
                 )
             cells.append(" | ".join(parts))
         lines.append("| " + " | ".join(cells) + " |")
@@ -599,6 +600,10 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
                     fmt="o",
                     label=row["label"],
                 )
+        randoms = [r["cells"][cy.key].get("random") for r in table]
+        if cy.vs_random and any(v is not None for v in randoms):
+            rnd = (100.0 if cy.percent else 1.0) * next(v for v in randoms if v is not None)
+            ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
         ax.set_xlabel(cx.label + (" (%)" if cx.percent else ""))
         ax.set_ylabel(cy.label + (" (%)" if cy.percent else ""))
         ax.set_title(exp.title, fontsize=10)

@@ -208,3 +208,13 @@ def test_a_long_plot_title_is_wrapped_to_stay_inside_the_figure(tmp_path: Path) 
         fig.canvas.draw()  # the figure is closed, not destroyed: its text still lays out
         box = ax.title.get_window_extent()
         assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+
+
+def test_report_cells_write_numbers_out_at_the_precision_of_the_mean() -> None:
+    """A budget of 1000 is not '1e+03', and float noise in an sd is not '1.74e-14'."""
+    assert ex._mean_sd(999.99657, 0.0, percent=False) == "1000 ± 0"
+    assert ex._mean_sd(100.0, 1.74e-14, percent=False) == "100 ± 0"
+    assert ex._mean_sd(0.9993, 1.36e-16, percent=False) == "0.999 ± 0.000"
+    assert ex._mean_sd(12.34, 0.56, percent=False) == "12.3 ± 0.6"
+    assert ex._mean_sd(0.2917, 0.0012, percent=True) == "29.2 ± 0.1"
+    assert ex._mean_sd(2.5e-5, 1e-6, percent=False) == "2.5e-05 ± 1e-06"
