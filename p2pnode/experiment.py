@@ -600,10 +600,7 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
                     fmt="o",
                     label=row["label"],
                 )
-        randoms = [r["cells"][cy.key].get("random") for r in table]
-        if cy.vs_random and any(v is not None for v in randoms):
-            rnd = (100.0 if cy.percent else 1.0) * next(v for v in randoms if v is not None)
-            ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
+        _draw_random_bound(ax, cy, table)
         ax.set_xlabel(cx.label + (" (%)" if cx.percent else ""))
         ax.set_ylabel(cy.label + (" (%)" if cy.percent else ""))
         ax.set_title(exp.title, fontsize=10)
@@ -629,18 +626,21 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
                 label="paper",
                 color="tab:gray",
             )
-        randoms = [r["cells"][col.key].get("random") for r in table]
-        if col.vs_random and any(v is not None for v in randoms):
-            rnd = next(v for v in randoms if v is not None)
-            ax.axhline(
-                scale * rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({scale * rnd:.1f})"
-            )
+        _draw_random_bound(ax, col, table)
         ax.set_xticks(list(xs), labels, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(col.label + (" (%)" if col.percent else ""))
         ax.set_title(f"{exp.title}: {col.label}", fontsize=10)
         ax.legend(fontsize=8)
         written.append(save_figure(fig, out / f"{col.key}.png"))
     return written
+
+
+def _draw_random_bound(ax: Any, col: Column, table: Sequence[dict[str, Any]]) -> None:
+    """A dashed line at the random bound K/N for a column reported against it."""
+    randoms = [r["cells"][col.key].get("random") for r in table]
+    if col.vs_random and any(v is not None for v in randoms):
+        rnd = (100.0 if col.percent else 1.0) * next(v for v in randoms if v is not None)
+        ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
 
 
 def wrap_width(fig_inches: float, fontsize: float) -> int:
