@@ -449,15 +449,18 @@ def _value(summary: Mapping[str, Any], path: str, col: Column) -> float | None:
     return lookup_at_max(summary, path, col.at_max_of) if col.at_max_of else lookup(summary, path)
 
 
-def _mean_sd(mean: float, sd: float, percent: bool) -> str:
+def _mean_sd(mean: float, sd: float, percent: bool, n: int = 2) -> str:
     """``mean ± sd``: percentages to one decimal; other values to three significant digits of
-    the mean, written out (ε = 1000, not 1e+03), the sd to the same decimals (0, not 1.7e-14)."""
+    the mean, written out (ε = 1000, not 1e+03), the sd to the same decimals (0, not 1.7e-14).
+    One value (``n`` < 2) has no spread: the value alone, not ``± 0``."""
     if percent:
-        return f"{100 * mean:.1f} ± {100 * sd:.1f}"
-    if not math.isfinite(mean) or not 1e-3 <= abs(mean) < 1e7:
-        return f"{mean:.3g} ± {sd:.3g}"
-    decimals = max(0, 2 - math.floor(math.log10(abs(mean))))
-    return f"{mean:.{decimals}f} ± {sd:.{decimals}f}"
+        text, spread = f"{100 * mean:.1f}", f"{100 * sd:.1f}"
+    elif not math.isfinite(mean) or not 1e-3 <= abs(mean) < 1e7:
+        text, spread = f"{mean:.3g}", f"{sd:.3g}"
+    else:
+        decimals = max(0, 2 - math.floor(math.log10(abs(mean))))
+        text, spread = f"{mean:.{decimals}f}", f"{sd:.{decimals}f}"
+    return text if n < 2 else f"{text} ± {spread}"
 
 
 def _paper(value: float | None) -> str:
@@ -508,7 +511,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
         cells = [row["label"]]
         for col in exp.columns:
             c = row["cells"][col.key]
-            ours = "–" if "mean" not in c else _mean_sd(c["mean"], c["std"], col.percent)
+            ours = "–" if "mean" not in c else _mean_sd(c["mean"], c["std"], col.percent, len(c["values"]))
             cells += [_paper(c["paper"]), ours]
             if col.vs_random:
                 x = c.get("x_random")
@@ -550,7 +553,7 @@ def _side_by_side(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:
                 c = side["cells"].get(col.key, {})
                 n = len(c.get("values", []))
                 parts.append(
-                    "–" if "mean" not in c else f"{_mean_sd(c['mean'], c['std'], col.percent)} (n={n})"
+                    "–" if "mean" not in c else f"{_mean_sd(c['mean'], c['std'], col.percent, n)} (n={n})"
                 )
             cells.append(" | ".join(parts))
         lines.append("| " + " | ".join(cells) + " |")

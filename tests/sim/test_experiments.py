@@ -137,7 +137,7 @@ def test_simulator_and_real_runs_of_one_experiment_are_reported_side_by_side(tmp
     assert all(v != 0.5 for v in sims)
     report = (tmp_path / "report.md").read_text()
     assert "## simulator and real HTTP, same configurations" in report
-    assert "50.0 ± 0.0 (n=1)" in report
+    assert "50.0 (n=1)" in report
 
 
 def test_long_runs_pass_on_throttled_progress() -> None:
@@ -218,6 +218,9 @@ def test_report_cells_write_numbers_out_at_the_precision_of_the_mean() -> None:
     assert ex._mean_sd(12.34, 0.56, percent=False) == "12.3 ± 0.6"
     assert ex._mean_sd(0.2917, 0.0012, percent=True) == "29.2 ± 0.1"
     assert ex._mean_sd(2.5e-5, 1e-6, percent=False) == "2.5e-05 ± 1e-06"
+    # one run has no spread to show
+    assert ex._mean_sd(0.105, 0.0, percent=True, n=1) == "10.5"
+    assert ex._mean_sd(1000.0, 0.0, percent=False, n=1) == "1000"
 
 
 def test_the_dp_gradient_norm_probe_runs_and_measures(capsys: pytest.CaptureFixture[str]) -> None:
