@@ -260,3 +260,23 @@ def test_the_fedavg_score_bias_probe_runs_and_measures(capsys: pytest.CaptureFix
     assert int(sizes.group(2)) > int(sizes.group(1))
     ranked = re.search(r"largest first ([0-9.]+), smallest first ([0-9.]+)", out)
     assert ranked is not None and float(ranked.group(1)) > float(ranked.group(2))
+
+
+def test_the_short_prediction_probe_runs_and_caps_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
+    """experiments/fedavg_short_prediction.py (REPRODUCTION finding 2, Table VII) at a tiny size."""
+    import re
+    import runpy
+
+    script = Path(__file__).resolve().parents[2] / "experiments" / "fedavg_short_prediction.py"
+    namespace = runpy.run_path(str(script))
+    assert namespace["short_accuracy"]([1, 2, 3], [2, 3, 4, 5], 4) == 0.5
+    namespace["main"](["--nodes", "40", "--rounds", "2", "--k", "10", "--predict", "5", "--fictive-user"])
+    out = capsys.readouterr().out
+    found = re.search(r"Max AAC over rounds: 10 predicted ([0-9.]+), 5 predicted ([0-9.]+)", out)
+    assert found is not None
+    full, short = float(found.group(1)), float(found.group(2))
+    # five predictions can match at most five of ten members, and never more than ten predictions do
+    assert short <= 0.5 and short <= full
+    assert out.count("  round ") == 2
+    with pytest.raises(SystemExit):
+        namespace["main"](["--k", "10", "--predict", "11"])
