@@ -2,13 +2,13 @@
 
 An observer holds one or more targets V_target. For every user u whose model it sees (a FedAvg
 update at the server, a gossip model from a neighbour, or a colluding partner's multicast) it
-applies eq. 4,
+folds the n-th observation Θ_u^n into a momentum model v_u (eq. 4), scores
+``y_u = mean_{i ∈ V_target} ŷ(v_u, i)`` (EvaluateModel, line 12) and keeps the score (AddSorted,
+line 13). The predicted community is the K best-scoring users (eq. 3, line 16/17).
 
-    v_u ← Θ_u                       on the first observation of u
-    v_u ← β·v_u + (1 − β)·Θ_u       afterwards,
-
-then scores ``y_u = mean_{i ∈ V_target} ŷ(v_u, i)`` (EvaluateModel, line 12) and keeps the score
-(AddSorted, line 13). The predicted community is the K best-scoring users (eq. 3, line 16/17).
+Eq. 4 has several readings (``estimator``, see adversary/momentum.py): v_u starts at the first
+Θ_u (``first``), at zero (``zero``, ``debiased`` with the bias correction) or at θ_0 (``init``).
+The per-user observation count n is kept (``counts``) and checkpointed.
 
 Memory: v_u is kept only where the targets need it: the target rows of the item tables and the
 small user-side and global parameters (``AttackModel.keep``). Under Share less the received
@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from adversary.community import Index, top_k
 from adversary.models import AttackModel
+from adversary.momentum import ESTIMATORS, weights
 from learning.params import Array, Params
 
 
@@ -41,6 +42,12 @@ class Prediction:
 _ALL = slice(None)  #: every kept row, as a view
 
 
+
+def kept_rows(targets: Sequence[Index]) -> Index:
+    """The item rows an observer of ``targets`` keeps of every model (sorted, unique)."""
+    return np.unique(np.concatenate([np.asarray(t, dtype=np.int64) for t in targets]))
+
+
 class CIAObserver:
     """CIA state of one adversary (a node, a colluder, or the FedAvg server)."""
 
@@ -53,6 +60,8 @@ class CIAObserver:
         exclude: Sequence[Iterable[int]] | None = None,
         fictive_user: bool = False,
         keep_last: bool = False,
+        estimator: str = "first",
+        initial: Mapping[str, Array] | None = None,
     ) -> None:
         if not targets or any(len(t) == 0 for t in targets):
             raise ValueError("every target needs at least one item")
@@ -60,12 +69,17 @@ class CIAObserver:
             raise ValueError("momentum β must be in [0, 1)")
         if k < 1:
             raise ValueError("K must be >= 1")
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}")
+        if estimator == "init" and initial is None:
+            raise ValueError("the 'init' estimator needs the initial model θ_0")
         self.model = model
+        self.estimator = estimator
         self.k = k
         self.beta = float(momentum)
         self.fictive_user = fictive_user  #: score with e_A per target (Share less, §IV-C)
         uniq = [np.unique(np.asarray(t, dtype=np.int64)) for t in targets]
-        self.rows = np.unique(np.concatenate(uniq))  #: the item rows kept per observed user
+        self.rows = kept_rows(uniq)  #: the item rows kept per observed user
         pos = np.searchsorted(self.rows, np.concatenate(uniq))
         self._flat = pos.astype(np.int64)  #: kept-row positions of every target, concatenated
         sizes = np.array([len(t) for t in uniq], dtype=np.int64)
@@ -88,6 +102,9 @@ class CIAObserver:
         self._scores: dict[int, npt.NDArray[np.float64]] = {}  #: y_u per target
         self._unscored: set[int] = set()  #: users whose v_u changed since it was last scored
         self.observations = 0
+        self.counts: dict[int, int] = {}  #: n: how many observations of u were folded
+        self._initial = initial  #: θ_0 (full model), for the 'init' estimator
+        self._initial_flat: npt.NDArray[np.float32] | None = None
         self._refs: Array | None = None  #: e_A per target (Share less)
         self.keep_last = keep_last
         self.last: dict[int, Params] = {}  #: the latest observation of u (membership inference)
@@ -134,6 +151,8 @@ class CIAObserver:
             },
             "scores": {u: s.copy() for u, s in self.scores.items()},
             "observations": self.observations,
+            "counts": dict(self.counts),
+            "estimator": self.estimator,
             "refs": None if self._refs is None else self._refs.copy(),
         }
 
@@ -160,6 +179,17 @@ class CIAObserver:
                 raise ValueError("checkpoint scores do not match this observer's targets")
             self._scores[int(u)] = arr64.copy()
         self.observations = int(state["observations"])
+        stored = str(state.get("estimator", "first"))
+        if stored != self.estimator:
+            raise ValueError(
+                f"checkpoint observer used the {stored!r} estimator, this run uses {self.estimator!r}"
+            )
+        if "counts" in state:
+            self.counts = {int(u): int(n) for u, n in state["counts"].items()}
+        else:  # written before counts existed, by 'first', which only asks whether u was seen
+            self.counts = {u: 1 for u in self._buf}
+        if set(self.counts) != set(self._buf):
+            raise ValueError("checkpoint observation counts do not match its observed users")
         self._refs = None if state["refs"] is None else np.asarray(state["refs"], dtype=np.float32).copy()
         self._table = None
 
@@ -242,6 +272,10 @@ class CIAObserver:
         self._size = self._slices[-1][2] if layout else 0
         self._scratch = np.zeros(self._size, dtype=np.float32)
         self._scratch_views = self._views(self._scratch)
+        if self._initial is not None:
+            flat = np.zeros(self._size, dtype=np.float32)
+            self.model.keep_into(self._initial, self.rows, self._views(flat))
+            self._initial_flat = flat
 
     def _views(self, buf: npt.NDArray[np.float32]) -> Params:
         return {name: buf[lo:hi].reshape(shape) for name, lo, hi, shape in self._slices}
@@ -250,14 +284,21 @@ class CIAObserver:
         """Eq. 4 with the observation in the scratch buffer (which it consumes)."""
         if self.keep_last:
             self.last[user] = self._views(self._scratch.copy())
+        n = self.counts.get(user, 0) + 1
+        self.counts[user] = n
         buf = self._buf.get(user)
-        if buf is None:
+        if buf is None and self.estimator == "first":  # v_u^1 = Θ_u^1
             buf = self._scratch.copy()
             self._buf[user] = buf
             self.v[user] = self._views(buf)
         else:
-            buf *= np.float32(self.beta)
-            self._scratch *= np.float32(1.0 - self.beta)
+            if buf is None:
+                buf = self._start()
+                self._buf[user] = buf
+                self.v[user] = self._views(buf)
+            keep, alpha = weights(self.estimator, self.beta, n)
+            buf *= np.float32(keep)
+            self._scratch *= np.float32(alpha)
             buf += self._scratch
         v = self.v[user]
         if self.fictive_user:  # scored with the e_A of now
@@ -266,6 +307,13 @@ class CIAObserver:
             self._unscored.add(user)
         self.observations += 1
         return v
+
+    def _start(self) -> npt.NDArray[np.float32]:
+        """v_u^0: zero, or θ_0 for ``init`` (``first`` never asks: it starts at Θ_u^1)."""
+        if self.estimator == "init":
+            assert self._initial_flat is not None
+            return self._initial_flat.copy()
+        return np.zeros(self._size, dtype=np.float32)
 
     def _check(self, kept: Mapping[str, Array]) -> None:
         shapes = self._shapes

@@ -8,7 +8,10 @@ runs and returns their effects unchanged, so its protocol traffic is exactly an 
   server) before the protocol merges it;
 - for a colluder, ``Send(partner, CollusionMessage(u, v_u))`` to every partner (Alg. 2 l.14), and
   folding partners' multicasts into its own state (``multicast="theta"``: the received Θ_u, kept
-  rows only, instead of v_u; a variant the paper does not run, for finding 6 of REPRODUCTION.md);
+  rows only, instead of v_u, as §IV-B.2's text says: "she forwards models received from her
+  neighbors to her colluders"). ``send_to`` narrows who gets them: when colluders forward Θ_u,
+  only the group's read observer needs them, and the others are ``ForwardingColluder`` nodes,
+  which keep no attack state at all;
 - under Share less (or ``fictive_user``), a refresh of the fictive user e_A against its own
   current model every ``refresh_every`` wake-ups of a gossip node, and every round at the FedAvg
   server (right after it aggregates, so the updates of a round are scored against that round's
@@ -19,16 +22,24 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeGuard
 
 import numpy as np
 
 from adversary.cia import CIAObserver
+from adversary.community import Index
 from adversary.messages import CollusionMessage
+from adversary.models import AttackModel
 from learning.params import Array
 from peer_sampling.effects import Effect, NodeId, Send
 from protocols.fedavg import ROUND_TIMER
 from protocols.gossip import WAKE_TIMER, GossipNode, GossipProtocol
 from protocols.messages import FedMessage, ModelMessage
+
+
+def is_observation(message: object) -> TypeGuard[ModelMessage | FedMessage]:
+    """A model the CIA observes: a gossip model, or a client's update at the FedAvg server."""
+    return isinstance(message, ModelMessage) or (isinstance(message, FedMessage) and message.kind == "update")
 
 
 class AdversaryNode(GossipNode):
@@ -43,13 +54,16 @@ class AdversaryNode(GossipNode):
         refresh_every: int = 10,
         seed: int = 0,
         multicast: str = "v",
+        send_to: Sequence[NodeId] | None = None,
     ) -> None:
         super().__init__(protocol)
         if multicast not in ("v", "theta"):
             raise ValueError("multicast must be 'v' or 'theta'")
         self.multicast_theta = multicast == "theta"
         self.observer = observer
-        self.partners = tuple(p for p in partners if p != protocol.node_id)
+        self.partners = tuple(p for p in partners if p != protocol.node_id)  #: multicasts taken from
+        targets = self.partners if send_to is None else send_to
+        self.send_to = tuple(p for p in targets if p != protocol.node_id)  #: multicasts sent to
         self.reference = reference
         self.refresh_every = max(1, refresh_every)
         self.multicasts_sent = 0
@@ -79,17 +93,43 @@ class AdversaryNode(GossipNode):
                 self.multicasts_received += 1
             return []
         observed: list[Effect] = []
-        if isinstance(message, ModelMessage) or (
-            isinstance(message, FedMessage) and message.kind == "update"
-        ):
-            theta = self.observer.keep(message.params) if self.multicast_theta and self.partners else None
+        if is_observation(message):
+            theta = self.observer.keep(message.params) if self.multicast_theta and self.send_to else None
             v = self.observer.observe(int(sender), message.params)
-            multicast = CollusionMessage(int(sender), v if theta is None else theta)  # one for all
-            observed.extend(Send(partner, multicast) for partner in self.partners)
-            self.multicasts_sent += len(self.partners)
+            if self.send_to:
+                multicast = CollusionMessage(int(sender), v if theta is None else theta)  # one for all
+                observed.extend(Send(partner, multicast) for partner in self.send_to)
+                self.multicasts_sent += len(self.send_to)
         return [*super().on_message(sender, message, now, rng), *observed]
 
     def _refresh(self) -> None:
         if self.reference is not None:
             self.observer.set_reference(self.reference(), self._rng)
             self.refreshes += 1
+
+
+class ForwardingColluder(GossipNode):
+    """A colluder that only forwards: every model it receives, restricted to the rows the group's
+    target needs (the observer's ``keep``), goes to the group's read observer as a
+    ``CollusionMessage(u, Θ_u)`` (§IV-B.2: "she forwards models received from her neighbors to
+    her colluders"). It keeps no v_u and scores nothing: when only one member's prediction is
+    read, the others' state would never be looked at. Its protocol traffic is an honest node's."""
+
+    def __init__(
+        self, protocol: GossipProtocol, model: AttackModel, rows: Index, observers: Sequence[NodeId]
+    ) -> None:
+        super().__init__(protocol)
+        self.model = model
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.send_to = tuple(p for p in observers if p != protocol.node_id)
+        self.multicasts_sent = 0
+
+    def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
+        if isinstance(message, CollusionMessage):
+            return []  # nobody sends to a forwarder; a stray multicast changes nothing
+        forwards: list[Effect] = []
+        if self.send_to and is_observation(message):  # kept before the merge, which may reuse arrays
+            forward = CollusionMessage(int(sender), self.model.keep(message.params, self.rows))
+            forwards.extend(Send(p, forward) for p in self.send_to)
+            self.multicasts_sent += len(self.send_to)
+        return [*super().on_message(sender, message, now, rng), *forwards]

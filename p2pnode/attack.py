@@ -8,9 +8,12 @@ Settings (CIA paper §IV-A, evaluation as §V-C):
   with its own training items as V_target (itself excluded); or a list of node ids.
 - Gossip, colluders: ``colluder_groups`` disjoint groups of ``colluders × N`` randomly placed
   nodes; each group is one adversary with one V_target (the first member's training items, or the
-  explicit target), all members excluded, and every member multicasts its observations to the
-  others. The group's accuracy is read from its first member's observer, which has folded in
-  everything the group saw.
+  explicit target), all members excluded. The group's accuracy is read from its first member's
+  observer, which folds in everything the group saw. With ``multicast = "v"`` every member keeps
+  its own v_u and multicasts it to all the others (Algorithm 2 line 14 as written); with
+  ``multicast = "theta"`` the others are forwarders that send the received Θ_u to the first member
+  only and keep no attack state: the read observer then folds exactly what a multicast to every
+  member would have given it, at a fraction of the memory and traffic.
 
 An explicit target (``target_items`` or ``target_genre``) replaces the per-adversary one.
 """
@@ -23,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adversary.cia import CIAObserver
+from adversary.cia import CIAObserver, kept_rows
 from adversary.community import Index, UserItems, accuracy, summarize, true_community, upper_bound
 from adversary.mia import mpe_binary, proxy_round, victim_accuracy
 from adversary.models import attack_model
-from adversary.node import AdversaryNode
+from adversary.node import AdversaryNode, ForwardingColluder
 from learning.interactions import DataError
 from learning.learner import BaseLearner
 from learning.params import Array
@@ -48,8 +51,10 @@ class AdversarySpec:
     node_id: int
     targets: list[Index]
     exclude: list[set[int]]
-    partners: tuple[int, ...] = ()
+    partners: tuple[int, ...] = ()  #: colluders whose multicasts it takes
     evaluated: list[tuple[int, Index]] = field(default_factory=list)
+    send_to: tuple[int, ...] | None = None  #: where its observations go (None: every partner)
+    forwarder: bool = False  #: forwards Θ_u to ``send_to`` and keeps no observer
 
 
 @dataclass
@@ -129,9 +134,16 @@ def make_plan(prep: Prepared) -> AttackPlan | None:
             target = fixed if fixed is not None else own[group[0]]
             members = set(group)
             c = truth(target, members)
+            forward = a.multicast == "theta"
+            reader = group[0]
             for rank, m in enumerate(group):
-                ev = [(0, c)] if rank == 0 else []
-                specs[m] = AdversarySpec(m, [target], [members], tuple(group), ev)
+                if rank == 0:
+                    send = () if forward else None
+                    specs[m] = AdversarySpec(m, [target], [members], tuple(group), [(0, c)], send)
+                elif forward:
+                    specs[m] = AdversarySpec(m, [target], [members], (), [], (reader,), forwarder=True)
+                else:
+                    specs[m] = AdversarySpec(m, [target], [members], tuple(group), [])
     else:
         if a.attackers == "all":
             ids = list(range(n))
@@ -155,15 +167,20 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
     if spec is None:
         return GossipNode(protocol)
     cfg = prep.config
+    model = attack_model(cfg.model)
+    if spec.forwarder:
+        return ForwardingColluder(protocol, model, kept_rows(spec.targets), spec.send_to or ())
     fictive = cfg.learning.share_less or cfg.attack.fictive_user  # Share less models have no user
     observer = CIAObserver(
-        attack_model(cfg.model),
+        model,
         spec.targets,
         k=cfg.attack.target_k,
         momentum=cfg.attack.momentum,
         exclude=spec.exclude,
         fictive_user=fictive,
         keep_last=bool(cfg.attack.mia_proxy),
+        estimator=cfg.attack.momentum_estimator,
+        initial=prep.init if cfg.attack.momentum_estimator == "init" else None,
     )
 
     def reference() -> Mapping[str, Array]:
@@ -178,6 +195,7 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         cfg.attack.refresh_every,
         seed=cfg.seed,
         multicast=cfg.attack.multicast,
+        send_to=spec.send_to,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from adversary.momentum import ESTIMATORS
 from learning.interactions import DataError
 from p2pnode.config import (
     MODELS,
@@ -73,6 +74,12 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument("--attack", choices=("cia",), help="run the Community Inference Attack")
     ag.add_argument("--target-k", type=int, metavar="K", help="community size K (default 50)")
     ag.add_argument("--momentum", type=float, metavar="BETA", help="β of eq. 4 (default 0.99)")
+    ag.add_argument(
+        "--momentum-estimator",
+        choices=ESTIMATORS,
+        help="reading of eq. 4: v_u starts at the first Θ_u (first), at 0 (zero), at 0 with the "
+        "bias correction v_u/(1-β^n) (debiased) or at θ_0 (init); default first",
+    )
     ag.add_argument("--attackers", help="gossip: 'all' (default: every node, own items) or ids '3,17'")
     ag.add_argument("--target-items", metavar="IDS", help="V_target as raw item ids '50,172,181'")
     ag.add_argument("--target-genre", metavar="GENRE", help="V_target: an ML-100k genre, e.g. Horror")
@@ -150,6 +157,7 @@ _FLAG_FIELDS = {
     "attack": "attack.kind",
     "target_k": "attack.target_k",
     "momentum": "attack.momentum",
+    "momentum_estimator": "attack.momentum_estimator",
     "attackers": "attack.attackers",
     "target_items": "attack.target_items",
     "target_genre": "attack.target_genre",

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adversary.momentum import ESTIMATORS
+
 PROTOCOLS = ("base", "samo", "fedavg")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
 MODELS = ("gmf", "prme")
@@ -85,6 +87,7 @@ class AttackConfig:
     kind: str = ""  #: "" (no attack) | "cia"
     target_k: int = 50  #: K, the size of the community to find
     momentum: float = 0.99  #: β of eq. 4
+    momentum_estimator: str = "first"  #: eq. 4: first | zero | debiased | init (adversary/momentum.py)
     attackers: str = "all"  #: gossip: "all" (every node, its own items as target) or node ids "3,17"
     target_items: str = ""  #: raw item ids "50,172,181" as V_target for every attacker
     target_genre: str = ""  #: an ML-100k genre ("Horror") as V_target for every attacker
@@ -188,6 +191,11 @@ class RunConfig:
         _check(a.colluder_groups >= 1, "colluder-groups", "must be >= 1")
         _check(a.refresh_every >= 1, "cia-refresh", "must be >= 1")
         _check(a.multicast in ("v", "theta"), "multicast", "must be v (Algorithm 2) or theta")
+        _check(
+            a.momentum_estimator in ESTIMATORS,
+            "momentum-estimator",
+            f"must be one of {', '.join(ESTIMATORS)}, got {a.momentum_estimator!r}",
+        )
         _check(
             not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
         )

@@ -197,9 +197,17 @@ async def test_dp_nodes_publish_their_epsilon_on_metrics() -> None:
         assert now is not None and 0 < by_node[node] <= eps <= now
 
 
-async def test_colluders_multicast_over_http_and_strangers_are_refused() -> None:
+@pytest.mark.parametrize("multicast", ["v", "theta"])
+async def test_colluders_multicast_over_http_and_strangers_are_refused(multicast: str) -> None:
+    """v: every member keeps v_u and multicasts it to the others (Algorithm 2); theta: members
+    forward Θ_u to the group's read observer over the same ``/collude`` route."""
     config = cfg(nodes=10, rounds=5, dataset="synthetic").replace(
-        **{"attack.kind": "cia", "attack.target_k": 3, "attack.colluders": 0.4}
+        **{
+            "attack.kind": "cia",
+            "attack.target_k": 3,
+            "attack.colluders": 0.4,
+            "attack.multicast": multicast,
+        }
     )
     procs, addrs = await run_cluster(config, [tuple(range(5)), tuple(range(5, 10))])
     try:
@@ -209,21 +217,30 @@ async def test_colluders_multicast_over_http_and_strangers_are_refused() -> None
             for a in addrs:
                 async with s.get(f"http://{a}/metrics") as r:
                     texts.append(await r.text())
-            honest = next(n for p in procs for n in p.host.nodes.values() if not hasattr(n.node, "observer"))
+            honest = next(
+                n for p in procs for n in p.host.nodes.values() if not hasattr(n.node, "multicasts_sent")
+            )
             where = addrs[0] if honest.node_id < 5 else addrs[1]
             bogus = frame(MsgType.COLLUDE, 1, honest.node_id, {"u": 2, "p": {}})
             async with s.post(f"http://{where}/v1/nodes/{honest.node_id}/collude", data=bogus) as r:
                 refused = (r.status, r.headers.get("X-P2P-Reason"))
     finally:
         await asyncio.gather(*(p.shutdown() for p in procs))
-    colluders = [n for p in procs for n in p.host.nodes.values() if hasattr(n.node, "observer")]
-    assert len(colluders) == 4 and {n.node_id < 5 for n in colluders} == {True, False}  # both processes
-    assert all(n.node.multicasts_received > 0 for n in colluders)  # type: ignore[attr-defined]
+    members = [n for p in procs for n in p.host.nodes.values() if hasattr(n.node, "multicasts_sent")]
+    observers = [n for n in members if hasattr(n.node, "observer")]
+    assert len(members) == 4 and {n.node_id < 5 for n in members} == {True, False}  # both processes
     sent = 0.0
     for text in texts:
         for line in text.splitlines():
             if line.startswith("p2pnode_messages_sent_total{") and 'channel="collude"' in line:
                 sent += float(line.rsplit(" ", 1)[1])
-    assert sent == sum(n.node.multicasts_sent for n in colluders)  # type: ignore[attr-defined]
+    assert sent == sum(n.node.multicasts_sent for n in members) > 0  # type: ignore[attr-defined]
+    if multicast == "v":
+        assert observers == members
+        assert all(n.node.multicasts_received > 0 for n in members)  # type: ignore[attr-defined]
+    else:
+        (reader,) = observers  # forwarders keep no observer
+        assert reader.node.multicasts_received == sent > 0  # type: ignore[attr-defined]
+        assert reader.node.multicasts_sent == 0  # type: ignore[attr-defined]
     assert refused == (403, "not-colluder")
     assert sum(r["cia"]["adversaries"] for r in results) == 1

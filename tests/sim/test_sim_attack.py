@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
 import numpy as np
 import pytest
 
+from p2pnode import attack as attack_mod
 from p2pnode.attack import plan_for
 from p2pnode.build import prepare
 from p2pnode.config import RunConfig
@@ -76,23 +78,51 @@ def test_colluders_see_more_and_multicast_what_they_receive() -> None:
     assert group["messages"] > simulate(synthetic(rounds=5).replace(**{"attack.kind": ""}))["messages"]
 
 
-def test_theta_multicast_sees_the_same_users_and_sends_as_many_messages() -> None:
-    """Multicasting Θ_u instead of v_u (finding 6's variant) changes what partners fold, not who
-    they hear about or how much traffic the group makes."""
-    base = synthetic(rounds=4).replace(**{"attack.colluders": 0.2, "attack.colluder_groups": 2})
-    v = simulate(base)
-    theta = simulate(base.replace(**{"attack.multicast": "theta"}))
-    assert theta["cia"]["upper_bound"] == v["cia"]["upper_bound"] > 0
-    assert theta["messages"] == v["messages"]
-    states = []
-    for config in (base, base.replace(**{"attack.multicast": "theta"})):
-        sim = Simulation(config)
-        for _ in range(4):
-            sim.run_round()
-        first = sim.host.nodes[min(plan_for(sim.prep).adversaries)].node  # type: ignore[union-attr]
-        states.append(first.observer.state()["v"])  # type: ignore[attr-defined]
-    assert states[0].keys() == states[1].keys()
-    assert any(not np.array_equal(states[0][u], states[1][u]) for u in states[0])  # partners' Θ_u folded
+def _reader_state(config: RunConfig, rounds: int) -> tuple[dict[int, Any], int, int, dict[int, int]]:
+    """The first group's read observer after ``rounds``: v_u, multicast frames, the group's
+    received models, and the reader's observation counts."""
+    sim = Simulation(config)
+    for _ in range(rounds):
+        sim.run_round()
+    plan = plan_for(sim.prep)
+    assert plan is not None
+    reader = min(n for n, spec in plan.adversaries.items() if spec.evaluated)
+    group = plan.adversaries[reader].exclude[0]
+    node: Any = sim.host.nodes[reader].node
+    received = sum(sim.host.nodes[m].node.protocol.stats.models_received for m in group)
+    frames_sent = sum(sim.host.nodes[m].counters.multicasts_sent for m in sim.host.nodes)
+    return node.observer.state()["v"], frames_sent, received, dict(node.observer.counts)
+
+
+def test_forwarders_give_the_reader_what_a_multicast_to_every_member_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With Θ_u multicast, only the group's first member is read; the others forward to it and
+    keep no state. Its v_u are byte for byte those of Algorithm 2's multicast to every member
+    (every member an observer), at a fraction of the frames, and it folds every model the group
+    received."""
+    config = synthetic(rounds=4).replace(
+        **{"attack.colluders": 0.2, "attack.colluder_groups": 2, "attack.multicast": "theta"}
+    )
+    forwarded, few, received, counts = _reader_state(config, 4)
+    assert sum(counts.values()) == received > 0  # every group observation reached the reader
+
+    original = attack_mod.make_plan
+
+    def every_member_observes(prep: Any) -> Any:
+        plan = original(prep)
+        for m, spec in plan.adversaries.items():
+            group = tuple(sorted(spec.exclude[0]))
+            plan.adversaries[m] = dataclasses.replace(
+                spec, partners=group, send_to=None, forwarder=False
+            )
+        return plan
+
+    monkeypatch.setattr(attack_mod, "make_plan", every_member_observes)
+    everyone, many, _, _ = _reader_state(config, 4)
+    assert forwarded.keys() == everyone.keys()
+    assert all(np.array_equal(forwarded[u], everyone[u]) for u in everyone)
+    assert many > 5 * few  # 20 members: each forward goes to 1 node, not 19
 
 
 def test_fictive_user_scores_full_models_with_a_trained_user_and_finds_communities() -> None:

@@ -10,7 +10,7 @@ import pytest
 from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
 from adversary.models import GMFAttack
-from adversary.node import AdversaryNode
+from adversary.node import AdversaryNode, ForwardingColluder
 from learning import gmf
 from peer_sampling.base import StaticView
 from peer_sampling.effects import Send
@@ -94,3 +94,57 @@ def test_a_partner_folds_multicasts_only_from_its_group() -> None:
 def test_unknown_multicast_variant_is_refused() -> None:
     with pytest.raises(ValueError, match="multicast"):
         colluder("everything")
+
+
+def test_a_forwarder_sends_the_received_rows_to_the_reader_only_and_keeps_nothing() -> None:
+    proto = BaseGossip(3, StillLearner(), StaticView(3, [1], []), TimingConfig())  # type: ignore[arg-type]
+    node = ForwardingColluder(proto, GMFAttack(), np.array([1, 2]), observers=(0, 3))
+    rng = random.Random(0)
+    received = model(1.0, 4.0)
+    sent = multicasts(node.on_message(9, ModelMessage(1, received), 0.0, rng))
+    assert [s.to for s in sent] == [0]  # never to itself
+    message = sent[0].message
+    assert isinstance(message, CollusionMessage) and message.user == 9
+    assert message.params.keys() == received.keys()
+    np.testing.assert_array_equal(message.params[gmf.ITEM], np.full((2, 2), 4.0))
+    received[gmf.ITEM][:] = -1.0  # a copy, not a view
+    np.testing.assert_array_equal(message.params[gmf.ITEM], np.full((2, 2), 4.0))
+    assert node.on_message(0, message, 1.0, rng) == []  # takes no multicasts
+    assert not hasattr(node, "observer") and node.multicasts_sent == 1
+
+
+@pytest.mark.parametrize("estimator", ["first", "zero", "debiased"])
+def test_a_groups_read_observer_equals_one_observer_fed_every_group_observation(estimator: str) -> None:
+    """Reader 0 with forwarders 1 and 2 (multicast Θ_u): its state is a lone observer's that saw,
+    in the reader's arrival order, every model the group received."""
+    target = [np.array([1, 2])]
+
+    def observer() -> CIAObserver:
+        return CIAObserver(GMFAttack(), target, k=2, momentum=0.8, estimator=estimator)
+
+    def proto(i: int) -> BaseGossip:
+        return BaseGossip(i, StillLearner(), StaticView(i, [9], []), TimingConfig())  # type: ignore[arg-type]
+
+    reader = AdversaryNode(proto(0), observer(), (0, 1, 2), multicast="theta", send_to=())
+    forwarders = {i: ForwardingColluder(proto(i), GMFAttack(), target[0], (0,)) for i in (1, 2)}
+    lone = observer()
+    rng = np.random.default_rng(5)
+    prng = random.Random(0)
+    for step in range(40):
+        at = int(rng.integers(0, 3))  # which member hears from which user
+        user = int(rng.integers(10, 16))
+        params = model(float(rng.normal()), float(rng.normal()))
+        params[gmf.ITEM][:] = rng.normal(size=(4, 2)).astype(np.float32)
+        if at == 0:
+            effects = reader.on_message(user, ModelMessage(step, params), float(step), prng)
+            assert multicasts(effects) == []  # the reader tells nobody
+            lone.observe(user, params)
+            continue
+        (sent,) = multicasts(forwarders[at].on_message(user, ModelMessage(step, params), float(step), prng))
+        assert sent.to == 0
+        assert reader.on_message(at, sent.message, float(step), prng) == []
+        lone.observe(user, params)
+    assert reader.observer.counts == lone.counts and sum(lone.counts.values()) == 40
+    for u in lone.v:
+        np.testing.assert_array_equal(reader.observer._buf[u], lone._buf[u])
+    assert reader.observer.predict(0) == lone.predict(0)

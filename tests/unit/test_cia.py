@@ -144,3 +144,73 @@ def test_half_precision_models_are_observed_like_full_precision_ones() -> None:
     b.observe(1, half)
     assert a.scores[1][0] == pytest.approx(b.scores[1][0])
     assert b.v[1][gmf.ITEM].dtype == np.float32
+
+
+# -- the readings of eq. 4 (adversary/momentum.py) ---------------------------------------------
+
+
+def _item_after(estimator: str, beta: float, values: list[float], initial: float = 0.0) -> float:
+    """The kept item row after observing one user's models whose only item value is ``values``."""
+    theta0 = gmf_model(0.0, [initial])
+    obs = CIAObserver(GMFAttack(), [np.array([0])], k=1, momentum=beta, estimator=estimator, initial=theta0)
+    for x in values:
+        obs.observe(4, gmf_model(1.0, [x]))
+    assert obs.counts == {4: len(values)}
+    return float(obs.v[4][gmf.ITEM][0, 0])
+
+
+@pytest.mark.parametrize(
+    ("estimator", "by_hand"),
+    [
+        # β = 0.5, observations 8, 4, 2 (θ_0 = 6 for init):
+        ("first", 4.0),  # v¹ = 8; v² = .5·8 + .5·4 = 6; v³ = .5·6 + .5·2 = 4
+        ("zero", 3.0),  # v¹ = .5·8 = 4; v² = .5·4 + .5·4 = 4; v³ = .5·4 + .5·2 = 3
+        ("debiased", 3.0 / 0.875),  # zero's v³ / (1 − .5³)
+        ("init", 3.75),  # v⁰ = 6; v¹ = 7; v² = 5.5; v³ = 3.75
+    ],
+)
+def test_each_reading_of_eq4_matches_the_hand_computed_value(estimator: str, by_hand: float) -> None:
+    assert _item_after(estimator, 0.5, [8.0, 4.0, 2.0], initial=6.0) == pytest.approx(by_hand)
+
+
+def test_debiased_is_the_running_mean_while_beta_is_near_one() -> None:
+    xs = [1.0, 5.0, 3.0, 7.0]
+    assert _item_after("debiased", 0.999, xs) == pytest.approx(np.mean(xs), rel=3e-3)
+    assert _item_after("debiased", 0.999, xs[:1]) == pytest.approx(1.0)  # v̂¹ = Θ¹, as first
+    assert _item_after("zero", 0.999, xs[:1]) == pytest.approx(0.001)  # (1 − β)·Θ¹
+    assert _item_after("first", 0.999, xs) == pytest.approx(1.0 + 0.001 * (5 - 1), rel=1e-2)
+
+
+def test_without_momentum_every_reading_is_the_latest_model() -> None:
+    for estimator in ("first", "zero", "debiased", "init"):
+        assert _item_after(estimator, 0.0, [8.0, -3.0], initial=6.0) == pytest.approx(-3.0)
+
+
+def test_unknown_or_incomplete_estimators_are_refused() -> None:
+    with pytest.raises(ValueError, match="estimator"):
+        CIAObserver(GMFAttack(), [np.array([0])], estimator="median")
+    with pytest.raises(ValueError, match="θ_0"):
+        CIAObserver(GMFAttack(), [np.array([0])], estimator="init")
+
+
+def test_checkpoint_keeps_the_observation_counts_and_the_reading() -> None:
+    obs = CIAObserver(GMFAttack(), [np.array([0])], k=1, momentum=0.9, estimator="debiased")
+    for x in (1.0, 2.0, 3.0):
+        obs.observe(2, gmf_model(1.0, [x]))
+    obs.observe(5, gmf_model(1.0, [9.0]))
+    state = obs.state()
+    again = CIAObserver(GMFAttack(), [np.array([0])], k=1, momentum=0.9, estimator="debiased")
+    again.restore(state)
+    assert again.counts == {2: 3, 5: 1}
+    obs.observe(2, gmf_model(1.0, [4.0]))
+    again.observe(2, gmf_model(1.0, [4.0]))
+    np.testing.assert_array_equal(again.v[2][gmf.ITEM], obs.v[2][gmf.ITEM])
+    other = CIAObserver(GMFAttack(), [np.array([0])], k=1, momentum=0.9, estimator="first")
+    with pytest.raises(ValueError, match="debiased"):
+        other.restore(state)
+    old = {k: v for k, v in state.items() if k not in ("counts", "estimator")}  # before counts existed
+    with pytest.raises(ValueError, match="'first' estimator"):  # only 'first' wrote such files
+        again.restore(old)
+    first = CIAObserver(GMFAttack(), [np.array([0])], k=1, momentum=0.9)
+    first.restore(old)  # 'first' only asks whether u was seen before
+    assert first.counts == {2: 1, 5: 1}
