@@ -15,6 +15,7 @@ from p2pnode.build import prepare
 from p2pnode.config import RunConfig
 from p2pnode.sim import Simulation, simulate
 from p2pnode.transport.memory import MemoryNetwork
+from p2pnode.wire.schema import Channel
 
 
 def synthetic(**kw: Any) -> RunConfig:
@@ -66,6 +67,23 @@ def test_adversaries_send_exactly_what_honest_nodes_send(
     attacked = synthetic(nodes=30, rounds=3, protocol=protocol)
     a, b = frames(honest, monkeypatch), frames(attacked, monkeypatch)
     assert len(a) > 50 and a == b
+
+
+@pytest.mark.parametrize("multicast", ["v", "theta"])
+def test_colluders_protocol_frames_are_an_honest_networks(
+    multicast: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Observers and forwarders add collusion frames and nothing else: every gossip and sampling
+    frame is the honest run's, in the same order."""
+    honest = synthetic(nodes=30, rounds=3).replace(**{"attack.kind": ""})
+    attacked = synthetic(nodes=30, rounds=3).replace(
+        **{"attack.colluders": 0.2, "attack.colluder_groups": 2, "attack.multicast": multicast}
+    )
+    a = frames(honest, monkeypatch)
+    b = frames(attacked, monkeypatch)
+    collude = int(Channel.COLLUDE)
+    assert any(f[2] == collude for f in b)
+    assert len(a) > 50 and a == [f for f in b if f[2] != collude]
 
 
 def test_colluders_see_more_and_multicast_what_they_receive() -> None:

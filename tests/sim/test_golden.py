@@ -1,0 +1,105 @@
+"""Golden runs: small simulations whose whole summary must not move when code is reorganised.
+
+Each case is a small ML-100k simulation with every setting that matters written out (the defaults
+may change; these runs may not). Its summary, without wall-clock times and the echoed config, is
+compared byte for byte with ``tests/golden/NAME.json``. A change of numbers is a change of
+behaviour: explain it in the commit and rewrite the files with
+
+    P2PNODE_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/sim/test_golden.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from p2pnode.config import RunConfig
+from p2pnode.sim import simulate
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+
+_BASE = RunConfig(nodes=40, rounds=4, seed=11).replace(
+    **{
+        "learning.lr": 0.01,
+        "attack.momentum": 0.99,
+        "attack.momentum_estimator": "first",
+        "attack.multicast": "v",
+    }
+)
+_CIA = {"attack.kind": "cia", "attack.target_k": 5}
+
+CASES: dict[str, dict[str, Any]] = {
+    "base-peerswap": {},
+    "samo-static": {"protocol": "samo", "sampling": "static"},
+    "base-cyclon": {"sampling": "cyclon"},
+    "base-pers": {"sampling": "pers"},
+    "fedavg-cia": {"protocol": "fedavg", **_CIA},
+    "gossip-cia": {**_CIA},
+    "colluders-v": {**_CIA, "attack.colluders": 0.2, "attack.colluder_groups": 2},
+    "colluders-theta-debiased": {
+        **_CIA,
+        "attack.colluders": 0.2,
+        "attack.colluder_groups": 2,
+        "attack.multicast": "theta",
+        "attack.momentum_estimator": "debiased",
+    },
+    "share-less-colluders": {
+        **_CIA,
+        "learning.share_less": True,
+        "attack.colluders": 0.2,
+        "attack.colluder_groups": 2,
+    },
+    "dp-gossip": {"learning.dp_noise": 0.5},
+    "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, **_CIA},
+    "fedavg-mia": {"protocol": "fedavg", "attack.mia": True},
+    # an explicit target puts the predicted communities with their scores into the summary
+    "colluders-target-debiased": {
+        **_CIA,
+        "attack.colluders": 0.2,
+        "attack.colluder_groups": 2,
+        "attack.multicast": "theta",
+        "attack.momentum_estimator": "debiased",
+        "attack.target_items": "50,172,181,1,100,258",
+    },
+    "gossip-target-init": {**_CIA, "attack.momentum_estimator": "init", "attack.target_items": "50,172,181"},
+    "fedavg-target-zero": {
+        "protocol": "fedavg",
+        **_CIA,
+        "attack.momentum_estimator": "zero",
+        "attack.target_items": "50,172,181",
+    },
+}
+
+_VOLATILE = ("seconds", "config")
+
+
+def _stable(node: Any) -> Any:
+    """The summary without wall-clock times and the echoed configuration."""
+    if isinstance(node, dict):
+        return {k: _stable(v) for k, v in node.items() if k not in _VOLATILE}
+    if isinstance(node, list):
+        return [_stable(v) for v in node]
+    return node
+
+
+def _render(name: str) -> str:
+    config = _BASE.replace(**CASES[name]).validate()
+    return json.dumps(_stable(simulate(config)), sort_keys=True, indent=1) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_small_runs_give_the_committed_summary(name: str) -> None:
+    path = GOLDEN / f"{name}.json"
+    text = _render(name)
+    if os.environ.get("P2PNODE_WRITE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.is_file(), f"no golden file {path}: write it with P2PNODE_WRITE_GOLDEN=1"
+    expected = path.read_text()
+    if text != expected:
+        got, want = [*text.splitlines(), "<end>"], [*expected.splitlines(), "<end>"]
+        at = next(i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b)
+        pytest.fail(f"{name}: the summary moved at line {at + 1}: {want[at]!r} -> {got[at]!r}")
