@@ -194,7 +194,9 @@ async def test_dp_nodes_publish_their_epsilon_on_metrics() -> None:
     by_node = results[1]["dp_epsilon_by_node"]
     for node, eps in scraped.items():  # the gauge reads the node's own accountant, and ε only grows:
         now = procs[1].host.nodes[int(node)].learner.epsilon()  # nodes may train until shutdown
-        assert now is not None and 0 < by_node[node] <= eps <= now
+        assert now is not None and 0 <= by_node[node] <= eps <= now
+    # on a loaded machine a node may not have trained yet in 4 rounds of 1 s; most have
+    assert sum(by_node[node] > 0 for node in scraped) >= 2, by_node
 
 
 @pytest.mark.parametrize("multicast", ["v", "theta"])
