@@ -77,8 +77,8 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument(
         "--momentum-estimator",
         choices=ESTIMATORS,
-        help="reading of eq. 4: v_u starts at the first Θ_u (first), at 0 (zero), at 0 with the "
-        "bias correction v_u/(1-β^n) (debiased) or at θ_0 (init); default first",
+        help="reading of eq. 4: v_u starts at 0 with the bias correction v_u/(1-β^n) (debiased, "
+        "default), at the first Θ_u (first), at 0 (zero) or at θ_0 (init)",
     )
     ag.add_argument("--attackers", help="gossip: 'all' (default: every node, own items) or ids '3,17'")
     ag.add_argument("--target-items", metavar="IDS", help="V_target as raw item ids '50,172,181'")
@@ -89,7 +89,8 @@ def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     ag.add_argument(
         "--multicast",
         choices=("v", "theta"),
-        help="colluders send v_u (default, Algorithm 2) or the received model Θ_u",
+        help="colluders forward the received Θ_u to their group's read member (theta, default) or "
+        "multicast v_u to every member (v, Algorithm 2 line 14)",
     )
     ag.add_argument(
         "--fictive-user",

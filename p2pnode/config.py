@@ -87,14 +87,14 @@ class AttackConfig:
     kind: str = ""  #: "" (no attack) | "cia"
     target_k: int = 50  #: K, the size of the community to find
     momentum: float = 0.99  #: β of eq. 4
-    momentum_estimator: str = "first"  #: eq. 4: first | zero | debiased | init (adversary/momentum.py)
+    momentum_estimator: str = "debiased"  #: eq. 4: debiased | first | zero | init (adversary/momentum.py)
     attackers: str = "all"  #: gossip: "all" (every node, its own items as target) or node ids "3,17"
     target_items: str = ""  #: raw item ids "50,172,181" as V_target for every attacker
     target_genre: str = ""  #: an ML-100k genre ("Horror") as V_target for every attacker
     colluders: float = 0.0  #: gossip: share of nodes in each colluding group (0: none)
     colluder_groups: int = 1  #: how many disjoint colluding groups (each one adversary)
     refresh_every: int = 10  #: Share less, gossip: retrain e_A every this many wake-ups (server: each round)
-    multicast: str = "v"  #: colluders send partners v_u (Alg. 2 l.14) | "theta": the received Θ_u
+    multicast: str = "theta"  #: colluders forward Θ_u to the read member | "v": v_u to all (Alg. 2)
     fictive_user: bool = False  #: score shared models with e_A (as under Share less), not their own
     mia: bool = False  #: MPE membership inference on every hosted node's model (002 §2.5)
     mia_proxy: str = ""  #: thresholds ρ "0.2,0.4": MIA as a CIA proxy (000 §VIII-C, GMF only)

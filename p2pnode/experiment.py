@@ -253,13 +253,32 @@ def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
         if path.stem.removeprefix(f"{mode}-") in wanted:
             continue
         try:
-            stored = json.loads(path.read_text()).get("config")
+            stored = _with_legacy_defaults(json.loads(path.read_text()).get("config"))
             key = run_key(from_mapping(stored, RunConfig(), source=str(path)))
         except (OSError, ValueError, AttributeError, ConfigError):
             continue  # unreadable or from an incompatible version: not reused
         if key in wanted:
             found.setdefault(key, path)
     return found
+
+
+#: Settings whose default changed after they were added: a run recorded before the setting
+#: existed ran with the old behaviour, which this value names (not with today's default).
+LEGACY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "attack": {"momentum_estimator": "first"},  # eq. 4 as v_u^0 = Θ_u^0 until the default became debiased
+}
+
+
+def _with_legacy_defaults(stored: Any) -> Any:
+    """A recorded configuration with the settings it predates filled in with what it ran under."""
+    if not isinstance(stored, dict):
+        return stored
+    out = dict(stored)
+    for section, values in LEGACY_DEFAULTS.items():
+        sub = out.get(section)
+        if isinstance(sub, dict):
+            out[section] = {**values, **sub}
+    return out
 
 
 def _slim(result: dict[str, Any]) -> dict[str, Any]:

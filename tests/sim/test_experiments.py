@@ -173,6 +173,29 @@ def test_runs_recorded_before_a_setting_existed_are_reused(tmp_path: Path) -> No
     assert len(calls) == 2  # a recorded value that differs is a different run
 
 
+def test_a_run_recorded_before_the_estimator_existed_is_a_first_reading_run(tmp_path: Path) -> None:
+    """Runs written before ``attack.momentum_estimator`` existed used v_u^0 = Θ_u^0: they are
+    reused for ``first`` and never passed off as runs of today's default (debiased)."""
+    exp = ex.load("table2")
+    first = {**TINY, "attack": {**TINY["attack"], "momentum_estimator": "first"}}
+    ex.run_experiment(exp, tmp_path, first, seeds=[0])
+    for f in sorted((tmp_path / "runs").glob("simulate-*.json")):
+        doc = json.loads(f.read_text())
+        del doc["config"]["attack"]["momentum_estimator"]
+        f.unlink()
+        f.with_name("simulate-0000older" + f.name[-10:]).write_text(json.dumps(doc))
+    calls: list[str] = []
+
+    def counting(config: RunConfig, progress: Any = None) -> dict[str, Any]:
+        calls.append(config.attack.momentum_estimator)
+        return simulate(config)
+
+    ex.run_experiment(exp, tmp_path, first, seeds=[0], runner=counting)
+    assert calls == []  # reused as the 'first' runs they were
+    ex.run_experiment(exp, tmp_path, TINY, seeds=[0], runner=counting)
+    assert calls == ["debiased", "debiased"]  # today's default is a different run
+
+
 def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     """GMF ignores the PRME settings and PRME the GMF ones; anything a model reads keys the run."""
     gmf = RunConfig()

@@ -39,16 +39,22 @@ def test_bad_config_files_name_the_problem(tmp_path: Path, text: str, message: s
 
 def test_attack_variant_flags_reach_the_config_and_bad_values_are_refused(tmp_path: Path) -> None:
     args = build_parser().parse_args(
-        ["simulate", "--attack", "cia", "--multicast", "theta", "--fictive-user"]
+        ["simulate", "--attack", "cia", "--multicast", "v", "--fictive-user", "--momentum-estimator", "first"]
     )
     cfg = config_from_args(args)
-    assert (cfg.attack.multicast, cfg.attack.fictive_user) == ("theta", True)
+    a = cfg.attack
+    assert (a.multicast, a.fictive_user, a.momentum_estimator) == ("v", True, "first")
     plain = config_from_args(build_parser().parse_args(["simulate", "--attack", "cia"]))
-    assert (plain.attack.multicast, plain.attack.fictive_user) == ("v", False)
-    f = tmp_path / "c.toml"
-    f.write_text('[attack]\nkind = "cia"\nmulticast = "everything"\n')
-    with pytest.raises(ConfigError, match="multicast"):
-        load_toml(f).validate()
+    assert (plain.attack.multicast, plain.attack.fictive_user) == ("theta", False)
+    assert plain.attack.momentum_estimator == "debiased"  # chosen by measurement (docs/design.md)
+    bad_values = (('multicast = "everything"', "multicast"), ('momentum_estimator = "median"', "estimator"))
+    for bad, field in bad_values:
+        f = tmp_path / "c.toml"
+        f.write_text(f'[attack]\nkind = "cia"\n{bad}\n')
+        with pytest.raises(ConfigError, match=field):
+            load_toml(f).validate()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["simulate", "--momentum-estimator", "median"])
 
 
 def test_validation_rejects_view_larger_than_network() -> None:
