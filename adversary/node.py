@@ -31,7 +31,7 @@ from adversary.community import Index
 from adversary.messages import CollusionMessage
 from adversary.models import AttackModel
 from learning.params import Array
-from peer_sampling.effects import Effect, NodeId, Send
+from p2pcore.effects import Effect, NodeId, Send
 from protocols.fedavg import ROUND_TIMER
 from protocols.gossip import WAKE_TIMER, GossipNode, GossipProtocol
 from protocols.messages import FedMessage, ModelMessage

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from adversary.messages import CollusionMessage
 from adversary.node import AdversaryNode
 from learning.params import Array, ModelSpec, spec_of
+from p2pcore.effects import Effect, Learned, Send, SetTimer
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters
 from p2pnode.transport.base import Outcome, Transport
@@ -29,7 +30,6 @@ from p2pnode.wire.codec import (
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import MODEL_TYPES, Channel, MsgType, WireError
-from peer_sampling.effects import Effect, Learned, Send, SetTimer
 from peer_sampling.peerswap import SwapStats
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage

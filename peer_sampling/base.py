@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from peer_sampling.effects import Effect, NodeId
+from p2pcore.effects import Effect, NodeId
 
 SUSPECT_AFTER = 2  #: consecutive undelivered sends before a peer is skipped
 PROBE_CHANCE = 0.1  #: share of sends that still try the suspected peers (a peer that came back rejoins)

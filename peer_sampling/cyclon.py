@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from p2pcore.effects import Effect, Learned, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
-from peer_sampling.effects import Effect, Learned, NodeId, Send, SetTimer
 from peer_sampling.messages import CyclonEntry, ShuffleReply, ShuffleRequest
 
 SHUFFLE_TIMER = "ps:shuffle"

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
-from peer_sampling.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.messages import (
     LockReply,
     LockRequest,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from p2pcore.effects import Effect, NodeId
 from peer_sampling.base import PeerSampler
-from peer_sampling.effects import Effect, NodeId
 
 
 class Personalized(PeerSampler):

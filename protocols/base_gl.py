@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from peer_sampling.effects import Effect, NodeId, Send
+from p2pcore.effects import Effect, NodeId, Send
 from protocols.gossip import GossipProtocol
 from protocols.messages import ModelMessage
 

@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from learning.params import ModelSpec, mean_into, spec_of
+from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
-from peer_sampling.effects import Effect, NodeId, Send, SetTimer
 from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.learner import Learner, Params
 from protocols.messages import FedMessage

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from p2pcore.effects import Effect, NodeId, SetTimer
 from peer_sampling.base import PeerSampler
-from peer_sampling.effects import Effect, NodeId, SetTimer
 from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
 from protocols.messages import FedMessage, ModelMessage

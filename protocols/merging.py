@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from peer_sampling.effects import NodeId
+from p2pcore.effects import NodeId
 from peer_sampling.personalized import Personalized
 from protocols.learner import Learner, Params
 

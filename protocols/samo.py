@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from p2pcore.effects import Effect, NodeId, Send
 from peer_sampling.base import PeerSampler
-from peer_sampling.effects import Effect, NodeId, Send
 from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.learner import Learner, Params
 from protocols.merging import Merger

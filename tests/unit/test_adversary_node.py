@@ -12,8 +12,8 @@ from adversary.messages import CollusionMessage
 from adversary.models import GMFAttack
 from adversary.node import AdversaryNode, ForwardingColluder
 from learning import gmf
+from p2pcore.effects import Send
 from peer_sampling.base import StaticView
-from peer_sampling.effects import Send
 from protocols.base_gl import BaseGossip
 from protocols.gossip import TimingConfig
 from protocols.messages import ModelMessage

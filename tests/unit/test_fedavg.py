@@ -6,8 +6,8 @@ import random
 
 import numpy as np
 
+from p2pcore.effects import Send, SetTimer
 from peer_sampling.base import StaticView
-from peer_sampling.effects import Send, SetTimer
 from protocols.fedavg import ROUND_TIMER, FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, TimingConfig
 from protocols.messages import FedMessage

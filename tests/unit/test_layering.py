@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ("peer_sampling", "protocols", "adversary")
+PURE = ("p2pcore", "peer_sampling", "protocols", "adversary")
 FORBIDDEN = {"asyncio", "aiohttp", "socket", "time", "torch", "selectors", "threading"}
 
 
 def test_fresh_interpreter_loads_no_io_modules() -> None:
     code = (
         "import sys, json\n"
-        "import peer_sampling.base, peer_sampling.peerswap, peer_sampling.cyclon, "
+        "import p2pcore.effects, peer_sampling.base, peer_sampling.peerswap, peer_sampling.cyclon, "
         "peer_sampling.graph, peer_sampling.personalized, protocols.base_gl, protocols.samo, "
         "protocols.gossip, protocols.fedavg, protocols.merging\n"
         "print(json.dumps(sorted(sys.modules)))\n"

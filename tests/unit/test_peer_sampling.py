@@ -7,9 +7,9 @@ import random
 
 import pytest
 
+from p2pcore.effects import Effect, Send, SetTimer
 from peer_sampling.base import PeerSampler
 from peer_sampling.cyclon import Cyclon, CyclonConfig
-from peer_sampling.effects import Effect, Send, SetTimer
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 

@@ -7,8 +7,8 @@ import random
 import numpy as np
 
 from learning.params import mean_into
+from p2pcore.effects import Send, SetTimer
 from peer_sampling.base import StaticView
-from peer_sampling.effects import Send, SetTimer
 from protocols.base_gl import BaseGossip
 from protocols.gossip import GossipNode, TimingConfig
 from protocols.messages import ModelMessage
