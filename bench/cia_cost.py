@@ -97,7 +97,11 @@ def main() -> None:
         ("GMF", base, GMFLearner),
         ("GMF, Share less", base.replace(**{"learning.share_less": True}), GMFLearner),
         ("PRME", base.replace(model="prme"), PRMELearner),
-        ("GMF, 10% colluders x 1 group", base.replace(**{"attack.colluders": 0.1}), GMFLearner),
+        (  # every member an observer (Algorithm 2's multicast); forwarders keep no attack state
+            "GMF, 10% colluders x 1 group, v",
+            base.replace(**{"attack.colluders": 0.1, "attack.multicast": "v"}),
+            GMFLearner,
+        ),
     ]
     print(f"{args.nodes} nodes, Base GL, PeerSwap, {args.rounds} rounds; every node (or group) an adversary")
     print(
