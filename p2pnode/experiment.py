@@ -233,11 +233,18 @@ UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
 def run_key(config: RunConfig) -> str:
     """Runs with the same configuration (seed included) are run once and shared between rows.
 
-    Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key.
+    Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key, nor
+    are the attack settings that cannot act: what colluders send where there are none, and the
+    reading of eq. 4 where there is no attack or β = 0.
     """
     identity = config.to_dict()
     for name in UNUSED_BY_MODEL.get(config.model, ()):
         identity["learning"].pop(name, None)
+    attack = identity["attack"]
+    if not attack["colluders"]:  # what colluders send each other
+        attack.pop("multicast", None)
+    if not attack["kind"] or attack["momentum"] == 0:  # with β = 0 every reading of eq. 4 is Θ_u
+        attack.pop("momentum_estimator", None)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

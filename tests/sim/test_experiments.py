@@ -196,6 +196,18 @@ def test_a_run_recorded_before_the_estimator_existed_is_a_first_reading_run(tmp_
     assert calls == ["debiased", "debiased"]  # today's default is a different run
 
 
+def test_attack_settings_that_cannot_act_do_not_split_runs() -> None:
+    fed = RunConfig(protocol="fedavg").replace(**{"attack.kind": "cia"})
+    assert ex.run_key(fed.replace(**{"attack.multicast": "v"})) == ex.run_key(fed)  # no colluders
+    assert ex.run_key(fed.replace(**{"attack.momentum_estimator": "first"})) != ex.run_key(fed)
+    flat = fed.replace(**{"attack.momentum": 0.0})
+    assert ex.run_key(flat.replace(**{"attack.momentum_estimator": "first"})) == ex.run_key(flat)
+    honest = RunConfig()
+    assert ex.run_key(honest.replace(**{"attack.momentum_estimator": "zero"})) == ex.run_key(honest)
+    group = RunConfig().replace(**{"attack.kind": "cia", "attack.colluders": 0.1})
+    assert ex.run_key(group.replace(**{"attack.multicast": "v"})) != ex.run_key(group)
+
+
 def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     """GMF ignores the PRME settings and PRME the GMF ones; anything a model reads keys the run."""
     gmf = RunConfig()
