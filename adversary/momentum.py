@@ -28,7 +28,9 @@ def weights(estimator: str, beta: float, n: int) -> tuple[float, float]:
         raise ValueError("observations are counted from 1")
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
-    if estimator == "debiased" or (estimator == "first" and n == 1):
-        alpha = (1.0 - beta) / (1.0 - beta**n) if estimator == "debiased" else 1.0
+    if estimator == "first" and n == 1:
+        return 0.0, 1.0
+    if estimator == "debiased":
+        alpha = (1.0 - beta) / (1.0 - beta**n)
         return 1.0 - alpha, alpha
     return beta, 1.0 - beta
