@@ -21,7 +21,7 @@ import torch
 
 from adversary.cia import CIAObserver
 from learning.learner import BaseLearner
-from p2pnode.attack import AttackLab
+from p2pnode.attack import lab_for
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
@@ -57,7 +57,7 @@ class Clock:
 
 def measure(config: RunConfig, rounds: int, learner_cls: type[BaseLearner]) -> dict[str, Any]:
     sim = Simulation(config)
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     clock = Clock()
     undo = [
         clock.wrap(CIAObserver, "observe", "attack"),

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from adversary.node import AdversaryNode
-from p2pnode.attack import AttackLab
+from p2pnode.attack import lab_for
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
@@ -55,7 +55,7 @@ def child(variant: str, nodes: int, rounds: int, factors: int) -> dict[str, Any]
     config = config_for(variant, nodes, rounds, factors)
     t0 = time.perf_counter()
     sim = Simulation(config)
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     for r in range(1, rounds + 1):
         sim.run_round()
         lab.evaluate(r, sim.host.nodes.values())

@@ -23,9 +23,9 @@ def timed(config: RunConfig, rounds: int, warmup: int) -> tuple[float, float]:
     """(median seconds per measured round including the attack's evaluation, setup seconds)."""
     t0 = time.perf_counter()
     sim = Simulation(config)
-    from p2pnode.attack import AttackLab
+    from p2pnode.attack import lab_for
 
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     setup = time.perf_counter() - t0
     times = []
     for r in range(1, warmup + rounds + 1):

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from p2pnode.attack import AttackLab
+from p2pnode.attack import lab_for
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
@@ -54,7 +54,7 @@ def child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     tune_process()
     t0 = time.perf_counter()
     sim = Simulation(config_for(mode, args))
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     setup = time.perf_counter() - t0
     rounds: list[float] = []
     for r in range(1, args.rounds + 1):

@@ -110,7 +110,7 @@ def main() -> None:
     if args.mode == "serve":
         asyncio.run(serve(args.port, args.nodes, args.protocol))
         return
-    from p2pnode.launch import free_ports
+    from p2plab.launch import free_ports
 
     port = free_ports(1)[0]
     server = subprocess.Popen(

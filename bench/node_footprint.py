@@ -21,7 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from p2pnode.launch import free_ports
+from p2plab.launch import free_ports
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 

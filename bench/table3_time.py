@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from p2pnode import experiment as ex
+from p2plab import experiment as ex
 from p2pnode.process import tune_process
 
 BUDGET_S = 600.0

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from adversary.community import accuracy
 from adversary.node import AdversaryNode
-from p2pnode.attack import AttackLab
+from p2pnode.attack import lab_for
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings["learning.dp_epsilon"] = args.epsilon
     config = RunConfig(nodes=args.nodes, rounds=args.rounds, protocol="fedavg", model="gmf", seed=args.seed)
     sim = Simulation(config.replace(**settings))
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     for _ in range(args.rounds):
         sim.run_round()
     assert lab.plan is not None

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from adversary.node import AdversaryNode
-from p2pnode.attack import AttackLab
+from p2pnode.attack import lab_for
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     config = RunConfig(nodes=args.nodes, rounds=args.rounds, protocol="fedavg", model="gmf", seed=args.seed)
     sim = Simulation(config.replace(**settings))
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     assert lab.plan is not None
     (spec,) = lab.plan.adversaries.values()
     server = sim.host.nodes[spec.node_id].node

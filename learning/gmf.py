@@ -1,7 +1,7 @@
 """Generalized Matrix Factorization (He et al., NCF 2017 §3.2) as plain named parameters.
 
 ŷ_ui = σ(hᵀ(p_u ⊙ q_i) + b). A node holds one user row ``user`` (its own p_u), every item row
-``item``, the output weights ``h`` and bias ``b``. DESIGN §4.
+``item``, the output weights ``h`` and bias ``b``. docs/design.md, Learning.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ For user u with previous item l_c (at time t_c) and candidate l (at time t):
     D(u, l_c, l) = α‖X^P_u − X^P_l‖² + (1−α)‖X^S_l − X^S_{l_c}‖²   if t − t_c ≤ τ
                  = ‖X^P_u − X^P_l‖²                                otherwise
 
-with α = 0.2, τ = 6 h; the smallest D is the most relevant (DESIGN §4). A node holds its own
+with α = 0.2, τ = 6 h; the smallest D is the most relevant (docs/design.md, PRME). A node holds its own
 preference row ``user_p`` (X^P_u), every item's preference row ``item_p`` (X^P) and sequential row
 ``item_s`` (X^S).
 """

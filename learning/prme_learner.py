@@ -20,7 +20,7 @@ from learning.split import UserData
 
 @dataclass(frozen=True)
 class PRMEConfig:
-    """PRME hyperparameters (Feng et al. 2015; DESIGN §4)."""
+    """PRME hyperparameters (Feng et al. 2015; docs/design.md, PRME)."""
 
     dim: int = 60
     lr: float = 0.005

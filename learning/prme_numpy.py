@@ -2,7 +2,7 @@
 
 For a transition (l_c → l) with negative l' and the same time gap, the loss is
 −log σ(D(u, l_c, l') − D(u, l_c, l)) plus (λ/2)‖θ‖² on every row the example touches (λ = 0.03),
-minimised by SGD with lr 0.005 (Feng et al. 2015, DESIGN §4); a minibatch sums its examples.
+minimised by SGD with lr 0.005 (Feng et al. 2015; docs/design.md, PRME); a minibatch sums its examples.
 
 Under Share less each example also pays τ‖e_l − e_l^{t−1}‖₂ for its positive item l, where e_l is
 the item's whole embedding [X^P_l, X^S_l] and e_l^{t−1} its value before the local update (CIA

@@ -31,4 +31,12 @@ class Learned:
     address: str
 
 
-Effect = Send | SetTimer | Learned
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """The machine let go of something a peer sent (e.g. SAMO's full buffer pushed the oldest
+    model out); the driver counts it as a rejection with this ``reason``."""
+
+    reason: str
+
+
+Effect = Send | SetTimer | Learned | Dropped

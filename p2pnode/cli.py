@@ -1,15 +1,19 @@
-"""The ``p2pnode`` command line. It only maps flags onto ``RunConfig`` and calls the runners."""
+"""The daemon's command line (``python -m p2pnode``): run, simulate, keys, data.
+
+It only maps flags onto ``RunConfig`` and calls the runners. The lab (``p2plab.cli``) builds the
+full ``p2pnode`` command from these commands and its own (launch, metrics, experiment, deploy);
+``experiment_flags``, ``config_from_args`` and ``print_result`` are what it shares.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import sys
-import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,17 +29,16 @@ from p2pnode.config import (
     from_mapping,
     load_toml,
 )
-from p2pnode.deploy import ACTIONS as DEPLOY_ACTIONS
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """Bad flags give one clear line on stderr, not a usage dump or a traceback."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
+def experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     g = p.add_argument_group("experiment")
     g.add_argument("--config", type=Path, help="TOML file with RunConfig fields (flags override it)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="named starting configuration")
@@ -213,13 +216,21 @@ def _from_json(path: Path) -> RunConfig:
     return from_mapping(raw, RunConfig(), source=str(path))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="p2pnode", description="Gossip-learning node daemon and privacy lab.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+Handler = Callable[[argparse.Namespace], int]
 
-    run = sub.add_parser("run", help="run the nodes of one process until stopped")
-    _experiment_flags(run, real=True)
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name and help, how it declares its flags, and what it runs."""
+
+    name: str
+    help: str
+    flags: Callable[[argparse.ArgumentParser], None]
+    handle: Handler
+
+
+def _run_flags(run: argparse.ArgumentParser) -> None:
+    experiment_flags(run, real=True)
     run.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT to serve on")
     run.add_argument("--peers", default="", help="HOST:PORT,... of other processes (seeds)")
     run.add_argument("--users", help="node ids hosted here, e.g. 0-99 (default: all --nodes)")
@@ -234,87 +245,63 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--state-dir", type=Path, help="checkpoint the nodes here and resume from here")
     run.add_argument("--checkpoint-every", type=int, default=10, help="rounds between checkpoints (10)")
 
-    launch = sub.add_parser("launch", help="start a local cluster of N nodes, print a report")
-    _experiment_flags(launch, real=True)
-    launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
-    launch.add_argument(
-        "--cluster-key-file", type=Path, help="keyring file for all processes (default: a fresh one)"
-    )
-    launch.add_argument("--open", action="store_true", help="no authentication at all (not recommended)")
 
-    simulate = sub.add_parser("simulate", help="the same experiment on the virtual clock")
-    _experiment_flags(simulate, real=False)
+def _simulate_flags(simulate: argparse.ArgumentParser) -> None:
+    experiment_flags(simulate, real=False)
 
-    metrics = sub.add_parser("metrics", help="tail node metrics endpoints")
-    metrics.add_argument("urls", nargs="+", help="HOST:PORT or http://HOST:PORT/metrics")
-    metrics.add_argument("--follow", action="store_true", help="refresh until interrupted")
-    metrics.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
-    metrics.add_argument("--count", type=int, default=0, help="stop after N refreshes")
 
-    exp = sub.add_parser("experiment", help="reproduce a table or figure of the papers (experiments/)")
-    exp.add_argument("name", help="experiment name, or 'list'")
-    exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
-    exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
-    exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
-    exp.add_argument("--rounds", type=int, help="override the number of rounds")
-    exp.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. learning.lr=0.05",
-    )
-    exp.add_argument(
-        "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
-    )
-    exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
-    exp.add_argument(
-        "--rows",
-        action="append",
-        default=[],
-        metavar="LABEL",
-        help="only this row (repeat the flag for more)",
-    )
-    exp.add_argument(
-        "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
-    )
-    exp.add_argument("--quiet", action="store_true", help="no progress lines")
-
-    keys = sub.add_parser("keys", help="cluster keyring: new, install, use, remove, show")
+def _keys_flags(keys: argparse.ArgumentParser) -> None:
     keys.add_argument("action", choices=["new", "install", "use", "remove", "show"])
     keys.add_argument("file", type=Path, help="the key file")
     keys.add_argument("key_id", nargs="?", help="key id (install, use, remove; new: default k1)")
     keys.add_argument("--cluster", default="default", help="new: the cluster label")
 
-    dep = sub.add_parser("deploy", help="LAN testbed through Ansible: install, start, watch, stop, collect")
-    dep.add_argument("action", choices=DEPLOY_ACTIONS)
-    dep.add_argument("-i", "--inventory", type=Path, required=True, help="Ansible inventory (deploy/)")
-    dep.add_argument("--out", type=Path, help="controller work folder (default deploy-runs/CLUSTER)")
-    dep.add_argument("--fresh", action="store_true", help="start: forget checkpoints and results first")
-    dep.add_argument("--faults", type=Path, help="collect: a fault log (JSON lines) for the timeline")
-    dep.add_argument("--wait", type=float, default=0.0, help="collect: wait up to S seconds for runs to end")
-    dep.add_argument("--key-file", type=Path, help="install: cluster keyring (default: generated in --out)")
-    dep.add_argument("--interval", type=float, default=2.0, help="watch: seconds between refreshes")
-    dep.add_argument("--count", type=int, default=0, help="watch: stop after N refreshes")
 
-    data = sub.add_parser("data", help="datasets")
-    data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+def _data_flags(data: argparse.ArgumentParser) -> None:
+    data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=Parser)
     get = data_sub.add_parser("get", help="make a dataset available offline")
     get.add_argument("name", choices=["ml-100k"])
     get.add_argument("--data-dir", help="target directory (default $P2PNODE_DATA or ~/.cache)")
     get.add_argument("--wheel", type=Path, help="use this recbole wheel instead of downloading")
+
+
+def build_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``commands`` (default: the daemon's); each subparser knows its handler."""
+    commands = DAEMON_COMMANDS if commands is None else commands
+    names = {c.name for c in commands}
+    epilog = None
+    if not names >= {"launch", "experiment"}:
+        epilog = "The lab's commands (launch, metrics, experiment, deploy): `p2pnode` or `python -m p2plab`."
+    parser = Parser(prog="p2pnode", description="Gossip-learning node daemon and privacy lab.", epilog=epilog)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in commands:
+        p = sub.add_parser(command.name, help=command.help)
+        command.flags(p)
+        p.set_defaults(handler=command.handle)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("p2pnode")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None = None) -> int:
+    parser = build_parser(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     try:
-        return _dispatch(args)
+        handler: Handler = args.handler
+        return handler(args)
     except (ConfigError, DataError, ValueError) as exc:
         print(f"p2pnode: error: {exc}", file=sys.stderr)
         return 2
@@ -326,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _progress(args: argparse.Namespace) -> Any:
+def progress_printer(args: argparse.Namespace) -> Any:
     if getattr(args, "quiet", False):
         return None
     stream = sys.stderr if getattr(args, "json", False) else sys.stdout
@@ -335,90 +322,6 @@ def _progress(args: argparse.Namespace) -> Any:
         print(line, file=stream, flush=True)
 
     return out
-
-
-def _experiment(args: argparse.Namespace) -> int:
-    from p2pnode import experiment as ex
-
-    if args.name == "list":
-        for name in ex.names():
-            print(f"{name:20s} {ex.load(name).title}")
-        return 0
-    exp = ex.load(args.name)
-    if exp.mixing is not None:
-        return _mixing(args, exp)
-    overrides: dict[str, Any] = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            parsed = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            parsed = value  # a bare word: a string
-        node = overrides
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = parsed
-    if args.nodes is not None:
-        overrides["nodes"] = args.nodes
-    if args.rounds is not None:
-        overrides["rounds"] = args.rounds
-    seeds = None
-    if args.seeds:
-        try:
-            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(f"--seeds {args.seeds!r}: expected integers '0,1,2'") from None
-    if args.real and args.processes < 1:
-        raise ConfigError("--processes must be at least 1")
-    mode = "real" if args.real else "simulate"
-    runner = ex.real_network(args.processes) if args.real else ex.simulator
-    if args.rows:
-        wanted = [w.strip() for w in args.rows if w.strip()]
-        labels = {r.label.lower(): r for r in exp.rows}
-        missing = [w for w in wanted if w.lower() not in labels]
-        if missing:
-            known = "; ".join(r.label for r in exp.rows)
-            raise ConfigError(f"--rows: no row {', '.join(map(repr, missing))} in {exp.name} (rows: {known})")
-        exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
-    out = args.out or Path("results") / args.name
-    progress = None if args.quiet else (lambda line: print(line, flush=True))
-    doc = ex.run_experiment(
-        exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress, args.report_only
-    )
-    if progress:
-        progress(
-            f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
-        )
-    return 0
-
-
-def _mixing(args: argparse.Namespace, exp: Any) -> int:
-    """The mixing experiment is a computation, not gossip runs: only --out and --seeds apply."""
-    from p2pnode import experiment as ex
-    from p2pnode.experiment_mixing import run_mixing
-
-    given = (("--set", args.set), ("--nodes", args.nodes), ("--rounds", args.rounds), ("--rows", args.rows))
-    ignored = [f for f, v in given if v]
-    if args.real:
-        ignored.append("--real")
-    if ignored:
-        raise ConfigError(
-            f"experiment {exp.name}: {', '.join(ignored)} do not apply (edit the [mixing] table)"
-        )
-    seed = exp.seeds[0]
-    if args.seeds:
-        try:
-            seed = int(args.seeds.split(",")[0])
-        except ValueError:
-            raise ConfigError(f"--seeds {args.seeds!r}: expected an integer") from None
-    out = args.out or Path("results") / args.name
-    doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(sys.argv[1:]), exp.notes)
-    if not args.quiet:
-        print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)
-    return 0
 
 
 def _tls(args: argparse.Namespace) -> Any:
@@ -458,100 +361,88 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    from p2pnode.report import metric_for, summary
+def _data(args: argparse.Namespace) -> int:
+    from p2pnode.datasets import fetch_ml100k
 
-    if args.command == "data":
-        from p2pnode.datasets import fetch_ml100k
-
-        path = fetch_ml100k(args.data_dir, args.wheel)
-        print(f"ml-100k is ready in {path}")
-        return 0
-    if args.command == "keys":
-        return _keys(args)
-    if args.command == "deploy":
-        from p2pnode.deploy import run_action
-
-        return run_action(
-            args.action,
-            args.inventory,
-            args.out,
-            fresh=args.fresh,
-            faults=args.faults,
-            wait=args.wait,
-            key_file=args.key_file,
-            interval=args.interval,
-            count=args.count,
-        )
-    if args.command == "metrics":
-        from p2pnode.follow import follow
-
-        return follow(args.urls, args.interval, not args.follow, print, args.count)
-
-    from p2pnode.process import tune_process
-
-    tune_process()
-    if args.command == "experiment":
-        return _experiment(args)
-    config = config_from_args(args)
-    result: dict[str, Any]
-    if args.command == "simulate":
-        from p2pnode.sim import simulate
-
-        progress = _progress(args)
-        result = simulate(config, progress)
-        if progress is not None:
-            progress(summary(result, metric_for(config)))
-    elif args.command == "launch":
-        from p2pnode.launch import launch
-
-        if args.processes < 1:
-            raise ConfigError("--processes must be at least 1")
-        if args.open and args.cluster_key_file:
-            raise ConfigError("--open and --cluster-key-file exclude each other")
-        result = _run_async(
-            launch(config, args.processes, args.out, _progress(args), args.cluster_key_file, args.open)
-        )
-    else:
-        from p2pnode.real import ProcessSpec, parse_hostport, parse_users, run_process
-
-        host, port = parse_hostport(args.listen)
-        users = parse_users(args.users) if args.users else tuple(range(config.nodes))
-        peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
-        for peer in peers:
-            parse_hostport(peer)
-        if args.checkpoint_every < 1:
-            raise ConfigError("--checkpoint-every must be at least 1")
-        spec = ProcessSpec(
-            users,
-            host,
-            port,
-            peers,
-            args.out,
-            server=args.server,
-            key_file=args.cluster_key_file,
-            state_dir=args.state_dir,
-            checkpoint_every=args.checkpoint_every,
-            tls=_tls(args),
-        )
-        result = _run_async(run_process(config, spec, _progress(args)))
-    if args.out is not None and args.command == "simulate":
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(json.dumps(result, indent=1))
-    if args.json:
-        printable = {k: v for k, v in result.items() if k != "history"}
-        printable["per_round"] = [
-            {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes", "dp_epsilon") if k in h}
-            for h in result.get("history", [])
-        ]
-        print(json.dumps(printable))
+    path = fetch_ml100k(args.data_dir, args.wheel)
+    print(f"ml-100k is ready in {path}")
     return 0
 
 
-def _run_async(coro: Any) -> Any:
+def _simulate(args: argparse.Namespace) -> int:
+    from p2pnode.process import tune_process
+    from p2pnode.report import metric_for, summary
+    from p2pnode.sim import simulate
+
+    tune_process()
+    config = config_from_args(args)
+    progress = progress_printer(args)
+    result = simulate(config, progress)
+    if progress is not None:
+        progress(summary(result, metric_for(config)))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(json.dumps(result, indent=1))
+    print_result(args, config, result)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from p2pnode.process import tune_process
+    from p2pnode.real import ProcessSpec, parse_hostport, parse_users, run_process
+
+    tune_process()
+    config = config_from_args(args)
+    host, port = parse_hostport(args.listen)
+    users = parse_users(args.users) if args.users else tuple(range(config.nodes))
+    peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
+    for peer in peers:
+        parse_hostport(peer)
+    if args.checkpoint_every < 1:
+        raise ConfigError("--checkpoint-every must be at least 1")
+    spec = ProcessSpec(
+        users,
+        host,
+        port,
+        peers,
+        args.out,
+        server=args.server,
+        key_file=args.cluster_key_file,
+        state_dir=args.state_dir,
+        checkpoint_every=args.checkpoint_every,
+        tls=_tls(args),
+    )
+    result = run_async(run_process(config, spec, progress_printer(args)))
+    print_result(args, config, result)
+    return 0
+
+
+def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, Any]) -> None:
+    """``--json``: the run's summary as one JSON object, with its per-round utility."""
+    if not args.json:
+        return
+    from p2pnode.report import metric_for
+
+    printable = {k: v for k, v in result.items() if k != "history"}
+    printable["per_round"] = [
+        {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes", "dp_epsilon") if k in h}
+        for h in result.get("history", [])
+    ]
+    print(json.dumps(printable))
+
+
+def run_async(coro: Any) -> Any:
     try:
         import uvloop
 
         return uvloop.run(coro)
     except ImportError:
         return asyncio.run(coro)
+
+
+DAEMON_COMMANDS: tuple[Command, ...] = (
+    Command("run", "run the nodes of one process until stopped", _run_flags, _run),
+    Command("simulate", "the same experiment on the virtual clock", _simulate_flags, _simulate),
+    Command("keys", "cluster keyring: new, install, use, remove, show", _keys_flags, _keys),
+    Command("data", "datasets", _data_flags, _data),
+)

@@ -1,6 +1,6 @@
 """The one typed, validated configuration tree, its presets, and loading from TOML.
 
-The CLI only maps flags onto this tree (DESIGN §2 rule 9). Every field is documented here.
+The CLI only maps flags onto this tree (docs/design.md, rule 9). Every field is documented here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class LearningConfig:
-    """Local model and training (GMF defaults from NCF; DESIGN §4)."""
+    """Local model and training (GMF defaults from NCF; docs/design.md, Learning)."""
 
     factors: int = 32  #: embedding size
     lr: float = 0.001  #: Adam learning rate

@@ -1,6 +1,6 @@
 """Datasets on disk: MovieLens-100k from the recbole wheel, read offline from a cache directory.
 
-DESIGN §5: the wheel of ``recbole==1.2.1`` on PyPI ships ML-100k in
+docs/design.md, Datasets: the wheel of ``recbole==1.2.1`` on PyPI ships ML-100k in
 ``recbole/dataset_example/ml-100k/``. ``p2pnode data get ml-100k`` takes the files from an
 installed recbole (never imported) or from the wheel, which it downloads with pip, and copies
 them into the data directory.

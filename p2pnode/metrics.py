@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 
 class Metrics:
-    """The metric families of one process (DESIGN §3 names)."""
+    """The metric families of one process; their names are an interface (dashboards read them)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)

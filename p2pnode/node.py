@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from adversary.messages import CollusionMessage
 from adversary.node import AdversaryNode
 from learning.params import Array, ModelSpec, spec_of
-from p2pcore.effects import Effect, Learned, Send, SetTimer
+from p2pcore.effects import Dropped, Effect, Learned, Send, SetTimer
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters
 from p2pnode.transport.base import Outcome, Transport
@@ -212,8 +212,11 @@ class NodeRuntime:
                 self._send(effect.to, effect.message)
             elif isinstance(effect, SetTimer):
                 self._set_timer(effect.key, effect.at)
-            elif isinstance(effect, Learned) and self.on_learned is not None:
-                self.on_learned(effect.node, effect.address)
+            elif isinstance(effect, Learned):
+                if self.on_learned is not None:
+                    self.on_learned(effect.node, effect.address)
+            elif isinstance(effect, Dropped):
+                self.reject(effect.reason)
         self._m_view.set(len(self.node.sampler.out_view()))
         self._m_version.set(self.learner.version)
 
@@ -325,11 +328,7 @@ class NodeRuntime:
         if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
             self.last_version[frame.sender] = max(message.version, self.last_version.get(frame.sender, -1))
-        stats = getattr(self.node.protocol, "stats", None)
-        drops = getattr(stats, "buffer_drops", 0)
         self.execute(self.node.on_message(frame.sender, message, self.clock.now(), self.rng))
-        if getattr(stats, "buffer_drops", 0) > drops:  # SAMO's bounded buffer pushed a model out
-            self.reject("buffer-full")
         return Outcome(200)
 
     def _newer(self, frame: Frame) -> bool:

@@ -18,7 +18,7 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,17 +26,17 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from adversary.community import summarize
 from p2pnode import checkpoint
 from p2pnode.atomic import write_text
-from p2pnode.attack import AttackLab, proxy_summary
+from p2pnode.attack import lab_for, victims
 from p2pnode.auth import KeyHolder, keyring_from_env
-from p2pnode.build import Prepared, make_node, make_server, prepare, server_id
+from p2pnode.build import make_node, make_server, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.limits import Limits
 from p2pnode.metrics import Metrics
+from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats, summary
 from p2pnode.tls import TlsFiles, client_context, server_context
 from p2pnode.transport.http import HttpTransport, make_app
@@ -97,7 +97,7 @@ class NodeProcess:
         self.runner: web.AppRunner | None = None
         self.round = 0
         self.history: list[dict[str, Any]] = []
-        self.lab = AttackLab(self.prep)
+        self.lab = lab_for(self.prep)
         self._stop = asyncio.Event()
         self.resumed = 0  #: nodes restored from checkpoints
         self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
@@ -353,7 +353,7 @@ class NodeProcess:
                 cia = self.lab.evaluate(self.round, self.host.nodes.values())
                 if cia is not None:
                     stats["cia"] = cia
-                mia = self.lab.evaluate_mia(self.round, self.host.nodes.values())
+                mia = self.lab.evaluate_mia(self.round, victims(self.host.nodes.values()))
                 if mia is not None:
                     stats["mia"] = mia
                 stats["seconds"] = time.perf_counter() - self._t0
@@ -488,149 +488,3 @@ def split_users(n: int, parts: int) -> list[tuple[int, ...]]:
     parts = max(1, min(parts, n))
     bounds = [round(k * n / parts) for k in range(parts + 1)]
     return [tuple(range(bounds[k], bounds[k + 1])) for k in range(parts)]
-
-
-def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
-    """Merge per-process summaries into one network summary (HR weighted by node count)."""
-    nodes = sum(r["nodes"] for r in results)
-    total: dict[str, Any] = {
-        "nodes": nodes,
-        "round": min(r["round"] for r in results),
-        "rounds": min(r["rounds"] for r in results),
-        key: sum(r[key] * r["nodes"] for r in results) / max(nodes, 1),
-        "late_rounds": max(r.get("late_rounds", 0) for r in results),
-    }
-    for k in (
-        "messages",
-        "model_messages",
-        "delta_messages",
-        "bytes",
-        "merges",
-        "local_steps",
-        "send_failures",
-    ):
-        total[k] = sum(r[k] for r in results)
-    rejected: dict[str, int] = {}
-    for r in results:
-        for k, v in r["rejected"].items():
-            rejected[k] = rejected.get(k, 0) + v
-    total["rejected"] = rejected
-    total["view_swaps"] = {
-        k: sum(r.get("view_swaps", {}).get(k, 0) for r in results)
-        for k in sorted({k for r in results for k in r.get("view_swaps", {})} | {"committed", "aborted"})
-    }
-    total["history"] = _merge_histories(results, key)
-    cia = merge_attack([r["cia"] for r in results if r.get("cia")], nodes)
-    if cia is not None:
-        total["cia"] = cia
-    mia = merge_mia([r["mia"] for r in results if r.get("mia")])
-    if mia is not None:
-        total["mia"] = mia
-    eps = [r for r in results if "dp_epsilon" in r]
-    if eps:
-        by_node: dict[str, float] = {}
-        for r in eps:
-            by_node.update(r.get("dp_epsilon_by_node", {}))
-        total["dp_epsilon"] = {
-            "mean": sum(r["dp_epsilon"]["mean"] * r["nodes"] for r in eps)
-            / max(sum(r["nodes"] for r in eps), 1),
-            "max": max(r["dp_epsilon"]["max"] for r in eps),
-            "min": min(r["dp_epsilon"]["min"] for r in eps),
-        }
-        total["dp_epsilon_by_node"] = by_node
-    return total
-
-
-def merge_attack(parts: Sequence[dict[str, Any]], n_users: int) -> dict[str, Any] | None:
-    """One CIA summary from the processes' summaries: per-adversary accuracies of the rounds that
-    every process evaluated are pooled, then Max AAC and the rest are taken as in one process."""
-    if not parts:
-        return None
-    by_round = [
-        dict(zip(p["rounds"], zip(p["per_round"], p["per_round_bounds"], strict=True), strict=True))
-        for p in parts
-    ]
-    common = sorted(set.intersection(*(set(b) for b in by_round)))
-    accs = [[a for b in by_round for a in b[r][0]] for r in common]
-    bounds = [[x for b in by_round for x in b[r][1]] for r in common]
-    k = int(parts[0]["k"])
-    out: dict[str, Any] = summarize(common, accs, bounds, k, n_users).as_dict()
-    out["k"] = k
-    if "mia_proxy" in parts[0]:
-        out["mia_proxy"] = _merge_proxy(parts, common)
-    preds = [p for part in parts for p in part.get("predictions", [])]
-    if preds:
-        out["predictions"] = preds
-    return out
-
-
-def _merge_proxy(parts: Sequence[dict[str, Any]], common: Sequence[int]) -> dict[str, Any]:
-    """Table VIII pooled over processes: accuracies and (true) positives of the common rounds."""
-    thresholds = parts[0]["mia_proxy"]["thresholds"]
-    n = len(thresholds)
-    index = [{r: i for i, r in enumerate(p["rounds"])} for p in parts]
-    acc = [
-        [
-            [a for p, ix in zip(parts, index, strict=True) for a in p["mia_proxy"]["per_round"][ix[r]][j]]
-            for j in range(n)
-        ]
-        for r in common
-    ]
-    tp = [
-        [
-            sum(p["mia_proxy"]["true_positives"][ix[r]][j] for p, ix in zip(parts, index, strict=True))
-            for j in range(n)
-        ]
-        for r in common
-    ]
-    pos = [
-        [
-            sum(p["mia_proxy"]["positives"][ix[r]][j] for p, ix in zip(parts, index, strict=True))
-            for j in range(n)
-        ]
-        for r in common
-    ]
-    return proxy_summary(thresholds, common, acc, tp, pos)
-
-
-def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """One MIA summary from the processes': per-round accuracies weighted by hosted nodes."""
-    if not parts:
-        return None
-    by_round = [
-        dict(zip(p["rounds"], zip(p["accuracy"], p["nodes"], strict=True), strict=True)) for p in parts
-    ]
-    common = sorted(set.intersection(*(set(b) for b in by_round)))
-    nodes = [sum(b[r][1] for b in by_round) for r in common]
-    acc = [sum(b[r][0] * b[r][1] for b in by_round) / max(n, 1) for r, n in zip(common, nodes, strict=True)]
-    return {
-        "rounds": common,
-        "accuracy": acc,
-        "nodes": nodes,
-        "max": max(acc, default=0.0),
-        "final": acc[-1] if acc else 0.0,
-    }
-
-
-def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """Per-round network figures from the processes' histories (rounds all processes reached)."""
-    by_round: list[dict[int, dict[str, Any]]] = [
-        {h["round"]: h for h in r.get("history", [])} for r in results
-    ]
-    common = sorted(set.intersection(*(set(b) for b in by_round))) if by_round else []
-    merged = []
-    for rnd in common:
-        rows = [b[rnd] for b in by_round]
-        nodes = sum(h["nodes"] for h in rows)
-        merged.append(
-            {
-                "round": rnd,
-                "nodes": nodes,
-                key: sum(h[key] * h["nodes"] for h in rows) / max(nodes, 1),
-                "messages": sum(h["messages"] for h in rows),
-                "bytes": sum(h["bytes"] for h in rows),
-            }
-        )
-        if all("time" in h for h in rows):
-            merged[-1]["time"] = max(h["time"] for h in rows)  # when the last process got there
-    return merged

@@ -10,12 +10,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from p2pnode.attack import AttackLab
-from p2pnode.build import Prepared, make_node, make_server, prepare
+from p2pnode.attack import lab_for, victims
+from p2pnode.build import make_node, make_server
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
+from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork
 from protocols.gossip import TimingConfig
@@ -69,7 +70,7 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
     """Run ``config.rounds`` rounds; return the final summary with per-round history."""
     t0 = time.perf_counter()
     sim = Simulation(config)
-    lab = AttackLab(sim.prep)
+    lab = lab_for(sim.prep)
     history: list[dict[str, Any]] = []
     metric = metric_for(config)
     stats: dict[str, Any] = {}
@@ -80,7 +81,7 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
             cia = lab.evaluate(r, sim.host.nodes.values())
             if cia is not None:
                 stats["cia"] = cia
-            mia = lab.evaluate_mia(r, sim.host.nodes.values())
+            mia = lab.evaluate_mia(r, victims(sim.host.nodes.values()))
             if mia is not None:
                 stats["mia"] = mia
             stats["seconds"] = time.perf_counter() - t0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from p2pcore.effects import Effect, NodeId, Send
+from p2pcore.effects import Dropped, Effect, NodeId, Send
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.learner import Learner, Params
@@ -65,8 +65,10 @@ class Samo(GossipProtocol):
 
     def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
         self.stats.models_received += 1
+        effects: list[Effect] = []
         if len(self.buffer) >= self.max_buffer:
             self.buffer.pop(0)
             self.stats.buffer_drops += 1
+            effects.append(Dropped("buffer-full"))
         self.buffer.append((sender, message.params))
-        return []
+        return effects

@@ -1,6 +1,6 @@
 """HTTP transport (aiohttp): one ClientSession per process with connection reuse, and the server.
 
-The HTTP layer only moves bytes (DESIGN §2 rule 3): bounded read, hand to ``Host.receive``,
+The HTTP layer only moves bytes (docs/design.md, rule 3): bounded read, hand to ``Host.receive``,
 answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling`` and ``/collude``
 (msgpack frames), ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
 """

@@ -1,6 +1,6 @@
 """Tensors on the wire as ``{"d": dtype, "s": shape, "b": raw bytes}``, checked before use.
 
-DESIGN §2 rule 6: never unpickle, never ``torch.load`` peer bytes. The dtype comes from an
+docs/design.md, rule 6: never unpickle, never ``torch.load`` peer bytes. The dtype comes from an
 allowlist, the shape must match the local model's, the byte count must match the shape, and every
 value must be finite.
 """

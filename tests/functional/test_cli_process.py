@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from p2pnode.follow import follow, scrape
-from p2pnode.launch import free_ports
+from p2plab.follow import follow, scrape
+from p2plab.launch import free_ports
 
 pytestmark = pytest.mark.functional
 
@@ -113,7 +113,7 @@ def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
         assert follow([f"127.0.0.1:{port}"], 0.2, False, lines.append, count=2) == 0
         assert len(lines) == 2 and "endpoint" in lines[0] and f"127.0.0.1:{port}" in lines[1]
         cli = subprocess.run(
-            [sys.executable, "-m", "p2pnode", "metrics", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "p2plab", "metrics", f"127.0.0.1:{port}"],
             capture_output=True,
             text=True,
             timeout=30,

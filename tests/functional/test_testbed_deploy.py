@@ -70,7 +70,7 @@ def testbed(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 def deploy(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "p2pnode", "deploy", *args],
+        [sys.executable, "-m", "p2plab", "deploy", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from p2pnode import experiment as ex
+from p2plab import experiment as ex
 from p2pnode.config import ConfigError, RunConfig
 from p2pnode.sim import simulate
 
@@ -100,7 +100,7 @@ def test_list_paths_reducers_and_the_value_at_the_best_round() -> None:
 
 
 def test_mixing_experiment_writes_its_report(tmp_path: Path) -> None:
-    from p2pnode.experiment_mixing import MixingSpec, run_mixing
+    from p2plab.mixing import MixingSpec, run_mixing
 
     exp = ex.load("mixing")
     assert exp.kind == "mixing" and exp.mixing is not None and exp.mixing.degrees == (2, 5, 10, 25)

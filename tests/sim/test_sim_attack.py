@@ -11,8 +11,8 @@ import pytest
 
 from p2pnode import attack as attack_mod
 from p2pnode.attack import plan_for
-from p2pnode.build import prepare
 from p2pnode.config import RunConfig
+from p2pnode.prepare import prepare
 from p2pnode.sim import Simulation, simulate
 from p2pnode.transport.memory import MemoryNetwork
 from p2pnode.wire.schema import Channel
@@ -127,8 +127,8 @@ def test_forwarders_give_the_reader_what_a_multicast_to_every_member_gives(
 
     original = attack_mod.make_plan
 
-    def every_member_observes(prep: Any) -> Any:
-        plan = original(prep)
+    def every_member_observes(*args: Any) -> Any:
+        plan = original(*args)
         for m, spec in plan.adversaries.items():
             group = tuple(sorted(spec.exclude[0]))
             plan.adversaries[m] = dataclasses.replace(

@@ -7,7 +7,7 @@ import pytest
 
 from learning.metrics import random_hit_ratio
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.sim import Simulation, simulate
 
 RANDOM_HR = random_hit_ratio(20, 100)
 
@@ -159,3 +159,14 @@ def test_dp_sgd_network_spends_at_most_its_target_epsilon() -> None:
     assert spent == sorted(spent) and spent[0] < spent[-1]  # ε only grows
     # every coordinate moves each step, so no row delta is ever smaller than the full model
     assert result["delta_messages"] <= result["model_messages"] // 10
+
+
+def test_samo_buffer_drops_are_counted_as_rejections_by_the_runtime() -> None:
+    """SAMO reports a model its full buffer pushed out as a ``Dropped`` effect; the runtime
+    counts exactly those, per node, under ``buffer-full``."""
+    sim = Simulation(RunConfig(nodes=30, rounds=3, seed=2, protocol="samo", samo_buffer=1, view_size=4))
+    for _ in range(3):
+        sim.run_round()
+    drops = {n: r.node.protocol.stats.buffer_drops for n, r in sim.host.nodes.items()}
+    counted = {n: r.counters.rejected.get("buffer-full", 0) for n, r in sim.host.nodes.items()}
+    assert sum(drops.values()) > 0 and counted == drops

@@ -94,9 +94,7 @@ def test_validation_rejects_view_larger_than_network() -> None:
     ],
 )
 def test_bad_flags_give_one_error_line_and_no_traceback(argv: list[str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "p2pnode", *argv], capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run([sys.executable, "-m", "p2plab", *argv], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("p2pnode"), proc.stderr
@@ -117,3 +115,21 @@ def test_delta_bases_follow_the_memory_budget() -> None:
     assert WireConfig().bases(215_688) == 3  # GMF, ML-100k, 32 factors
     assert WireConfig().bases(807_360) == 1  # PRME, ML-100k, dimension 60
     assert WireConfig(delta_peers=5).bases(807_360) == 5  # an explicit count wins
+
+
+def test_daemon_command_line_names_where_the_lab_commands_are() -> None:
+    """``python -m p2pnode`` is the daemon alone; its help says where launch and experiment live."""
+    daemon = subprocess.run(
+        [sys.executable, "-m", "p2pnode", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert daemon.returncode == 0
+    text = " ".join(daemon.stdout.split())
+    assert "python -m p2plab" in text and "{run,simulate,keys,data}" in text
+    lab = subprocess.run(
+        [sys.executable, "-m", "p2plab", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert "{run,launch,simulate,metrics,experiment,keys,deploy,data}" in lab.stdout
+    version = subprocess.run(
+        [sys.executable, "-m", "p2plab", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert version.returncode == 0 and version.stdout.startswith("p2pnode 0.")

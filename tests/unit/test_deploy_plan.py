@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from p2plab.deploy import ACTIONS, count_restarts, load_faults, parse_units, timeline
+from p2plab.deploy_plan import plan_from_inventory, to_toml
 from p2pnode.config import ConfigError
-from p2pnode.deploy import ACTIONS, count_restarts, load_faults, parse_units, timeline
-from p2pnode.deploy_plan import plan_from_inventory, to_toml
 
 
 def inventory(hosts: dict[str, dict[str, Any]], **group: Any) -> dict[str, Any]:

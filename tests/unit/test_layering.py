@@ -1,4 +1,4 @@
-"""DESIGN §2 rule 1: the pure packages import no I/O, no clock and no global randomness."""
+"""docs/design.md, rule 1: the pure packages import no I/O, no clock and no global randomness."""
 
 from __future__ import annotations
 
@@ -47,3 +47,64 @@ def test_pure_sources_import_nothing_forbidden_and_use_seeded_random_only() -> N
                     and node.value.id == "random"
                 ):
                     assert node.attr == "Random", f"{path}: random.{node.attr} is global state"
+
+
+PROJECT = ("p2pcore", "p2pnode", "p2plab", "peer_sampling", "protocols", "adversary", "learning")
+#: who may import whom: the lab sits on the daemon, the daemon on the pure packages
+LAYERS = {
+    "p2pcore": 0,
+    "learning": 0,
+    "peer_sampling": 1,
+    "protocols": 2,
+    "adversary": 3,
+    "p2pnode": 4,
+    "p2plab": 5,
+}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every project module and the project modules it imports anywhere in its source (top level,
+    inside functions, or under ``if TYPE_CHECKING``)."""
+    modules = {}
+    for pkg in PROJECT:
+        for path in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            modules[name] = path
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def test_no_import_cycles_and_no_import_upward() -> None:
+    graph = _import_graph()
+    for name, targets in graph.items():
+        for target in targets:
+            here, there = name.split(".")[0], target.split(".")[0]
+            assert LAYERS[there] <= LAYERS[here], f"{name} imports {target}: {there} sits above {here}"
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_no_imports_hidden_behind_type_checking() -> None:
+    for pkg in PROJECT:
+        for path in (ROOT / pkg).rglob("*.py"):
+            assert "TYPE_CHECKING" not in path.read_text(), f"{path}: an import hidden from the runtime"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from p2pnode.attack import proxy_summary
-from p2pnode.real import merge_attack, merge_mia
+from adversary.evaluation import proxy_summary
+from p2plab.merge import merge_attack, merge_mia
 
 
 def test_mia_accuracy_is_weighted_by_hosted_nodes_over_common_rounds() -> None:

@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from learning.params import mean_into
-from p2pcore.effects import Send, SetTimer
+from p2pcore.effects import Dropped, Send, SetTimer
 from peer_sampling.base import StaticView
 from protocols.base_gl import BaseGossip
 from protocols.gossip import GossipNode, TimingConfig
@@ -83,9 +83,9 @@ def test_samo_merges_all_buffered_once_and_sends_to_all() -> None:
 def test_samo_buffer_is_bounded() -> None:
     learner = FakeLearner(0.0)
     proto = Samo(0, learner, StaticView(0, [1], []), TimingConfig(), max_buffer=2)
-    for v in (1.0, 2.0, 3.0):
-        proto.on_model(1, msg(v), 0.0, random.Random(0))
+    effects = [proto.on_model(1, msg(v), 0.0, random.Random(0)) for v in (1.0, 2.0, 3.0)]
     assert len(proto.buffer) == 2 and proto.stats.buffer_drops == 1
+    assert effects == [[], [], [Dropped("buffer-full")]]  # the driver counts the drop from the effect
 
 
 def test_wake_period_is_drawn_once_around_100_ticks() -> None:

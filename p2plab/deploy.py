@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from p2plab.deploy_plan import Plan, plan_from_inventory
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
-from p2pnode.deploy_plan import Plan, plan_from_inventory
 
 ACTIONS = ("check", "install", "start", "status", "watch", "stop", "collect", "uninstall")
 TORCH = "2.13.0"
@@ -101,7 +101,7 @@ def run_action(
         say(describe(plan))
         return 0
     if action == "watch":
-        from p2pnode.follow import follow
+        from p2plab.follow import follow
 
         return follow(list(plan.addresses), interval, False, say, count)
     out = out or Path("deploy-runs") / plan.cluster
@@ -292,7 +292,7 @@ def collect_report(plan: Plan, folder: Path, faults: Path | None, since: float |
     unit since ``since``, the time of the last ``deploy start``); resumes are what the processes
     themselves recorded when they came back from a checkpoint.
     """
-    from p2pnode.real import aggregate
+    from p2plab.merge import aggregate
     from p2pnode.report import metric_for
 
     metric = metric_for(plan.config)

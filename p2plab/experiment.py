@@ -1,12 +1,12 @@
 """``p2pnode experiment NAME``: run a reproduced table or figure, resumably, and report it.
 
-An experiment is a TOML file in ``experiments/`` (DESIGN §2): a base configuration (the keys of a
-``--config`` file), rows that change it, the seeds, and columns that say which figure of a run's
-summary to report and what the paper printed. Every (row, seed) is one run; its summary is
-written atomically to ``OUT/runs/`` as soon as it ends, so an interrupted experiment resumes
-where it stopped. At the end the runs are aggregated into ``results.json``, ``results.csv``,
-``report.md`` (paper | ours, mean ± spread over seeds | ours as a multiple of the random bound)
-and PNG plots.
+An experiment is a TOML file in ``experiments/`` (format: experiments/README.md): a base
+configuration (the keys of a ``--config`` file), rows that change it, the seeds, and columns that
+say which figure of a run's summary to report and what the paper printed. Every (row, seed) is one
+run; its summary is written atomically to ``OUT/runs/`` as soon as it ends, so an interrupted
+experiment resumes where it stopped. At the end the runs are aggregated into ``results.json``,
+``results.csv``, ``report.md`` (paper | ours, mean ± spread over seeds | ours as a multiple of the
+random bound) and PNG plots.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import math
 import os
 import shlex
-import textwrap
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -27,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from p2plab.figures import save_figure
+from p2plab.mixing import MixingSpec
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError, RunConfig, from_mapping
-from p2pnode.experiment_mixing import MixingSpec
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -316,7 +316,7 @@ def simulator(config: RunConfig, progress: Progress | None = None) -> dict[str, 
 
 def real_network(processes: int) -> Runner:
     def run(config: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
-        from p2pnode.launch import launch
+        from p2plab.launch import launch
 
         return asyncio.run(launch(config, processes, None, progress))
 
@@ -670,31 +670,6 @@ def _draw_random_bound(ax: Any, col: Column, table: Sequence[dict[str, Any]]) ->
     if col.vs_random and any(v is not None for v in randoms):
         rnd = (100.0 if col.percent else 1.0) * next(v for v in randoms if v is not None)
         ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
-
-
-def wrap_width(fig_inches: float, fontsize: float) -> int:
-    """How many characters of a title fit on one line of a figure this wide (a safe estimate:
-    DejaVu Sans averages about 0.6 em a character, and the figure keeps a margin)."""
-    return max(20, int(0.9 * fig_inches * 72 / (0.6 * fontsize)))
-
-
-def save_figure(fig: Any, path: Path) -> str:
-    """Lay out, write (120 dpi) and close a matplotlib figure; returns the file name.
-
-    Axes titles longer than the figure is wide are wrapped onto more lines first, so that a long
-    experiment title is read in full rather than cut at both edges.
-    """
-    import matplotlib.pyplot as plt
-
-    for ax in fig.axes:
-        title = ax.title
-        chars = wrap_width(fig.get_figwidth(), title.get_fontsize())
-        lines = [textwrap.fill(line, chars) for line in title.get_text().split("\n")]
-        title.set_text("\n".join(lines))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path.name
 
 
 def command_line(argv: Sequence[str]) -> str:

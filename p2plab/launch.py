@@ -22,9 +22,10 @@ from typing import Any
 
 import aiohttp
 
+from p2plab.merge import aggregate
 from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import RunConfig
-from p2pnode.real import aggregate, split_users
+from p2pnode.real import split_users
 from p2pnode.report import metric_for, summary
 
 

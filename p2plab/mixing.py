@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from p2plab.figures import save_figure
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
 from peer_sampling.mixing import MixingPoint, mixing_table
@@ -168,8 +169,6 @@ def _plot(out: Path, title: str, spec: MixingSpec, points: Sequence[MixingPoint]
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from p2pnode.experiment import save_figure
 
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]

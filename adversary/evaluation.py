@@ -1,0 +1,227 @@
+"""Scoring the adversaries of a run, round by round (CIA paper §V-C, 002 §2.5, 000 §VIII-C).
+
+Accuracy@R of each evaluated target against its true community, the upper bound of what the
+adversary has seen, the MPE membership inference on every hosted victim, and MIA used as a
+community detector. Pure: the shell hands in its hosted nodes (anything with a ``node_id``, the
+pure ``node`` and ``set_attack_gauges``) and the victims' scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from adversary.cia import CIAObserver
+from adversary.community import accuracy, summarize, upper_bound
+from adversary.mia import mpe_binary, proxy_round, victim_accuracy
+from adversary.models import attack_model
+from adversary.node import AdversaryNode
+from adversary.plan import AdversarySpec, AttackPlan
+
+
+class Hosted(Protocol):
+    """A node as its host holds it: the pure node, its id, and where its attack gauges go."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def node(self) -> object: ...
+
+    def set_attack_gauges(self, accuracy: float, bound: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class Victim:
+    """What the MPE attack reads of one user's node: its model's scores over the catalogue."""
+
+    model_name: str  #: the ``--model`` it trains (GMF scores are probabilities, PRME distances)
+    scores: npt.NDArray[np.float32]  #: its score for every item
+    train_items: npt.NDArray[np.int64]  #: the members
+    held_out: npt.NDArray[np.int64]  #: non-members it never trained on
+
+
+class AttackLab:
+    """Evaluates the hosted adversaries each evaluation round and summarises the run (§V-C);
+    with ``mia`` also the MPE membership inference on every hosted node (002 §2.5), and with
+    ``mia_proxy`` MIA used by the CIA adversaries as a community detector (000 §VIII-C)."""
+
+    def __init__(self, plan: AttackPlan | None, mia: bool = False, thresholds: Sequence[float] = ()) -> None:
+        self.plan = plan
+        self.rounds: list[int] = []
+        self.accuracies: list[list[float]] = []
+        self.bounds: list[list[float]] = []
+        self.multicasts = 0
+        self.mia = mia
+        self.mia_rounds: list[int] = []
+        self.mia_per_round: list[list[float]] = []
+        self.thresholds = tuple(thresholds) if plan is not None else ()
+        self.proxy_acc: list[list[list[float]]] = []  #: [round][ρ][adversary target]
+        self.proxy_tp: list[list[int]] = []  #: [round][ρ]
+        self.proxy_p: list[list[int]] = []
+
+    @property
+    def active(self) -> bool:
+        return self.plan is not None
+
+    def evaluate_mia(self, round_no: int, victims: Iterable[Victim]) -> dict[str, float] | None:
+        """The MPE attack's accuracy on every hosted node's current model (002 eq. 6, per-victim τ̃)."""
+        if not self.mia:
+            return None
+        accs = []
+        for v in victims:
+            probabilistic = attack_model(v.model_name).probabilistic
+            accs.append(victim_accuracy(v.scores, v.train_items, v.held_out, probabilistic))
+        self.mia_rounds.append(round_no)
+        self.mia_per_round.append(accs)
+        return {"accuracy": float(np.mean(accs)) if accs else 0.0, "nodes": len(accs)}
+
+    def mia_summary(self) -> dict[str, Any] | None:
+        if not self.mia:
+            return None
+        means = [float(np.mean(a)) if a else 0.0 for a in self.mia_per_round]
+        return {
+            "rounds": list(self.mia_rounds),
+            "accuracy": means,
+            "nodes": [len(a) for a in self.mia_per_round],
+            "max": max(means, default=0.0),
+            "final": means[-1] if means else 0.0,
+        }
+
+    def evaluate(self, round_no: int, nodes: Iterable[Hosted]) -> dict[str, float] | None:
+        """Accuracy@R and the upper bound of every hosted adversary; sets its gauges."""
+        if self.plan is None:
+            return None
+        accs: list[float] = []
+        bounds: list[float] = []
+        k = self.plan.k
+        proxy_acc: list[list[float]] = [[] for _ in self.thresholds]
+        proxy_tp = [0 for _ in self.thresholds]
+        proxy_p = [0 for _ in self.thresholds]
+        for runtime in nodes:
+            node = runtime.node
+            spec = self.plan.adversaries.get(runtime.node_id)
+            if spec is None or not isinstance(node, AdversaryNode):
+                continue
+            mine_a: list[float] = []
+            mine_b: list[float] = []
+            obs = node.observer
+            seen = obs.observed
+            for t, c in spec.evaluated:
+                mine_a.append(accuracy(obs.predicted_ids(t), c, k))
+                mine_b.append(upper_bound(seen, c, k))
+            if self.thresholds:
+                self._proxy(spec, obs, proxy_acc, proxy_tp, proxy_p)
+            if mine_a:
+                runtime.set_attack_gauges(float(np.mean(mine_a)), float(np.mean(mine_b)))
+            accs.extend(mine_a)
+            bounds.extend(mine_b)
+        self.rounds.append(round_no)
+        self.accuracies.append(accs)
+        self.bounds.append(bounds)
+        out: dict[str, Any] = {
+            "aac": float(np.mean(accs)) if accs else 0.0,
+            "upper_bound": float(np.mean(bounds)) if bounds else 0.0,
+            "adversaries": len(accs),
+        }
+        if self.thresholds:
+            self.proxy_acc.append(proxy_acc)
+            self.proxy_tp.append(proxy_tp)
+            self.proxy_p.append(proxy_p)
+            out["mia_proxy_aac"] = [float(np.mean(a)) if a else 0.0 for a in proxy_acc]
+        return out
+
+    def _proxy(
+        self,
+        spec: AdversarySpec,
+        obs: CIAObserver,
+        acc: list[list[float]],
+        tp: list[int],
+        p: list[int],
+    ) -> None:
+        """MIA as a CIA proxy for each evaluated target of one adversary (000 Table VIII)."""
+        assert self.plan is not None
+        k = self.plan.k
+        for t, c in spec.evaluated:
+            users, rel = obs.relevance_table(t, latest=True)
+            if not users:
+                for j in range(len(self.thresholds)):
+                    acc[j].append(0.0)
+                continue
+            target = obs.targets[t]
+            member = self.plan.table.matrix[np.asarray(users)][:, target] > 0
+            r = proxy_round(users, mpe_binary(rel), member, self.thresholds, k, obs.exclude[t])
+            for j in range(len(self.thresholds)):
+                acc[j].append(accuracy(r.predicted[j], c, k))
+                tp[j] += r.true_positives[j]
+                p[j] += r.positives[j]
+
+    def summary(self, nodes: Iterable[Hosted]) -> dict[str, Any] | None:
+        if self.plan is None:
+            return None
+        out: dict[str, Any] = summarize(
+            self.rounds, self.accuracies, self.bounds, self.plan.k, self.plan.n_users
+        ).as_dict()
+        out["per_round"] = [list(a) for a in self.accuracies]
+        out["per_round_bounds"] = [list(b) for b in self.bounds]
+        out["k"] = self.plan.k
+        if self.thresholds:
+            out["mia_proxy"] = proxy_summary(
+                self.thresholds, self.rounds, self.proxy_acc, self.proxy_tp, self.proxy_p
+            )
+        if self.plan.explicit:
+            out["predictions"] = self.predictions(nodes)
+        return out
+
+    def predictions(self, nodes: Iterable[Hosted], limit: int = 10) -> list[dict[str, Any]]:
+        """The predicted communities with scores, as the paper's Figure 1 lists them."""
+        out = []
+        ids = self.plan.adversaries if self.plan else {}
+        for runtime in nodes:
+            node = runtime.node
+            spec = ids.get(runtime.node_id)
+            if isinstance(node, AdversaryNode) and spec is not None and spec.evaluated:
+                pred = node.observer.predict(0)
+                out.append(
+                    {
+                        "adversary": runtime.node_id,
+                        "community": pred.users,
+                        "scores": [round(s, 6) for s in pred.scores],
+                    }
+                )
+                if len(out) >= limit:
+                    break
+        return out
+
+
+def proxy_summary(
+    thresholds: Sequence[float],
+    rounds: Sequence[int],
+    acc: Sequence[Sequence[Sequence[float]]],
+    tp: Sequence[Sequence[int]],
+    p: Sequence[Sequence[int]],
+) -> dict[str, Any]:
+    """Table VIII's rows: MIA precision and MIA-as-CIA Max AAC per threshold ρ.
+
+    ``aac[r][j]`` is the mean accuracy at round r for ρ_j; precision is pooled over every
+    adversary's predicted (user, item) pairs, at the round where that ρ's AAC peaks.
+    """
+    aac = [[float(np.mean(a)) if len(a) else 0.0 for a in per_rho] for per_rho in acc]
+    best = [max(range(len(rounds)), key=lambda r: aac[r][j]) if rounds else 0 for j in range(len(thresholds))]
+    return {
+        "thresholds": list(thresholds),
+        "max_aac": [aac[best[j]][j] if rounds else 0.0 for j in range(len(thresholds))],
+        "round_of_max": [rounds[best[j]] if rounds else 0 for j in range(len(thresholds))],
+        "precision": [
+            tp[best[j]][j] / p[best[j]][j] if rounds and p[best[j]][j] else 0.0
+            for j in range(len(thresholds))
+        ],
+        "aac": aac,
+        "per_round": [[list(a) for a in per_rho] for per_rho in acc],
+        "true_positives": [list(x) for x in tp],
+        "positives": [list(x) for x in p],
+    }

@@ -1,0 +1,232 @@
+"""The ``p2pnode`` command: the daemon's commands and the lab's (launch, metrics, experiment, deploy).
+
+The daemon's own command line (``python -m p2pnode``) knows run, simulate, keys and data; this
+module adds the commands that drive many nodes, and maps their flags the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from p2plab.deploy import ACTIONS as DEPLOY_ACTIONS
+from p2pnode import cli
+from p2pnode.config import ConfigError
+
+
+def _launch_flags(launch: argparse.ArgumentParser) -> None:
+    cli.experiment_flags(launch, real=True)
+    launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
+    launch.add_argument(
+        "--cluster-key-file", type=Path, help="keyring file for all processes (default: a fresh one)"
+    )
+    launch.add_argument("--open", action="store_true", help="no authentication at all (not recommended)")
+
+
+def _metrics_flags(metrics: argparse.ArgumentParser) -> None:
+    metrics.add_argument("urls", nargs="+", help="HOST:PORT or http://HOST:PORT/metrics")
+    metrics.add_argument("--follow", action="store_true", help="refresh until interrupted")
+    metrics.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    metrics.add_argument("--count", type=int, default=0, help="stop after N refreshes")
+
+
+def _experiment_flags(exp: argparse.ArgumentParser) -> None:
+    exp.add_argument("name", help="experiment name, or 'list'")
+    exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
+    exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
+    exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
+    exp.add_argument("--rounds", type=int, help="override the number of rounds")
+    exp.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. learning.lr=0.05",
+    )
+    exp.add_argument(
+        "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
+    )
+    exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
+    exp.add_argument(
+        "--rows",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="only this row (repeat the flag for more)",
+    )
+    exp.add_argument(
+        "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
+    )
+    exp.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _deploy_flags(dep: argparse.ArgumentParser) -> None:
+    dep.add_argument("action", choices=DEPLOY_ACTIONS)
+    dep.add_argument("-i", "--inventory", type=Path, required=True, help="Ansible inventory (deploy/)")
+    dep.add_argument("--out", type=Path, help="controller work folder (default deploy-runs/CLUSTER)")
+    dep.add_argument("--fresh", action="store_true", help="start: forget checkpoints and results first")
+    dep.add_argument("--faults", type=Path, help="collect: a fault log (JSON lines) for the timeline")
+    dep.add_argument("--wait", type=float, default=0.0, help="collect: wait up to S seconds for runs to end")
+    dep.add_argument("--key-file", type=Path, help="install: cluster keyring (default: generated in --out)")
+    dep.add_argument("--interval", type=float, default=2.0, help="watch: seconds between refreshes")
+    dep.add_argument("--count", type=int, default=0, help="watch: stop after N refreshes")
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from p2plab.launch import launch
+    from p2pnode.process import tune_process
+
+    tune_process()
+    config = cli.config_from_args(args)
+    if args.processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    if args.open and args.cluster_key_file:
+        raise ConfigError("--open and --cluster-key-file exclude each other")
+    result = cli.run_async(
+        launch(config, args.processes, args.out, cli.progress_printer(args), args.cluster_key_file, args.open)
+    )
+    cli.print_result(args, config, result)
+    return 0
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from p2plab.follow import follow
+
+    return follow(args.urls, args.interval, not args.follow, print, args.count)
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    from p2plab.deploy import run_action
+
+    return run_action(
+        args.action,
+        args.inventory,
+        args.out,
+        fresh=args.fresh,
+        faults=args.faults,
+        wait=args.wait,
+        key_file=args.key_file,
+        interval=args.interval,
+        count=args.count,
+    )
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from p2plab import experiment as ex
+    from p2pnode.process import tune_process
+
+    tune_process()
+
+    if args.name == "list":
+        for name in ex.names():
+            print(f"{name:20s} {ex.load(name).title}")
+        return 0
+    exp = ex.load(args.name)
+    if exp.mixing is not None:
+        return _mixing(args, exp)
+    overrides: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            parsed = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            parsed = value  # a bare word: a string
+        node = overrides
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = parsed
+    if args.nodes is not None:
+        overrides["nodes"] = args.nodes
+    if args.rounds is not None:
+        overrides["rounds"] = args.rounds
+    seeds = None
+    if args.seeds:
+        try:
+            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--seeds {args.seeds!r}: expected integers '0,1,2'") from None
+    if args.real and args.processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    mode = "real" if args.real else "simulate"
+    runner = ex.real_network(args.processes) if args.real else ex.simulator
+    if args.rows:
+        wanted = [w.strip() for w in args.rows if w.strip()]
+        labels = {r.label.lower(): r for r in exp.rows}
+        missing = [w for w in wanted if w.lower() not in labels]
+        if missing:
+            known = "; ".join(r.label for r in exp.rows)
+            raise ConfigError(f"--rows: no row {', '.join(map(repr, missing))} in {exp.name} (rows: {known})")
+        exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
+    out = args.out or Path("results") / args.name
+    progress = None if args.quiet else (lambda line: print(line, flush=True))
+    doc = ex.run_experiment(
+        exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress, args.report_only
+    )
+    if progress:
+        progress(
+            f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
+        )
+    return 0
+
+
+def _mixing(args: argparse.Namespace, exp: Any) -> int:
+    """The mixing experiment is a computation, not gossip runs: only --out and --seeds apply."""
+    from p2plab import experiment as ex
+    from p2plab.mixing import run_mixing
+
+    given = (("--set", args.set), ("--nodes", args.nodes), ("--rounds", args.rounds), ("--rows", args.rows))
+    ignored = [f for f, v in given if v]
+    if args.real:
+        ignored.append("--real")
+    if ignored:
+        raise ConfigError(
+            f"experiment {exp.name}: {', '.join(ignored)} do not apply (edit the [mixing] table)"
+        )
+    seed = exp.seeds[0]
+    if args.seeds:
+        try:
+            seed = int(args.seeds.split(",")[0])
+        except ValueError:
+            raise ConfigError(f"--seeds {args.seeds!r}: expected an integer") from None
+    out = args.out or Path("results") / args.name
+    doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(sys.argv[1:]), exp.notes)
+    if not args.quiet:
+        print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)
+    return 0
+
+
+def commands() -> tuple[cli.Command, ...]:
+    """Every command of ``p2pnode``, in the order its help lists them."""
+    daemon = {c.name: c for c in cli.DAEMON_COMMANDS}
+    return (
+        daemon["run"],
+        cli.Command("launch", "start a local cluster of N nodes, print a report", _launch_flags, _launch),
+        daemon["simulate"],
+        cli.Command("metrics", "tail node metrics endpoints", _metrics_flags, _metrics),
+        cli.Command(
+            "experiment",
+            "reproduce a table or figure of the papers (experiments/)",
+            _experiment_flags,
+            _experiment,
+        ),
+        daemon["keys"],
+        cli.Command(
+            "deploy",
+            "LAN testbed through Ansible: install, start, watch, stop, collect",
+            _deploy_flags,
+            _deploy,
+        ),
+        daemon["data"],
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(argv, commands())
