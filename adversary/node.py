@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -101,6 +101,21 @@ class AdversaryNode(GossipNode):
                 observed.extend(Send(partner, multicast) for partner in self.send_to)
                 self.multicasts_sent += len(self.send_to)
         return [*super().on_message(sender, message, now, rng), *observed]
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "observer": self.observer.state()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        super().restore(state)
+        self.observer.restore(state["observer"])
+
+    def collusion_template(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """A partner's multicast carries the target rows of the model (v_u or Θ_u alike)."""
+        obs = self.observer
+        return obs.model.keep(params, obs.rows) if self.partners else None
+
+    def observed_users(self) -> int:
+        return len(self.observer.v)
 
     def _refresh(self) -> None:
         if self.reference is not None:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from adversary.messages import CollusionMessage
-from adversary.node import AdversaryNode
 from learning.params import Array, ModelSpec, spec_of
 from p2pcore.effects import Dropped, Effect, Learned, Send, SetTimer
 from p2pnode.clock import Clock, TimerHandle
@@ -30,7 +29,6 @@ from p2pnode.wire.codec import (
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import MODEL_TYPES, Channel, MsgType, WireError
-from peer_sampling.peerswap import SwapStats
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
 
@@ -85,11 +83,11 @@ class NodeRuntime:
         self.decoder = decoder
         self.spec = learner.spec
         self.collusion_spec: ModelSpec | None = None
-        if isinstance(node, AdversaryNode):
-            obs = node.observer
-            if node.partners:
-                self.collusion_spec = spec_of(obs.model.keep(learner.snapshot(), obs.rows))
-            metrics.cia_observed.labels(str(node.node_id)).set_function(lambda: len(obs.v))
+        template = node.collusion_template(learner.snapshot())
+        if template is not None:
+            self.collusion_spec = spec_of(template)
+        if node.observed_users() is not None:
+            metrics.cia_observed.labels(str(node.node_id)).set_function(lambda: node.observed_users() or 0)
         self.counters = NodeCounters()
         self.on_learned = on_learned
         self._timers: dict[str, TimerHandle] = {}
@@ -128,32 +126,28 @@ class NodeRuntime:
         """Everything needed to continue after a restart (delta bases are not kept: peers fall
         back to full models, as they do for any receiver that lacks the base)."""
         learner: Any = self.learner
-        node: Any = self.node
         version, internal, gauss = self.rng.getstate()
+        node = self.node.state()
         return {
             "node": self.node_id,
             "round": self.round,
             "learner": learner.state(),
-            "sampler": node.sampler.state(),
-            "protocol": node.protocol.state(),
+            "sampler": node["sampler"],
+            "protocol": node["protocol"],
             "last_version": [[s, v] for s, v in sorted(self.last_version.items())],
             "rng": [version, list(internal), gauss],
-            "observer": node.observer.state() if isinstance(node, AdversaryNode) else None,
+            "observer": node["observer"],
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Take back a :meth:`checkpoint_state` of this node (same id and configuration)."""
         if int(state["node"]) != self.node_id:
             raise ValueError(f"checkpoint of node {state['node']} given to node {self.node_id}")
-        node: Any = self.node
-        if (state["observer"] is None) == isinstance(node, AdversaryNode):
+        if (state["observer"] is None) != (self.node.observed_users() is None):
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
         learner: Any = self.learner
         learner.restore(state["learner"])
-        node.sampler.restore(state["sampler"])
-        node.protocol.restore(state["protocol"])
-        if isinstance(node, AdversaryNode):
-            node.observer.restore(state["observer"])
+        self.node.restore(state)
         self.last_version = {int(s): int(v) for s, v in state["last_version"]}
         version, internal, gauss = state["rng"]
         self.rng.setstate((int(version), tuple(int(x) for x in internal), gauss))
@@ -193,12 +187,12 @@ class NodeRuntime:
         self._m_merges.inc(stats.merges - merges)
         self._m_steps.inc(stats.local_steps - steps)
         self._synced = (stats.merges, stats.local_steps)
-        swaps = getattr(self.node.sampler, "stats", None)
-        if isinstance(swaps, SwapStats):
+        swaps = self.node.sampler.view_changes()
+        if swaps is not None:
             for outcome, value in (
-                ("committed", swaps.committed),
-                ("aborted", swaps.aborted),
-                ("skipped-busy", swaps.skipped_busy),
+                ("committed", swaps["committed"]),
+                ("aborted", swaps["aborted"]),
+                ("skipped-busy", swaps["skipped_busy"]),
             ):
                 done = self._swaps_synced.get(outcome, 0)
                 self._metrics.view_changes.labels(self._label, outcome).inc(value - done)

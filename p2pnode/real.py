@@ -28,7 +28,6 @@ from aiohttp import web
 
 from p2pnode import checkpoint
 from p2pnode.atomic import write_text
-from p2pnode.attack import lab_for, victims
 from p2pnode.auth import KeyHolder, keyring_from_env
 from p2pnode.build import make_node, make_server, server_id
 from p2pnode.clock import MonotonicClock
@@ -37,10 +36,10 @@ from p2pnode.host import Host, body_limit
 from p2pnode.limits import Limits
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
-from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats, summary
+from p2pnode.report import metric_for, summary
+from p2pnode.rounds import RoundLog
 from p2pnode.tls import TlsFiles, client_context, server_context
 from p2pnode.transport.http import HttpTransport, make_app
-from peer_sampling.cyclon import Cyclon
 from protocols.gossip import TimingConfig
 
 log = logging.getLogger("p2pnode.real")
@@ -96,8 +95,7 @@ class NodeProcess:
         self._client_ssl: ssl.SSLContext | None = None
         self.runner: web.AppRunner | None = None
         self.round = 0
-        self.history: list[dict[str, Any]] = []
-        self.lab = lab_for(self.prep)
+        self.log = RoundLog(self.config, self.prep, self.host.nodes, wall_time=True)
         self._stop = asyncio.Event()
         self.resumed = 0  #: nodes restored from checkpoints
         self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
@@ -194,9 +192,7 @@ class NodeProcess:
         seeds.extend(await self._bootstrap())
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
         for runtime in self.host.nodes.values():
-            sampler = runtime.node.sampler
-            if isinstance(sampler, Cyclon):
-                sampler.add_seeds(seeds)
+            runtime.node.sampler.add_seeds(seeds)
             runtime.start()
         self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds
 
@@ -223,7 +219,7 @@ class NodeProcess:
             self.round = min(rounds)
             self.resumed = len(rounds)
             saved = self._load_process_state()
-            self.history = [h for h in saved.get("history", []) if h.get("round", 0) <= self.round]
+            self.log.history = [h for h in saved.get("history", []) if h.get("round", 0) <= self.round]
             resume: dict[str, Any] = {"round": self.round, "time": time.time()}
             reached = self._load_progress()
             if reached is not None and reached[0] > self.round:
@@ -277,7 +273,7 @@ class NodeProcess:
             return 0
         total = write_text(
             self.spec.state_dir / PROCESS_STATE,
-            json.dumps({"round": self.round, "history": self.history, "resumes": self.resumes}),
+            json.dumps({"round": self.round, "history": self.log.history, "resumes": self.resumes}),
         )
         for runtime in self.host.nodes.values():
             runtime.round = self.round
@@ -338,8 +334,7 @@ class NodeProcess:
     async def run(self, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
         """Run until ``rounds`` rounds passed or ``stop`` is called; returns the summary."""
         round_s = ROUND_TICKS * self.config.tick_seconds
-        metric = metric_for(self.config)
-        stats: dict[str, Any] = {}
+        self.log.progress = progress
         while self.round < self.config.rounds and not self._stop.is_set():
             target = self._t0 + (self.round + 1) * round_s
             with contextlib.suppress(asyncio.TimeoutError):
@@ -348,46 +343,23 @@ class NodeProcess:
                 break
             self._check_pace(time.perf_counter() - target, round_s)
             self.round += 1
-            if self.round % self.config.eval_every == 0 or self.round == self.config.rounds:
-                stats = round_stats(self.round, self.host.nodes.values(), metric)
-                cia = self.lab.evaluate(self.round, self.host.nodes.values())
-                if cia is not None:
-                    stats["cia"] = cia
-                mia = self.lab.evaluate_mia(self.round, victims(self.host.nodes.values()))
-                if mia is not None:
-                    stats["mia"] = mia
-                stats["seconds"] = time.perf_counter() - self._t0
-                stats["time"] = time.time()  # wall clock: lines rounds up with outside events
-                self.history.append(stats)
-                if progress is not None:
-                    progress(progress_line(stats, metric, self.config.rounds, stats["seconds"]))
+            if self.log.due(self.round):
+                self.log.evaluate(self.round, time.perf_counter() - self._t0)
             if self.spec.state_dir is not None:
                 if self.round % self.spec.checkpoint_every == 0:
                     self.save_checkpoints()
                 self._mark_progress()
-        if not stats:
-            stats = round_stats(self.round, self.host.nodes.values(), metric)
         self.save_checkpoints()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
-        result = dict(stats)
-        result.update(
+        return self.log.result(
+            self.round,
+            time.perf_counter() - self._t0,
             mode="real",
             address=self.spec.address,
             users=list(self.spec.users),
             rounds=self.round,
             late_rounds=self.late_rounds,
             resumes=self.resumes,
-            seconds=time.perf_counter() - self._t0,
-            history=self.history,
-            config=self.config.to_dict(),
         )
-        if self.config.learning.dp:
-            result["dp_epsilon_by_node"] = epsilon_by_node(self.host.nodes.values())
-        if self.lab.active:
-            result["cia"] = self.lab.summary(self.host.nodes.values())
-        mia_summary = self.lab.mia_summary()
-        if mia_summary is not None:
-            result["mia"] = mia_summary
-        return result
 
     def _check_pace(self, late_s: float, round_s: float) -> None:
         """Count rounds that start more than half a round late; say so once, with the remedy."""

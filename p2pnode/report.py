@@ -58,14 +58,12 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         stats = node.node.protocol.stats
         merges += stats.merges
         steps += stats.local_steps
-        sampler_stats = getattr(node.node.sampler, "stats", None)
-        if sampler_stats is not None:
-            swaps["committed"] += sampler_stats.committed
-            swaps["aborted"] += sampler_stats.aborted
+        changes = node.node.sampler.view_changes()
+        if changes is not None:
+            swaps["committed"] += changes["committed"]
+            swaps["aborted"] += changes["aborted"]
             for why in ("partner_busy", "neighbour_busy", "timeout"):
-                swaps[f"aborted_{why}"] = swaps.get(f"aborted_{why}", 0) + getattr(
-                    sampler_stats, f"aborted_{why}", 0
-                )
+                swaps[f"aborted_{why}"] = swaps.get(f"aborted_{why}", 0) + changes[f"aborted_{why}"]
     out: dict[str, Any] = {
         "round": round_no,
         "nodes": n,

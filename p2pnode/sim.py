@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from p2pnode.attack import lab_for, victims
 from p2pnode.build import make_node, make_server
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
-from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats
+from p2pnode.report import metric_for, round_stats
+from p2pnode.rounds import RoundLog
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork
 from protocols.gossip import TimingConfig
 
@@ -70,37 +70,9 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
     """Run ``config.rounds`` rounds; return the final summary with per-round history."""
     t0 = time.perf_counter()
     sim = Simulation(config)
-    lab = lab_for(sim.prep)
-    history: list[dict[str, Any]] = []
-    metric = metric_for(config)
-    stats: dict[str, Any] = {}
+    log = RoundLog(config, sim.prep, sim.host.nodes, progress)
     for r in range(1, config.rounds + 1):
         sim.run_round()
-        if r % config.eval_every == 0 or r == config.rounds:
-            stats = sim.stats()
-            cia = lab.evaluate(r, sim.host.nodes.values())
-            if cia is not None:
-                stats["cia"] = cia
-            mia = lab.evaluate_mia(r, victims(sim.host.nodes.values()))
-            if mia is not None:
-                stats["mia"] = mia
-            stats["seconds"] = time.perf_counter() - t0
-            history.append(stats)
-            if progress is not None:
-                progress(progress_line(stats, metric, config.rounds, stats["seconds"]))
-    result = dict(stats)
-    result.update(
-        mode="simulate",
-        rounds=config.rounds,
-        seconds=time.perf_counter() - t0,
-        history=history,
-        config=config.to_dict(),
-    )
-    if config.learning.dp:
-        result["dp_epsilon_by_node"] = epsilon_by_node(sim.host.nodes.values())
-    if lab.active:
-        result["cia"] = lab.summary(sim.host.nodes.values())
-    mia_summary = lab.mia_summary()
-    if mia_summary is not None:
-        result["mia"] = mia_summary
-    return result
+        if log.due(r):
+            log.evaluate(r, time.perf_counter() - t0)
+    return log.result(config.rounds, time.perf_counter() - t0, mode="simulate", rounds=config.rounds)

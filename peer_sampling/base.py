@@ -45,6 +45,16 @@ class PeerSampler(ABC):
         """A message to ``peer`` could not be delivered."""
         return []
 
+    def add_seeds(self, seeds: Sequence[tuple[NodeId, str]]) -> None:
+        """Contact addresses (``id``, ``id@host:port``) learned after construction, from a real
+        process's bootstrap. Samplers whose views are fixed at the start ignore them."""
+        return None
+
+    def view_changes(self) -> dict[str, int] | None:
+        """Counts of this sampler's view changes by outcome (None: it does not change views by
+        agreement; PeerSwap reports committed, aborted and why)."""
+        return None
+
     def send_targets(self, rng: random.Random) -> tuple[NodeId, ...]:
         """Where a send-to-all protocol (SAMO) sends: the out-view, less suspected-dead peers."""
         return self._live(self.out_view(), rng)

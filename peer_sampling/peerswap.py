@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
@@ -95,6 +95,9 @@ class PeerSwap(PeerSampler):
         self._pending: _Pending | None = None
         self._counter = 0
         self.stats = SwapStats()
+
+    def view_changes(self) -> dict[str, int]:
+        return asdict(self.stats)
 
     def out_view(self) -> tuple[NodeId, ...]:
         return tuple(self._out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,3 +125,27 @@ class GossipNode:
 
     def on_delivered(self, peer: NodeId) -> None:
         self.sampler.note_alive(peer)
+
+    # -- what the host reads of a node: its checkpoint, and what an attacking node adds --------
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the sampler's and the protocol's state, and the attack's
+        (``observer``: None for an honest node)."""
+        return {"sampler": self.sampler.state(), "protocol": self.protocol.state(), "observer": None}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back a :meth:`state`; refuses one written by a node that attacked (or, for an
+        attacking node, one that did not) before changing anything."""
+        if (state.get("observer") is None) != (self.observed_users() is None):
+            raise ValueError("checkpoint and configuration disagree on whether this node attacks")
+        self.sampler.restore(state["sampler"])
+        self.protocol.restore(state["protocol"])
+
+    def collusion_template(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The tensors a partner's collusion multicast carries, given this node's model
+        ``params`` (None: the node takes no multicasts, as every honest node)."""
+        return None
+
+    def observed_users(self) -> int | None:
+        """How many users' models an attacking node has observed (None: it observes nothing)."""
+        return None

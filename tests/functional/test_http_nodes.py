@@ -154,7 +154,7 @@ async def test_parity_simulator_and_http_end_within_noise() -> None:
     sim_tail = np.mean([h["hit_ratio_at_20"] for h in sim["history"][-3:]])
     real_tail = np.mean(
         [
-            sum(p.history[i]["hit_ratio_at_20"] * p.history[i]["nodes"] for p in procs) / 50
+            sum(p.log.history[i]["hit_ratio_at_20"] * p.log.history[i]["nodes"] for p in procs) / 50
             for i in range(-3, 0)
         ]
     )

@@ -40,7 +40,7 @@ async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) 
         "process.json",
         "progress.json",
     ]
-    first_history = [h["round"] for h in first.history]
+    first_history = [h["round"] for h in first.log.history]
     assert first_history == [1, 2, 3, 4]
     assert max(eps.values()) > 0  # type: ignore[type-var]
 

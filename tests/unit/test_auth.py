@@ -187,6 +187,7 @@ def test_keyring_from_the_environment() -> None:
         keyring_from_env({"P2PNODE_CLUSTER_KEY": "nothex"})
 
 
+@pytest.mark.slow
 def test_keys_command_rotates_a_key_file(tmp_path: Path) -> None:
     import subprocess
     import sys

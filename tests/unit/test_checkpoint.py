@@ -81,6 +81,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_during_writes_never_leaves_a_corrupt_checkpoint(tmp_path: Path) -> None:
     """A writer saves in a loop; we SIGKILL it at random moments and reload every time."""
     path = tmp_path / "node-0.ckpt"

@@ -178,6 +178,7 @@ def test_the_timeline_places_each_fault_at_its_hosts_round_including_rounds_a_cr
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-core is not installed")
 def test_every_action_has_a_playbook_that_ansible_accepts() -> None:
     books = Path(__file__).resolve().parents[2] / "deploy" / "playbooks"

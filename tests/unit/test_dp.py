@@ -122,6 +122,7 @@ def test_clip_factors_leave_small_gradients_alone() -> None:
     np.testing.assert_allclose(c, [1.0, 1.0, 2.0 / (4.0 + 1e-6)], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_node_accountant_matches_opacus_and_grows_with_steps() -> None:
     ours, ref = NodeAccountant(), RDPAccountant()
     eps = []
@@ -135,6 +136,7 @@ def test_node_accountant_matches_opacus_and_grows_with_steps() -> None:
     assert all(b > a for a, b in itertools.pairwise(eps))
 
 
+@pytest.mark.slow
 def test_target_epsilon_is_reached_and_never_exceeded() -> None:
     cfg = DPConfig(target_epsilon=5.0, horizon_updates=20)
     dp = PrivateStepper(cfg, rows=600, batch_size=256, seed=0)
@@ -174,6 +176,7 @@ def test_noise_has_the_configured_scale_and_reaches_every_coordinate() -> None:
     assert dp.accountant.steps == 1
 
 
+@pytest.mark.slow
 def test_dp_learner_spends_epsilon_and_noise_costs_utility() -> None:
     data, _planted = planted_communities(SyntheticConfig(users=60, items=200, seed=0))
     users = leave_one_out(data, seed=0)

@@ -90,6 +90,7 @@ def assert_regular_and_consistent(samplers: dict[int, PeerSwap], k: int) -> None
             assert v in samplers[w].in_view(), (v, w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_delay", [0.0, 3.0, 30.0])
 def test_peerswap_keeps_views_regular_and_consistent_under_concurrency(max_delay: float) -> None:
     n, k = 60, 3

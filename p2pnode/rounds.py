@@ -1,0 +1,78 @@
+"""What happens after a round and at the end of a run, for the simulator and real processes alike.
+
+After every ``eval_every``-th round (and the last): HR@K (or F1@K) and the counters of every
+hosted node, the adversaries' accuracy (CIA paper §V-C) and, when asked, the membership inference
+(002 §2.5); at the end, the summary with its per-round history. The two runners differ only in
+how a round passes (the virtual clock runs to its end, or a process waits for wall time).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from p2pnode.attack import lab_for, victims
+from p2pnode.config import RunConfig
+from p2pnode.node import NodeRuntime
+from p2pnode.prepare import Prepared
+from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats
+
+
+class RoundLog:
+    """The run's evaluations, round by round, and its final summary."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        prep: Prepared,
+        nodes: Mapping[int, NodeRuntime],
+        progress: Callable[[str], None] | None = None,
+        wall_time: bool = False,
+    ) -> None:
+        self.config = config
+        self.nodes = nodes
+        self.metric = metric_for(config)
+        self.lab = lab_for(prep)
+        self.progress = progress
+        self.wall_time = wall_time  #: stamp each evaluation with the wall clock (real runs)
+        self.history: list[dict[str, Any]] = []
+        self.last: dict[str, Any] = {}  #: this run's latest evaluation
+
+    def due(self, round_no: int) -> bool:
+        """Whether round ``round_no`` is evaluated."""
+        return round_no % self.config.eval_every == 0 or round_no == self.config.rounds
+
+    def evaluate(self, round_no: int, seconds: float) -> dict[str, Any]:
+        """Evaluate every hosted node and adversary after round ``round_no``; record and report it."""
+        nodes = self.nodes.values()
+        stats = round_stats(round_no, nodes, self.metric)
+        cia = self.lab.evaluate(round_no, nodes)
+        if cia is not None:
+            stats["cia"] = cia
+        mia = self.lab.evaluate_mia(round_no, victims(nodes))
+        if mia is not None:
+            stats["mia"] = mia
+        stats["seconds"] = seconds
+        if self.wall_time:
+            stats["time"] = time.time()  # lines rounds up with outside events (faults, logs)
+        self.history.append(stats)
+        self.last = stats
+        if self.progress is not None:
+            self.progress(progress_line(stats, self.metric, self.config.rounds, seconds))
+        return stats
+
+    def result(self, round_no: int, seconds: float, **fields: Any) -> dict[str, Any]:
+        """The run's summary: the latest evaluation, ``fields``, the history, the attacks'."""
+        stats = self.last or round_stats(round_no, self.nodes.values(), self.metric)
+        result = dict(stats)
+        result.update(fields)
+        result.update(seconds=seconds, history=self.history, config=self.config.to_dict())
+        if self.config.learning.dp:
+            result["dp_epsilon_by_node"] = epsilon_by_node(self.nodes.values())
+        if self.lab.active:
+            result["cia"] = self.lab.summary(self.nodes.values())
+        mia = self.lab.mia_summary()
+        if mia is not None:
+            result["mia"] = mia
+        return result
