@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from adversary.community import Index, top_k
+from adversary.community import top_k
 from adversary.models import AttackModel
 from adversary.momentum import ESTIMATORS, weights
-from learning.params import Array, Params
+from learning.params import Array, Index, Params
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-Index = npt.NDArray[np.int64]
+from learning.params import Index
 
 
 class UserItems:

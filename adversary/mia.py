@@ -27,8 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from learning.params import Index
+
 Floats = npt.NDArray[np.float64]
-Index = npt.NDArray[np.int64]
 
 _EPS = 1e-12
 #: ρ of the CIA paper's Table VIII

@@ -17,9 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from learning import gmf, prme
-from learning.params import Array, Params
-
-Index = npt.NDArray[np.int64]
+from learning.params import Array, Index, Params
 
 
 class AttackModel(ABC):

@@ -27,10 +27,9 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from adversary.cia import CIAObserver
-from adversary.community import Index
 from adversary.messages import CollusionMessage
 from adversary.models import AttackModel
-from learning.params import Array
+from learning.params import Array, Index
 from p2pcore.effects import Effect, NodeId, Send
 from protocols.fedavg import ROUND_TIMER
 from protocols.gossip import WAKE_TIMER, GossipNode, GossipProtocol

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adversary.community import Index, UserItems, true_community
+from adversary.community import UserItems, true_community
+from learning.params import Index
 
 
 class PlanError(ValueError):

@@ -11,7 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 Array = npt.NDArray[np.float32]
-Params = dict[str, Array]
+Params = dict[str, Array]  #: a model a node owns and changes
+ParamsView = Mapping[str, Array]  #: a model read, not changed (a peer's, a snapshot)
+Index = npt.NDArray[np.int64]  #: ids of users or items
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,10 @@ import numpy.typing as npt
 from learning import prme
 from learning.dp import PrivateStepper, clip_factors
 from learning.gmf_numpy import _sum_rows
-from learning.params import Array, Params
+from learning.params import Array, Index, Params
 
 REG = 0.03
 
-Index = npt.NDArray[np.int64]
 
 
 @dataclass

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.deploy_plan import Plan, plan_from_inventory
+from p2pnode import atomic
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
 
@@ -217,10 +218,8 @@ def prepare_artifacts(
         ]
     )
     tar = out / "wheelhouse.tar"
-    tmp = tar.with_suffix(".tmp")
-    with tarfile.open(tmp, "w") as tf:
+    with atomic.replacing(tar) as tmp, tarfile.open(tmp, "w") as tf:
         tf.add(wheelhouse, arcname="wheelhouse")
-    tmp.replace(tar)
     data_dir = default_data_dir()
     if not dataset_path(data_dir, ML100K).exists():
         raise ConfigError(f"{ML100K} is not in {data_dir}: run 'p2pnode data get ml-100k' first")

@@ -15,9 +15,9 @@ import asyncio
 import copy
 import csv
 import hashlib
+import io
 import json
 import math
-import os
 import shlex
 import time
 import tomllib
@@ -300,10 +300,6 @@ def _slim(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    write_text(path, text)
-
-
 Progress = Callable[[str], None]
 Runner = Callable[[RunConfig, Progress | None], dict[str, Any]]
 
@@ -380,7 +376,7 @@ def run_experiment(
         summary = _slim(runner(config, throttled(progress) if progress else None))
         summary["_row"] = row.label
         summary["_seed"] = seed
-        _write_atomic(path, json.dumps(summary))
+        write_text(path, json.dumps(summary))
         results[key] = summary
         done += 1
         if progress:
@@ -408,10 +404,10 @@ def run_experiment(
     document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
     if other_results:  # the same configurations run the other way: report both side by side
         document["other"] = {"mode": other, "rows": aggregate(exp, plan, other_results, partial=True)}
-    _write_atomic(out / "results.json", json.dumps(document, indent=2))
+    write_text(out / "results.json", json.dumps(document, indent=2))
     write_csv(out / "results.csv", exp, table)
     plots = write_plots(out, exp, table)
-    _write_atomic(out / "report.md", report(exp, document, plots))
+    write_text(out / "report.md", report(exp, document, plots))
     return document
 
 
@@ -495,26 +491,25 @@ def _paper(value: float | None) -> str:
 
 def write_csv(path: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> None:
     fields = ["row", "column", "paper", "mean", "std", "x_random", "values"]
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(fields)
-        for row in table:
-            for col in exp.columns:
-                c = row["cells"][col.key]
-                scale = 100.0 if col.percent else 1.0
-                w.writerow(
-                    [
-                        row["label"],
-                        col.label,
-                        "" if c["paper"] is None else c["paper"],
-                        "" if "mean" not in c else round(scale * c["mean"], 4),
-                        "" if "std" not in c else round(scale * c["std"], 4),
-                        "" if c.get("x_random") is None else round(c["x_random"], 3),
-                        " ".join(f"{scale * v:.4g}" for v in c["values"]),
-                    ]
-                )
-    os.replace(tmp, path)
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(fields)
+    for row in table:
+        for col in exp.columns:
+            c = row["cells"][col.key]
+            scale = 100.0 if col.percent else 1.0
+            w.writerow(
+                [
+                    row["label"],
+                    col.label,
+                    "" if c["paper"] is None else c["paper"],
+                    "" if "mean" not in c else round(scale * c["mean"], 4),
+                    "" if "std" not in c else round(scale * c["std"], 4),
+                    "" if c.get("x_random") is None else round(c["x_random"], 3),
+                    " ".join(f"{scale * v:.4g}" for v in c["values"]),
+                ]
+            )
+    write_text(path, buf.getvalue())
 
 
 def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str:

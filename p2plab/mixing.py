@@ -10,8 +10,8 @@ and their spread over graphs is negligible.
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -105,21 +105,16 @@ def run_mixing(
         "summary": summary,
         "points": [p.__dict__ for p in points],
     }
-    _write(out / "results.json", json.dumps(doc, indent=2))
-    tmp = out / "results.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["degree", "setting", "iteration", "lambda2_mean", "lambda2_sd"])
-        for p in points:
-            w.writerow([p.degree, "dynamic" if p.dynamic else "static", p.iteration, p.mean, p.std])
-    os.replace(tmp, out / "results.csv")
+    write_text(out / "results.json", json.dumps(doc, indent=2))
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["degree", "setting", "iteration", "lambda2_mean", "lambda2_sd"])
+    for p in points:
+        w.writerow([p.degree, "dynamic" if p.dynamic else "static", p.iteration, p.mean, p.std])
+    write_text(out / "results.csv", buf.getvalue())
     plot = _plot(out, title, spec, points)
-    _write(out / "report.md", _report(title, spec, doc, plot, notes))
+    write_text(out / "report.md", _report(title, spec, doc, plot, notes))
     return doc
-
-
-def _write(path: Path, text: str) -> None:
-    write_text(path, text)
 
 
 def _iters(v: int | None, spec: MixingSpec) -> str:

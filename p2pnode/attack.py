@@ -13,14 +13,13 @@ from typing import Any
 import numpy as np
 
 from adversary.cia import CIAObserver, kept_rows
-from adversary.community import Index
 from adversary.evaluation import AttackLab, Victim
 from adversary.models import attack_model
 from adversary.node import AdversaryNode, ForwardingColluder
 from adversary.plan import AttackPlan, PlanError, PlanSettings, make_plan
 from learning.interactions import DataError
 from learning.learner import BaseLearner
-from learning.params import Array
+from learning.params import Array, Index
 from p2pnode.config import ConfigError
 from p2pnode.datasets import ML100K, load_ml100k_genres
 from p2pnode.prepare import Prepared

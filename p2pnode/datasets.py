@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from learning.interactions import DataError, Interactions
+from p2pnode import atomic
 
 ML100K = "ml-100k"
 ML100K_FILES = ("ml-100k.inter", "ml-100k.user", "ml-100k.item")
@@ -209,7 +210,5 @@ def _copy_files(read: object, target: Path) -> None:
     assert callable(read)
     target.mkdir(parents=True, exist_ok=True)
     for name in ML100K_FILES:
-        tmp = target / (name + ".tmp")
-        tmp.write_bytes(read(name))
-        os.replace(tmp, target / name)
+        atomic.write_bytes(target / name, read(name))
     shutil.rmtree(target / "__pycache__", ignore_errors=True)

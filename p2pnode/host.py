@@ -10,8 +10,7 @@ import logging
 
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
-from p2pnode.transport.base import Frame as Data
-from p2pnode.transport.base import Outcome
+from p2pnode.transport.base import Outcome, Payload
 from p2pnode.wire.codec import decode_frame
 from p2pnode.wire.schema import Channel, WireError
 
@@ -47,7 +46,7 @@ class Host:
         self,
         dest: int,
         channel: Channel,
-        data: Data,
+        data: Payload,
         sender: int | None = None,
         certified: set[int] | None = None,
     ) -> Outcome:

@@ -245,13 +245,12 @@ class NodeProcess:
     def _mark_progress(self) -> None:
         """The round just reached and when, for the next resume to say what it replays."""
         assert self.spec.state_dir is not None
-        tmp = self.spec.state_dir / (PROGRESS + ".tmp")
-        try:
-            tmp.write_text(json.dumps([self.round, time.time()]))
-            os.replace(tmp, self.spec.state_dir / PROGRESS)
+        path = self.spec.state_dir / PROGRESS
+        try:  # every round: atomic, not fsynced (a power cut costs only the note)
+            write_text(path, json.dumps([self.round, time.time()]), sync=False)
         except OSError as exc:  # a full disk must not stop the node: only the resume note suffers
             if not self._progress_failing:
-                log.warning("cannot write %s (%s): a resume will not know the last round reached", tmp, exc)
+                log.warning("cannot write %s (%s): a resume will not know the last round reached", path, exc)
             self._progress_failing = True
             return
         if self._progress_failing:

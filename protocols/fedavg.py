@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from learning.params import ModelSpec, mean_into, spec_of
+from learning.params import ModelSpec, ParamsView, mean_into, spec_of
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
-from protocols.learner import Learner, Params
+from protocols.learner import Learner
 from protocols.messages import FedMessage
 
 ROUND_TIMER = "fl:round"
@@ -38,7 +38,7 @@ class ParamStore:
     def snapshot(self) -> dict[str, npt.NDArray[np.float32]]:
         return {k: v.copy() for k, v in self.params.items()}
 
-    def merge(self, models: Sequence[Params]) -> None:
+    def merge(self, models: Sequence[ParamsView]) -> None:
         """θ ← mean(θ, *models), as a learner merges (the server itself uses ``load``)."""
         if models:
             mean_into(self.params, list(models))
@@ -56,7 +56,7 @@ class ParamStore:
         self.load(state["params"])
         self.version = int(state["version"])
 
-    def load(self, params: Params) -> None:
+    def load(self, params: ParamsView) -> None:
         for k, arr in self.params.items():
             arr[...] = params[k]
         self.version += 1
@@ -75,7 +75,7 @@ class ParamStore:
         return None
 
 
-def average(models: Sequence[Params]) -> dict[str, npt.NDArray[np.float32]]:
+def average(models: Sequence[ParamsView]) -> dict[str, npt.NDArray[np.float32]]:
     """The element-wise mean of ``models`` (uniform FedAvg weights)."""
     out = {k: np.array(v, dtype=np.float32, copy=True) for k, v in models[0].items()}
     for m in models[1:]:
@@ -108,7 +108,7 @@ class FedAvgServer(GossipProtocol):
         self.clients = sorted(clients)
         self.fraction = fraction
         self.round = 0
-        self.pending: dict[NodeId, Params] = {}
+        self.pending: dict[NodeId, ParamsView] = {}
         self.selected: set[NodeId] = set()
         self.late = 0
         self.aggregated_rounds = 0

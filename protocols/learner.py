@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-Params = Mapping[str, npt.NDArray[np.float32]]
+from learning.params import ParamsView
 
 
 class Learner(Protocol):
@@ -20,7 +20,7 @@ class Learner(Protocol):
         """A copy of the parameters the protocol shares."""
         ...
 
-    def merge(self, models: Sequence[Params]) -> None:
+    def merge(self, models: Sequence[ParamsView]) -> None:
         """Replace the shared parameters by the mean of the own ones and ``models``."""
         ...
 
@@ -28,6 +28,6 @@ class Learner(Protocol):
         """Train on local data; return the number of optimizer steps."""
         ...
 
-    def load(self, params: Params) -> None:
+    def load(self, params: ParamsView) -> None:
         """Replace the shared parameters by ``params`` (a FedAvg client taking the global model)."""
         ...

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from learning.params import ParamsView
 from p2pcore.effects import NodeId
 from peer_sampling.personalized import Personalized
-from protocols.learner import Learner, Params
+from protocols.learner import Learner
 
-Received = Sequence[tuple[NodeId, Params]]
+Received = Sequence[tuple[NodeId, ParamsView]]
 MIN_WEIGHT = 1e-3  # keeps a model that ranks nothing right from dividing by zero
 
 
@@ -30,11 +31,11 @@ class UniformMerge:
 
 
 class ScoringLearner(Learner, Protocol):
-    def score(self, params: Params | None) -> float:
+    def score(self, params: ParamsView | None) -> float:
         """How well ``params`` (None: the own model) rank this node's validation items, in [0, 1]."""
         ...
 
-    def merge_weighted(self, models: Sequence[Params], weights: Sequence[float], own: float) -> None:
+    def merge_weighted(self, models: Sequence[ParamsView], weights: Sequence[float], own: float) -> None:
         """θ ← (own θ + Σ w_j θ_j) / (own + Σ w_j) over the shared parameters."""
         ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocols.learner import Params
+from learning.params import ParamsView
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +15,7 @@ class ModelMessage:
     """
 
     version: int
-    params: Params
+    params: ParamsView
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,4 +26,4 @@ class FedMessage:
     kind: str
     round: int
     version: int
-    params: Params
+    params: ParamsView

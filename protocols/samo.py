@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from learning.params import ParamsView
 from p2pcore.effects import Dropped, Effect, NodeId, Send
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
-from protocols.learner import Learner, Params
+from protocols.learner import Learner
 from protocols.merging import Merger
 from protocols.messages import ModelMessage
 
@@ -37,7 +38,7 @@ class Samo(GossipProtocol):
         if max_buffer < 1:
             raise ValueError("max_buffer must be at least 1")
         self.max_buffer = max_buffer
-        self.buffer: list[tuple[NodeId, Params]] = []
+        self.buffer: list[tuple[NodeId, ParamsView]] = []
 
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
         if self.buffer:  # |Θ_i| > 1: Θ_i holds θ_i plus what was received
@@ -60,7 +61,7 @@ class Samo(GossipProtocol):
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
-        buffer: list[tuple[NodeId, Params]] = [(int(s), dict(p)) for s, p in state["buffer"]]
+        buffer: list[tuple[NodeId, ParamsView]] = [(int(s), dict(p)) for s, p in state["buffer"]]
         self.buffer = buffer[-self.max_buffer :]
 
     def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:

@@ -23,17 +23,18 @@ class Outcome:
         return self.status == 200
 
 
-Frame = bytes | memoryview
+#: the raw bytes of one frame as a transport carries them (``wire.codec.Frame`` is the decoded envelope)
+Payload = bytes | memoryview
 OnDone = Callable[[Outcome], None]
 
 
 class Receiver(Protocol):
     """The side of a host that takes frames in (the single decode/dispatch point)."""
 
-    def receive(self, dest: int, channel: Channel, data: Frame) -> Outcome: ...
+    def receive(self, dest: int, channel: Channel, data: Payload) -> Outcome: ...
 
 
 class Transport(Protocol):
     """Sends frames; ``on_done`` is called exactly once with the outcome."""
 
-    def send(self, src: int, dst: int, channel: Channel, data: Frame, on_done: OnDone) -> None: ...
+    def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None: ...

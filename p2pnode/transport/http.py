@@ -24,7 +24,7 @@ from p2pnode.auth import KeyHolder, sign
 from p2pnode.host import Host
 from p2pnode.limits import Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
-from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome
+from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
 from p2pnode.wire.schema import Channel
 
 log = logging.getLogger("p2pnode.http")
@@ -61,7 +61,7 @@ class HttpTransport:
         self._inflight: set[asyncio.Task[None]] = set()
         self.closed = False
 
-    def send(self, src: int, dst: int, channel: Channel, data: Frame, on_done: OnDone) -> None:
+    def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         address = self.addresses.get(dst)
         if address is None or self.closed:
             reason = "closing" if self.closed else "unknown address"
@@ -73,7 +73,7 @@ class HttpTransport:
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    def _headers(self, path: str, src: int, body: Frame) -> dict[str, str]:
+    def _headers(self, path: str, src: int, body: Payload) -> dict[str, str]:
         """Signed afresh for every attempt: a retry is a new request (new nonce and time)."""
         headers = {"Content-Type": "application/msgpack"}
         if self.keys is not None:
@@ -82,7 +82,7 @@ class HttpTransport:
             headers.update(sign(self.keys.keyring, "POST", path, src, bytes(body), int(now * 1000)))
         return headers
 
-    async def _post(self, address: str, path: str, src: int, data: Frame, on_done: OnDone) -> None:
+    async def _post(self, address: str, path: str, src: int, data: Payload, on_done: OnDone) -> None:
         """POST with bounded retries: no answer or 503 (busy) are tried again after 0.2 s, 0.4 s
         (± half, so that many senders do not retry in step); any other answer is final."""
         url = f"{self.scheme}://{address}{path}"

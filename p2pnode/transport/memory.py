@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from p2pnode.clock import VirtualClock
-from p2pnode.transport.base import UNREACHABLE, Frame, OnDone, Outcome, Receiver
+from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload, Receiver
 from p2pnode.wire.schema import Channel
 
 
@@ -44,7 +44,7 @@ class MemoryNetwork:
     def register(self, node_id: int, receiver: Receiver) -> None:
         self._receivers[node_id] = receiver
 
-    def send(self, src: int, dst: int, channel: Channel, data: Frame, on_done: OnDone) -> None:
+    def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         self.frames += 1
         self.bytes += len(data)
         link = self.link

@@ -12,25 +12,20 @@ values, so later deltas stay exact with respect to what was sent.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
-from learning.params import ModelSpec, TensorSpec
+from learning.params import ModelSpec, Params, ParamsView, TensorSpec
 from p2pnode.wire.schema import MAX_TENSORS, WireError
 from p2pnode.wire.tensors import pack_tensor, unpack_tensor, unpack_tensors
-
-Params = dict[str, npt.NDArray[np.float32]]
-FrozenParams = Mapping[str, npt.NDArray[np.float32]]
 
 
 class EncodedModel(NamedTuple):
     """A model body ready for the frame, and what the receiver will hold once it accepts it."""
 
     body: dict[str, Any]
-    view: FrozenParams
+    view: ParamsView
     is_delta: bool
     nbytes: int
 
@@ -50,10 +45,10 @@ class DeltaEncoder:
         self.float16 = float16
         self.max_peers = max_peers
         self.min_saving = min_saving
-        self._base: tuple[int, FrozenParams] | None = None
+        self._base: tuple[int, ParamsView] | None = None
         self._acked: OrderedDict[int, int] = OrderedDict()
 
-    def encode(self, peer: int, version: int, params: FrozenParams) -> EncodedModel:
+    def encode(self, peer: int, version: int, params: ParamsView) -> EncodedModel:
         view = _round16(params) if self.float16 else params
         dtype = "float16" if self.float16 else None
         base = self._base
@@ -70,7 +65,7 @@ class DeltaEncoder:
         return EncodedModel(body, view, False, nbytes // 2 if dtype else nbytes)
 
     def _delta(
-        self, version: int, base: tuple[int, FrozenParams], view: FrozenParams, dtype: str | None
+        self, version: int, base: tuple[int, ParamsView], view: ParamsView, dtype: str | None
     ) -> tuple[dict[str, Any], int] | None:
         base_version, base_params = base
         if set(base_params) != set(view):
@@ -99,7 +94,7 @@ class DeltaEncoder:
         body = {"ver": version, "base": base_version, "p": dense, "r": packed_rows}
         return body, delta_bytes
 
-    def acknowledged(self, peer: int, version: int, view: FrozenParams) -> None:
+    def acknowledged(self, peer: int, version: int, view: ParamsView) -> None:
         """The peer accepted ``view``; deltas to it may now be based on it."""
         if not self.enabled:
             return
@@ -121,9 +116,9 @@ class DeltaDecoder:
     def __init__(self, enabled: bool = True, max_peers: int = 8) -> None:
         self.enabled = enabled
         self.max_peers = max_peers
-        self._bases: OrderedDict[int, tuple[int, FrozenParams]] = OrderedDict()
+        self._bases: OrderedDict[int, tuple[int, ParamsView]] = OrderedDict()
 
-    def decode(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, FrozenParams]:
+    def decode(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, ParamsView]:
         """Check ``body`` against ``spec`` and return (version, parameters). Raises WireError."""
         if type(body) is dict and len(body) == 2:  # the common case: a full model
             version, dense = body.get("ver"), body.get("p")
@@ -133,7 +128,7 @@ class DeltaDecoder:
                 return version, params
         return self._decode_general(sender, body, spec)
 
-    def _decode_general(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, FrozenParams]:
+    def _decode_general(self, sender: int, body: object, spec: ModelSpec) -> tuple[int, ParamsView]:
         if not isinstance(body, dict) or not {"ver", "p"} <= set(body) <= {"ver", "p", "base", "r"}:
             raise WireError("schema", "model body must have ver, p and optionally base, r")
         version = body["ver"]
@@ -183,7 +178,7 @@ class DeltaDecoder:
             out[name] = arr
         return out
 
-    def _remember(self, sender: int, version: int, params: FrozenParams) -> None:
+    def _remember(self, sender: int, version: int, params: ParamsView) -> None:
         if not self.enabled:
             return
         self._bases[sender] = (version, params)
@@ -200,5 +195,5 @@ def _declared_len(obj: object, name: str) -> int:
     raise WireError("schema", f"{name}.i must be a 1-D tensor")
 
 
-def _round16(params: FrozenParams) -> FrozenParams:
+def _round16(params: ParamsView) -> ParamsView:
     return {k: v.astype(np.float16).astype(np.float32) for k, v in params.items()}

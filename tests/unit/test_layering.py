@@ -8,23 +8,49 @@ import subprocess
 import sys
 from pathlib import Path
 
+from learning import TORCH_MODULES
+
 ROOT = Path(__file__).resolve().parents[2]
 PURE = ("p2pcore", "peer_sampling", "protocols", "adversary")
 FORBIDDEN = {"asyncio", "aiohttp", "socket", "time", "torch", "selectors", "threading"}
 
 
+NUMPY_LEARNING = (
+    "learning.params, learning.gmf, learning.prme, learning.interactions, learning.split, "
+    "learning.negatives, learning.metrics, learning.synthetic"
+)
+
+
 def test_fresh_interpreter_loads_no_io_modules() -> None:
+    """The pure packages, and the numpy half of learning they build on, load no I/O and no torch."""
     code = (
         "import sys, json\n"
         "import p2pcore.effects, peer_sampling.base, peer_sampling.peerswap, peer_sampling.cyclon, "
         "peer_sampling.graph, peer_sampling.personalized, protocols.base_gl, protocols.samo, "
-        "protocols.gossip, protocols.fedavg, protocols.merging\n"
+        "protocols.gossip, protocols.fedavg, protocols.merging, adversary.plan, adversary.evaluation, "
+        "adversary.cia, adversary.node, adversary.mia, adversary.momentum, adversary.models, "
+        f"{NUMPY_LEARNING}\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout))
     assert not (FORBIDDEN - {"time"}) & loaded
-    assert not any(m.startswith(("aiohttp", "asyncio", "torch")) for m in loaded)
+    assert not any(m.startswith(("aiohttp", "asyncio", "torch", "opacus")) for m in loaded)
+
+
+def test_learning_imports_torch_only_where_it_says() -> None:
+    """learning/__init__.py names the modules that import torch; no other one does."""
+    for path in (ROOT / "learning").glob("*.py"):
+        name = f"learning.{path.stem}"
+        tree = ast.parse(path.read_text())
+        imports = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imports |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imports.add((node.module or "").split(".")[0])
+        uses_torch = bool(imports & {"torch", "opacus"})
+        assert uses_torch == (name in TORCH_MODULES), f"{name}: torch import does not match TORCH_MODULES"
 
 
 def test_pure_sources_import_nothing_forbidden_and_use_seeded_random_only() -> None:
