@@ -1,4 +1,5 @@
-"""Effects that the pure state machines return for the node driver to carry out."""
+"""The contract between the pure state machines and the node driver: the events a machine is
+handed and the effects it returns for the driver to carry out."""
 
 from __future__ import annotations
 
@@ -40,3 +41,43 @@ class Dropped:
 
 
 Effect = Send | SetTimer | Learned | Dropped
+
+
+# -- events: what the driver hands a pure node (``GossipNode.handle``) ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The node starts (first timers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """A timer the node set with ``SetTimer(key, at)`` is due."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A decoded message from ``sender``."""
+
+    sender: NodeId
+    message: object
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A message to ``peer`` arrived (the peer is alive)."""
+
+    peer: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """A message to ``peer`` could not be delivered."""
+
+    peer: NodeId
+
+
+Event = Started | TimerFired | Received | Delivered | Unreachable

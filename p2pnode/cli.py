@@ -17,15 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from adversary.momentum import ESTIMATORS
 from learning.interactions import DataError
 from p2pnode.config import (
-    MODELS,
     PRESETS,
-    PROTOCOLS,
-    SAMPLINGS,
     ConfigError,
+    Flag,
     RunConfig,
+    config_fields,
     from_mapping,
     load_toml,
 )
@@ -38,151 +36,64 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+#: the help sections of the configuration flags, in the order they are listed
+GROUPS = {
+    "experiment": "experiment",
+    "learning": "learning",
+    "dp": "DP-SGD (local, per node; example-level DP)",
+    "attack": "attack (CIA paper §IV)",
+    "wire": "wire",
+    "sim": "simulated network",
+}
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
+
+
 def experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
-    g = p.add_argument_group("experiment")
+    """The flags of a run: ``--config`` and ``--preset``, then one flag per configuration field
+    that declares one (p2pnode/config.py), then the output flags."""
+    groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()}
+    g = groups["experiment"]
     g.add_argument("--config", type=Path, help="TOML file with RunConfig fields (flags override it)")
-    g.add_argument("--preset", choices=sorted(PRESETS), help="named starting configuration")
-    g.add_argument("--nodes", type=int, help="network size: nodes = users 0..N-1 (default 943)")
-    g.add_argument("--rounds", type=int, help="rounds to run (100 ticks each)")
-    g.add_argument("--model", choices=MODELS, help="gmf (HR@K, default) or prme (F1@K)")
-    g.add_argument("--protocol", choices=PROTOCOLS, help="base (002 Alg. 1), samo (Alg. 2) or fedavg")
-    g.add_argument("--sampling", choices=SAMPLINGS, help="peer sampling service")
-    g.add_argument("--view-size", type=int, help="out-view size P (default 3)")
-    g.add_argument("--swap-rate", type=float, help="PeerSwap view changes per node per round")
-    g.add_argument("--exploration", type=float, help="pers: share of sends to the random view (0.4)")
-    g.add_argument("--seed", type=int, help="seed of everything random")
-    g.add_argument("--dataset", help="ml-100k (default), synthetic, or a user,item[,timestamp] file")
-    g.add_argument("--min-interactions", type=int, help="file datasets: drop users with fewer items")
-    g.add_argument("--data-dir", help="dataset directory (default $P2PNODE_DATA or ~/.cache)")
-    g.add_argument("--eval-every", type=int, help="evaluate HR@K every N rounds")
-    g.add_argument("--samo-buffer", type=int, help="SAMO: most models buffered per node")
-    g.add_argument("--fraction", type=float, help="fedavg: share of clients per round (default 1)")
-    lg = p.add_argument_group("learning")
-    lg.add_argument("--factors", type=int, help="GMF embedding size (default 32)")
-    lg.add_argument("--lr", type=float, help="Adam learning rate (default 0.001)")
-    lg.add_argument("--batch-size", type=int)
-    lg.add_argument("--negatives", type=int, help="negatives per positive (default 4)")
-    lg.add_argument("--local-epochs", type=int, help="epochs per local update (default 1)")
-    lg.add_argument("--top-k", type=int, help="K of HR@K (default 20)")
-    lg.add_argument("--prme-lr", type=float, help="PRME SGD learning rate (default 0.005)")
-    lg.add_argument("--prme-dim", type=int, help="PRME embedding size (default 60)")
-    lg.add_argument("--share-less", action="store_true", help="keep user embeddings private")
-    lg.add_argument("--share-less-tau", type=float, help="item regulariser weight τ (default 0.1)")
-    dg = p.add_argument_group("DP-SGD (local, per node; example-level DP)")
-    dg.add_argument("--dp-noise", type=float, metavar="SIGMA", help="noise multiplier σ")
-    dg.add_argument("--dp-epsilon", type=float, metavar="EPS", help="target ε per node (σ calibrated)")
-    dg.add_argument("--dp-clip", type=float, metavar="C", help="per-example clipping bound (default 2)")
-    dg.add_argument("--dp-delta", type=float, help="δ (default 1e-6)")
-    ag = p.add_argument_group("attack (CIA paper §IV)")
-    ag.add_argument("--attack", choices=("cia",), help="run the Community Inference Attack")
-    ag.add_argument("--target-k", type=int, metavar="K", help="community size K (default 50)")
-    ag.add_argument("--momentum", type=float, metavar="BETA", help="β of eq. 4 (default 0.99)")
-    ag.add_argument(
-        "--momentum-estimator",
-        choices=ESTIMATORS,
-        help="reading of eq. 4: v_u starts at 0 with the bias correction v_u/(1-β^n) (debiased, "
-        "default), at the first Θ_u (first), at 0 (zero) or at θ_0 (init)",
+    g.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="named starting configuration: "
+        + "; ".join(f"{k} = {_preset_text(v)}" for k, v in sorted(PRESETS.items())),
     )
-    ag.add_argument("--attackers", help="gossip: 'all' (default: every node, own items) or ids '3,17'")
-    ag.add_argument("--target-items", metavar="IDS", help="V_target as raw item ids '50,172,181'")
-    ag.add_argument("--target-genre", metavar="GENRE", help="V_target: an ML-100k genre, e.g. Horror")
-    ag.add_argument("--colluders", type=float, metavar="F", help="gossip: share of nodes per colluding group")
-    ag.add_argument("--colluder-groups", type=int, help="disjoint colluding groups (default 1)")
-    ag.add_argument("--cia-refresh", type=int, help="Share less, gossip: retrain e_A every N wake-ups (10)")
-    ag.add_argument(
-        "--multicast",
-        choices=("v", "theta"),
-        help="colluders forward the received Θ_u to their group's read member (theta, default) or "
-        "multicast v_u to every member (v, Algorithm 2 line 14)",
-    )
-    ag.add_argument(
-        "--fictive-user",
-        action="store_true",
-        default=None,
-        help="score shared models with a fictive user trained on V_target, as under Share less",
-    )
-    ag.add_argument("--mia", action="store_true", help="MPE membership inference on every node (002 §2.5)")
-    ag.add_argument(
-        "--mia-holdout",
-        type=int,
-        metavar="N",
-        help="with --mia: keep each user's N latest training items out of training as non-members",
-    )
-    ag.add_argument(
-        "--mia-proxy",
-        nargs="?",
-        const="0.2,0.4,0.6,0.8,1",
-        metavar="RHOS",
-        help="with --attack cia: MIA as a CIA proxy at thresholds ρ (default the paper's 0.2..1)",
-    )
-    w = p.add_argument_group("wire")
-    w.add_argument("--no-delta", action="store_true", help="always send full models")
-    w.add_argument("--float16", action="store_true", help="send tensors in half precision")
-    if real:
-        p.add_argument("--tick-seconds", type=float, help="wall seconds per tick (default 0.01)")
-    else:
-        s = p.add_argument_group("simulated network")
-        s.add_argument("--delay-min", type=float, help="minimum one-way delay in ticks")
-        s.add_argument("--delay-max", type=float, help="maximum one-way delay in ticks")
-        s.add_argument("--drop", type=float, help="probability that a frame is lost")
+    defaults = RunConfig()
+    for path, f in config_fields():
+        flag: Flag | None = f.metadata.get("flag")
+        if flag is None or flag.only == ("sim" if real else "real"):
+            continue
+        kw: dict[str, Any] = {"dest": _dest(path), "default": None}
+        default = defaults.get(path)
+        if flag.switch is not None:
+            kw.update(action="store_true", help=flag.help)
+        else:
+            shown = f" (default: {default})" if default not in ("", None) else ""
+            metavar = flag.metavar or flag.flag_name(f.name)[2:].upper().replace("-", "_")
+            kw.update(type=_TYPES[str(f.type)], help=flag.help + shown, metavar=metavar)
+            if flag.choices:
+                kw.update(choices=flag.choices, metavar=None)
+            if flag.const is not None:
+                kw.update(nargs="?", const=flag.const)
+        groups[flag.group].add_argument(flag.flag_name(f.name), **kw)
     o = p.add_argument_group("output")
     o.add_argument("--out", type=Path, help="directory for result files")
     o.add_argument("--json", action="store_true", help="print one final JSON object")
     o.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-_FLAG_FIELDS = {
-    "nodes": "nodes",
-    "rounds": "rounds",
-    "protocol": "protocol",
-    "model": "model",
-    "sampling": "sampling",
-    "view_size": "view_size",
-    "swap_rate": "swap_rate",
-    "exploration": "exploration",
-    "seed": "seed",
-    "data_dir": "data_dir",
-    "dataset": "dataset",
-    "min_interactions": "min_interactions",
-    "eval_every": "eval_every",
-    "samo_buffer": "samo_buffer",
-    "fraction": "fraction",
-    "tick_seconds": "tick_seconds",
-    "factors": "learning.factors",
-    "lr": "learning.lr",
-    "batch_size": "learning.batch_size",
-    "negatives": "learning.negatives",
-    "local_epochs": "learning.local_epochs",
-    "top_k": "learning.top_k",
-    "share_less_tau": "learning.share_less_tau",
-    "prme_lr": "learning.prme_lr",
-    "prme_dim": "learning.prme_dim",
-    "dp_noise": "learning.dp_noise",
-    "attack": "attack.kind",
-    "target_k": "attack.target_k",
-    "momentum": "attack.momentum",
-    "momentum_estimator": "attack.momentum_estimator",
-    "attackers": "attack.attackers",
-    "target_items": "attack.target_items",
-    "target_genre": "attack.target_genre",
-    "colluders": "attack.colluders",
-    "colluder_groups": "attack.colluder_groups",
-    "cia_refresh": "attack.refresh_every",
-    "multicast": "attack.multicast",
-    "fictive_user": "attack.fictive_user",
-    "mia_proxy": "attack.mia_proxy",
-    "mia_holdout": "attack.mia_holdout",
-    "dp_epsilon": "learning.dp_epsilon",
-    "dp_clip": "learning.dp_clip",
-    "dp_delta": "learning.dp_delta",
-    "delay_min": "sim.delay_min",
-    "delay_max": "sim.delay_max",
-    "drop": "sim.drop",
-}
+def _dest(path: str) -> str:
+    return "cfg__" + path.replace(".", "__")
+
+
+def _preset_text(changes: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in changes.items()) or "the defaults (the paper's setting)"
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """Defaults ← preset ← config file ← flags, then validation."""
+    """Defaults ← preset ← config file ← flags, then validation (once, in ``RunConfig``)."""
     cfg = RunConfig()
     if getattr(args, "preset", None):
         cfg = cfg.replace(**PRESETS[args.preset])
@@ -191,18 +102,12 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "config", None):
         cfg = load_toml(args.config, cfg)
     changes: dict[str, Any] = {}
-    for flag, fieldname in _FLAG_FIELDS.items():
-        value = getattr(args, flag, None)
-        if value is not None:
-            changes[fieldname] = value
-    if getattr(args, "no_delta", False):
-        changes["wire.delta"] = False
-    if getattr(args, "float16", False):
-        changes["wire.float16"] = True
-    if getattr(args, "mia", False):
-        changes["attack.mia"] = True
-    if getattr(args, "share_less", False):
-        changes["learning.share_less"] = True
+    for path, f in config_fields():
+        value = getattr(args, _dest(path), None)
+        if value is None:
+            continue
+        flag: Flag = f.metadata["flag"]
+        changes[path] = flag.switch if flag.switch is not None else value
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
     return cfg.replace(**changes).validate()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,25 +23,72 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and what is allowed."""
 
 
+Check = tuple[Callable[[Any], bool], str]  #: a test of one value, and what it requires when it fails
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a field appears on the command line. Declared once, next to the field: the CLI is
+    generated from it (p2pnode/cli.py) and ``RunConfig.validate`` applies its ``check``."""
+
+    help: str
+    name: str = ""  #: the flag (default ``--field-name``)
+    group: str = "experiment"  #: the help section it is listed under
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    switch: bool | None = None  #: a bare flag that sets the field to this value (``--share-less``)
+    const: str | None = None  #: the value of the flag given without one (``--mia-proxy``)
+    only: str = ""  #: "real" or "sim": the commands that have it (default: all)
+    check: Check | None = None
+
+    def flag_name(self, field_name: str) -> str:
+        return self.name or "--" + field_name.replace("_", "-")
+
+
+def opt(default: Any, help: str, **flag: Any) -> Any:
+    """A configuration field with its command-line flag."""
+    return field(default=default, metadata={"flag": Flag(help, **flag)})
+
+
+def _min(n: float) -> Check:
+    return (lambda v: v >= n, f"must be >= {n:g}")
+
+
+_POSITIVE: Check = (lambda v: v > 0, "must be > 0")
+_SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
+
+
 @dataclass(frozen=True)
 class LearningConfig:
     """Local model and training (GMF defaults from NCF; docs/design.md, Learning)."""
 
-    factors: int = 32  #: embedding size
-    lr: float = 0.001  #: Adam learning rate
-    batch_size: int = 256  #: minibatch size
-    negatives: int = 4  #: sampled negatives per positive
-    local_epochs: int = 1  #: epochs over the local data per local update
-    top_k: int = 20  #: K of HR@K
-    share_less: bool = False  #: keep the user embedding private (CIA paper §III-D)
-    share_less_tau: float = 0.1  #: τ of the item regulariser of eq. 2 (used with share_less)
-    prme_dim: int = 60  #: PRME embedding size (Feng et al. 2015)
-    prme_lr: float = 0.005  #: PRME SGD learning rate
+    factors: int = opt(32, "GMF embedding size", group="learning", check=_min(1))
+    lr: float = opt(0.001, "Adam learning rate", group="learning", check=_POSITIVE)
+    batch_size: int = opt(256, "minibatch size of a local update", group="learning", check=_min(1))
+    negatives: int = opt(4, "sampled negatives per positive", group="learning", check=_min(1))
+    local_epochs: int = opt(1, "epochs over the local data per local update", group="learning", check=_min(1))
+    top_k: int = opt(20, "K of HR@K (F1@K for PRME)", group="learning", check=_min(1))
+    share_less: bool = opt(
+        False, "keep user embeddings private (CIA paper §III-D)", group="learning", switch=True
+    )
+    share_less_tau: float = opt(
+        0.1, "Share less: τ of the item regulariser of eq. 2", group="learning", check=_min(0)
+    )
+    prme_dim: int = opt(60, "PRME embedding size (Feng et al. 2015)", group="learning", check=_min(1))
+    prme_lr: float = opt(0.005, "PRME SGD learning rate", group="learning", check=_POSITIVE)
     prme_reg: float = 0.03  #: PRME L2 regularisation
-    dp_noise: float = 0.0  #: DP-SGD noise multiplier σ (0: no DP unless dp_epsilon is set)
-    dp_epsilon: float = 0.0  #: DP-SGD target ε per node over the run (0: none; σ calibrated from it)
-    dp_clip: float = 2.0  #: DP-SGD per-example clipping bound C (CIA paper Fig. 5)
-    dp_delta: float = 1e-6  #: DP-SGD δ (CIA paper Fig. 5)
+    dp_noise: float = opt(
+        0.0, "noise multiplier σ (0: no DP unless --dp-epsilon)", group="dp", metavar="SIGMA", check=_min(0)
+    )
+    dp_epsilon: float = opt(
+        0.0, "target ε per node over the run (σ calibrated)", group="dp", metavar="EPS", check=_min(0)
+    )
+    dp_clip: float = opt(
+        2.0, "per-example clipping bound (CIA paper Fig. 5)", group="dp", metavar="C", check=_POSITIVE
+    )
+    dp_delta: float = opt(
+        1e-6, "δ (CIA paper Fig. 5)", group="dp", check=(lambda v: 0 < v < 1, "must be in (0, 1)")
+    )
 
     @property
     def dp(self) -> bool:
@@ -52,9 +100,15 @@ class LearningConfig:
 class WireConfig:
     """How models travel."""
 
-    delta: bool = True  #: send row deltas against an acknowledged base when smaller
-    float16: bool = False  #: send float tensors in half precision (lossy, both sides agree)
-    delta_peers: int = 0  #: senders whose last model a node keeps as a base (0: from the budget)
+    delta: bool = opt(
+        True, "always send full models (no row deltas)", name="--no-delta", group="wire", switch=False
+    )  #: send row deltas against an acknowledged base when smaller
+    float16: bool = opt(
+        False, "send tensors in half precision (lossy; both sides agree)", group="wire", switch=True
+    )
+    delta_peers: int = field(  #: senders whose last model a node keeps as a base (0: from the budget)
+        default=0, metadata={"check": (lambda v: v >= 0, "must be >= 0 (0: from the budget)")}
+    )
     delta_budget_bytes: int = 768 * 1024  #: memory per node for those bases when delta_peers is 0
 
     def bases(self, model_bytes: int) -> int:
@@ -84,21 +138,80 @@ class SyntheticSection:
 class AttackConfig:
     """The adversary (CIA paper §IV): who attacks, with which target, and how."""
 
-    kind: str = ""  #: "" (no attack) | "cia"
-    target_k: int = 50  #: K, the size of the community to find
-    momentum: float = 0.99  #: β of eq. 4
-    momentum_estimator: str = "debiased"  #: eq. 4: debiased | first | zero | init (adversary/momentum.py)
-    attackers: str = "all"  #: gossip: "all" (every node, its own items as target) or node ids "3,17"
-    target_items: str = ""  #: raw item ids "50,172,181" as V_target for every attacker
-    target_genre: str = ""  #: an ML-100k genre ("Horror") as V_target for every attacker
-    colluders: float = 0.0  #: gossip: share of nodes in each colluding group (0: none)
-    colluder_groups: int = 1  #: how many disjoint colluding groups (each one adversary)
-    refresh_every: int = 10  #: Share less, gossip: retrain e_A every this many wake-ups (server: each round)
-    multicast: str = "theta"  #: colluders forward Θ_u to the read member | "v": v_u to all (Alg. 2)
-    fictive_user: bool = False  #: score shared models with e_A (as under Share less), not their own
-    mia: bool = False  #: MPE membership inference on every hosted node's model (002 §2.5)
-    mia_proxy: str = ""  #: thresholds ρ "0.2,0.4": MIA as a CIA proxy (000 §VIII-C, GMF only)
-    mia_holdout: int = 0  #: latest training items per user kept out of training as MIA non-members
+    kind: str = opt(
+        "",
+        "run the Community Inference Attack",
+        name="--attack",
+        group="attack",
+        choices=("cia",),
+        check=(lambda v: v in ("", "cia"), "must be cia (or empty for none)"),
+    )
+    target_k: int = opt(50, "community size K", group="attack", metavar="K", check=_min(1))
+    momentum: float = opt(
+        0.99, "β of eq. 4", group="attack", metavar="BETA", check=(lambda v: 0 <= v < 1, "must be in [0, 1)")
+    )
+    momentum_estimator: str = opt(
+        "debiased",
+        "reading of eq. 4 (adversary/momentum.py): v_u starts at 0 with the bias correction "
+        "v_u/(1-β^n) (debiased), at the first Θ_u (first), at 0 (zero) or at θ_0 (init)",
+        group="attack",
+        choices=ESTIMATORS,
+    )
+    attackers: str = opt(
+        "all", "gossip: 'all' (every node, own items as target) or node ids '3,17'", group="attack"
+    )
+    target_items: str = opt(
+        "", "V_target for every attacker: raw item ids '50,172,181'", group="attack", metavar="IDS"
+    )
+    target_genre: str = opt(
+        "", "V_target for every attacker: an ML-100k genre, e.g. Horror", group="attack", metavar="GENRE"
+    )
+    colluders: float = opt(
+        0.0,
+        "gossip: share of nodes in each colluding group (0: none)",
+        group="attack",
+        metavar="F",
+        check=_SHARE,
+    )
+    colluder_groups: int = opt(
+        1, "disjoint colluding groups, each one adversary", group="attack", check=_min(1)
+    )
+    refresh_every: int = opt(
+        10,
+        "Share less, gossip: retrain e_A every N wake-ups",
+        name="--cia-refresh",
+        group="attack",
+        check=_min(1),
+    )  #: (the FedAvg server retrains it every round)
+    multicast: str = opt(
+        "theta",
+        "colluders forward the received Θ_u to their group's read member (theta) or multicast v_u to "
+        "every member (v, Algorithm 2 line 14)",
+        group="attack",
+        choices=("v", "theta"),
+    )
+    fictive_user: bool = opt(
+        False,
+        "score shared models with a fictive user trained on V_target, as under Share less",
+        group="attack",
+        switch=True,
+    )
+    mia: bool = opt(False, "MPE membership inference on every node (002 §2.5)", group="attack", switch=True)
+    mia_proxy: str = opt(
+        "",
+        "with --attack cia: MIA as a CIA proxy at thresholds ρ (given bare: the paper's 0.2..1; "
+        "000 §VIII-C, GMF)",
+        group="attack",
+        metavar="RHOS",
+        const="0.2,0.4,0.6,0.8,1",
+    )
+    mia_holdout: int = opt(
+        0,
+        "with --mia: keep each user's N latest training items out of training as non-members",
+        group="attack",
+        metavar="N",
+        check=_min(0),
+    )
 
     def proxy_thresholds(self) -> tuple[float, ...]:
         """The ρ values of ``mia_proxy``; ConfigError when one is not a positive number."""
@@ -120,31 +233,49 @@ class AttackConfig:
 class SimConfig:
     """In-memory network knobs (simulator only)."""
 
-    delay_min: float = 0.0  #: minimum one-way delay, ticks
-    delay_max: float = 0.0  #: maximum one-way delay, ticks
-    drop: float = 0.0  #: probability that a frame is lost
+    delay_min: float = opt(0.0, "minimum one-way delay in ticks", group="sim", only="sim", check=_min(0))
+    delay_max: float = opt(0.0, "maximum one-way delay in ticks", group="sim", only="sim", check=_min(0))
+    drop: float = opt(
+        0.0,
+        "probability that a frame is lost",
+        group="sim",
+        only="sim",
+        check=(lambda v: 0 <= v < 1, "must be in [0, 1)"),
+    )
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """One experiment: network, protocol, sampling, data, learning, wire and timing."""
 
-    nodes: int = 943  #: number of nodes (one per user, the first N users of the dataset)
-    rounds: int = 20  #: rounds to run (a round is 100 ticks)
-    model: str = "gmf"  #: gmf (utility HR@K) | prme (utility F1@K)
-    protocol: str = "base"  #: base | samo (002 Algorithms 1 and 2) | fedavg (server id = nodes)
-    fraction: float = 1.0  #: fedavg: share of clients the server selects each round
-    sampling: str = "peerswap"  #: static | peerswap | cyclon
-    view_size: int = 3  #: out-view size P
-    swap_rate: float = 0.1  #: PeerSwap view changes per node per round (p ~ Exp(rate))
-    exploration: float = 0.4  #: pers: probability of sending to the random view instead
-    seed: int = 0  #: seed of everything random
-    dataset: str = "ml-100k"  #: ml-100k | synthetic | PATH of a user,item[,timestamp] file
-    data_dir: str = ""  #: where datasets live ("" = default cache directory)
-    min_interactions: int = 5  #: PATH datasets: drop users with fewer distinct items
-    samo_buffer: int = 64  #: SAMO: most models buffered between wake-ups
-    tick_seconds: float = 0.01  #: real runs: wall-clock seconds per tick
-    eval_every: int = 1  #: evaluate HR@K every this many rounds
+    nodes: int = opt(943, "network size: nodes = users 0..N-1 of the dataset", check=_min(2))
+    rounds: int = opt(20, "rounds to run (100 ticks each)", check=_min(1))
+    model: str = opt("gmf", "gmf (utility HR@K) or prme (F1@K)", choices=MODELS)
+    protocol: str = opt(
+        "base", "base (002 Alg. 1), samo (Alg. 2) or fedavg (server id = nodes)", choices=PROTOCOLS
+    )
+    fraction: float = opt(
+        1.0, "fedavg: share of clients per round", check=(lambda v: 0 < v <= 1, "must be in (0, 1]")
+    )
+    sampling: str = opt("peerswap", "peer sampling service", choices=SAMPLINGS)
+    view_size: int = opt(3, "out-view size P", check=_min(1))
+    swap_rate: float = opt(0.1, "PeerSwap view changes per node per round (p ~ Exp(rate))", check=_min(0))
+    exploration: float = opt(0.4, "pers: share of sends to the random view", check=_SHARE)
+    seed: int = opt(0, "seed of everything random")
+    dataset: str = opt(
+        "ml-100k",
+        "ml-100k, synthetic, or a user,item[,timestamp] file",
+        check=(bool, "must be ml-100k, synthetic or a file path"),
+    )
+    data_dir: str = opt("", "dataset directory (default $P2PNODE_DATA or ~/.cache)")
+    min_interactions: int = opt(
+        5,
+        "file datasets: drop users with fewer distinct items",
+        check=(lambda v: v >= 2, "must be >= 2 (leave-one-out)"),
+    )
+    samo_buffer: int = opt(64, "SAMO: most models buffered between wake-ups", check=_min(1))
+    tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
+    eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
     learning: LearningConfig = field(default_factory=LearningConfig)
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
@@ -152,54 +283,35 @@ class RunConfig:
     attack: AttackConfig = field(default_factory=AttackConfig)
 
     def validate(self) -> RunConfig:
-        """Return self, or raise ConfigError naming the first bad field."""
-        _check(self.nodes >= 2, "nodes", "must be at least 2")
-        _check(self.rounds >= 1, "rounds", "must be at least 1")
-        _check(self.model in MODELS, "model", f"must be one of {', '.join(MODELS)}")
-        _check(self.learning.prme_dim >= 1 and self.learning.prme_lr > 0, "prme", "dim/lr must be > 0")
-        _check(self.protocol in PROTOCOLS, "protocol", f"must be one of {', '.join(PROTOCOLS)}")
-        _check(self.sampling in SAMPLINGS, "sampling", f"must be one of {', '.join(SAMPLINGS)}")
-        _check(1 <= self.view_size < self.nodes, "view-size", "must be in [1, nodes)")
-        _check(self.swap_rate >= 0, "swap-rate", "must be >= 0")
-        _check(0 <= self.exploration <= 1, "exploration", "must be in [0, 1]")
-        _check(self.samo_buffer >= 1, "samo-buffer", "must be >= 1")
-        _check(0 < self.fraction <= 1, "fraction", "must be in (0, 1]")
-        _check(self.tick_seconds > 0, "tick-seconds", "must be > 0")
-        _check(self.eval_every >= 1, "eval-every", "must be >= 1")
-        _check(self.min_interactions >= 2, "min-interactions", "must be >= 2 (leave-one-out)")
-        _check(bool(self.dataset), "dataset", "must be ml-100k, synthetic or a file path")
-        lc = self.learning
-        _check(lc.factors >= 1, "factors", "must be >= 1")
-        _check(lc.lr > 0, "lr", "must be > 0")
-        _check(lc.batch_size >= 1, "batch-size", "must be >= 1")
-        _check(lc.negatives >= 1, "negatives", "must be >= 1")
-        _check(lc.local_epochs >= 1, "local-epochs", "must be >= 1")
-        _check(lc.top_k >= 1, "top-k", "must be >= 1")
-        _check(lc.share_less_tau >= 0, "share-less-tau", "must be >= 0")
-        _check(lc.dp_noise >= 0 and lc.dp_epsilon >= 0, "dp-noise/dp-epsilon", "must be >= 0")
-        _check(not (lc.dp_noise and lc.dp_epsilon), "dp-noise", "give --dp-noise or --dp-epsilon, not both")
-        _check(lc.dp_clip > 0, "dp-clip", "must be > 0")
-        _check(0 < lc.dp_delta < 1, "dp-delta", "must be in (0, 1)")
-        _check(self.wire.delta_peers >= 0, "delta-peers", "must be >= 0 (0: from the budget)")
-        a = self.attack
-        _check(a.kind in ("", "cia"), "attack", "must be cia (or empty for none)")
+        """Return self, or raise ConfigError naming the first bad field: each field's own
+        check (declared with it), then the rules that tie fields together."""
+        for path, f in config_fields():
+            value = self.get(path)
+            flag: Flag | None = f.metadata.get("flag")
+            name = flag.flag_name(f.name)[2:] if flag else f.name.replace("_", "-")
+            check: Check | None = flag.check if flag else f.metadata.get("check")
+            if flag is not None and flag.choices and check is None:
+                _check(
+                    value in flag.choices, name, f"must be one of {', '.join(flag.choices)}, got {value!r}"
+                )
+            elif check is not None:
+                _check(check[0](value), name, check[1])
         _check(
-            a.target_k >= 1 and (not a.kind or a.target_k < self.nodes), "target-k", "must be in [1, nodes)"
+            self.view_size < self.nodes,
+            "view-size",
+            f"must be in [1, nodes), got {self.view_size} with nodes {self.nodes}",
         )
-        _check(0 <= a.momentum < 1, "momentum", "must be in [0, 1)")
-        _check(0 <= a.colluders <= 1, "colluders", "must be in [0, 1]")
-        _check(a.colluder_groups >= 1, "colluder-groups", "must be >= 1")
-        _check(a.refresh_every >= 1, "cia-refresh", "must be >= 1")
-        _check(a.multicast in ("v", "theta"), "multicast", "must be v (Algorithm 2) or theta")
+        lc = self.learning
+        _check(not (lc.dp_noise and lc.dp_epsilon), "dp-noise", "give --dp-noise or --dp-epsilon, not both")
+        a = self.attack
         _check(
-            a.momentum_estimator in ESTIMATORS,
-            "momentum-estimator",
-            f"must be one of {', '.join(ESTIMATORS)}, got {a.momentum_estimator!r}",
+            not a.kind or a.target_k < self.nodes,
+            "target-k",
+            f"must be in [1, nodes), got {a.target_k} with nodes {self.nodes}",
         )
         _check(
             not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
         )
-        _check(a.mia_holdout >= 0, "mia-holdout", "must be >= 0")
         _check(a.mia or not a.mia_holdout, "mia-holdout", "needs --mia (it only feeds the MIA)")
         if a.mia_proxy:
             _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
@@ -210,9 +322,15 @@ class RunConfig:
             _check(self.protocol != "fedavg", "colluders", "apply to gossip protocols only")
             _check(size * a.colluder_groups <= self.nodes, "colluder-groups", "groups do not fit the network")
         s = self.sim
-        _check(0 <= s.drop < 1, "drop", "must be in [0, 1)")
-        _check(0 <= s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")
+        _check(s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")
         return self
+
+    def get(self, path: str) -> Any:
+        """The value at ``path`` (``nodes``, ``learning.lr``)."""
+        value: Any = self
+        for part in path.split("."):
+            value = getattr(value, part)
+        return value
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with top-level or nested (``learning.lr``) fields changed."""
@@ -287,6 +405,17 @@ def _coerce(value: Any, default: Any, name: str, source: str) -> Any:
     if isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{source}: {name} must be a string")
     return value
+
+
+def config_fields() -> Iterator[tuple[str, dataclasses.Field[Any]]]:
+    """Every leaf field of ``RunConfig`` with its dotted path, in declaration order."""
+    for f in dataclasses.fields(RunConfig):
+        sub = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if sub is not None and dataclasses.is_dataclass(sub):
+            for g in dataclasses.fields(sub):
+                yield f"{f.name}.{g.name}", g
+        else:
+            yield f.name, f
 
 
 def _check(ok: bool, name: str, what: str) -> None:

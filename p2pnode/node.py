@@ -13,7 +13,18 @@ from typing import Any, Protocol
 
 from adversary.messages import CollusionMessage
 from learning.params import Array, ModelSpec, spec_of
-from p2pcore.effects import Dropped, Effect, Learned, Send, SetTimer
+from p2pcore.effects import (
+    Delivered,
+    Dropped,
+    Effect,
+    Learned,
+    Received,
+    Send,
+    SetTimer,
+    Started,
+    TimerFired,
+    Unreachable,
+)
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters
 from p2pnode.transport.base import Outcome, Transport
@@ -157,7 +168,7 @@ class NodeRuntime:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.execute(self.node.start(self.clock.now(), self.rng))
+        self.execute(self.node.handle(Started(), self.clock.now(), self.rng))
 
     def pause(self) -> None:
         """Cancel the node's timers; it keeps answering peers (used to freeze a node for checks)."""
@@ -224,7 +235,7 @@ class NodeRuntime:
         def fire() -> None:
             self._timers.pop(key, None)
             if not self.stopped:
-                self.execute(self.node.on_timer(key, self.clock.now(), self.rng))
+                self.execute(self.node.handle(TimerFired(key), self.clock.now(), self.rng))
 
         self._timers[key] = self.clock.call_at(at, fire)
 
@@ -272,7 +283,7 @@ class NodeRuntime:
     ) -> None:
         if outcome.ok:
             self.encoder.acknowledged(peer, message.version, encoded.view)
-            self.node.on_delivered(peer)
+            self.node.handle(Delivered(peer), self.clock.now(), self.rng)
             return
         self.encoder.forget(peer)
         if outcome.reason == "no-base" and encoded.is_delta and not self.stopped:
@@ -286,7 +297,7 @@ class NodeRuntime:
         self.counters.send_failures += 1
         self._metrics.send_failures.labels(self._label, outcome.reason or str(outcome.status)).inc()
         if outcome.status == 0:
-            self.execute(self.node.on_unreachable(peer, self.clock.now(), self.rng))
+            self.execute(self.node.handle(Unreachable(peer), self.clock.now(), self.rng))
 
     def _account(self, channel: Channel, nbytes: int) -> None:
         self.counters.messages_sent += 1
@@ -322,7 +333,7 @@ class NodeRuntime:
         if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
             self.last_version[frame.sender] = max(message.version, self.last_version.get(frame.sender, -1))
-        self.execute(self.node.on_message(frame.sender, message, self.clock.now(), self.rng))
+        self.execute(self.node.handle(Received(frame.sender, message), self.clock.now(), self.rng))
         return Outcome(200)
 
     def _newer(self, frame: Frame) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from p2pcore.effects import Effect, NodeId, SetTimer
+from p2pcore.effects import Delivered, Effect, Event, NodeId, Received, SetTimer, TimerFired, Unreachable
 from peer_sampling.base import PeerSampler
 from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
@@ -102,6 +102,19 @@ class GossipNode:
         self.protocol = protocol
         self.sampler = protocol.sampler
         self.node_id = protocol.node_id
+
+    def handle(self, event: Event, now: float, rng: random.Random) -> list[Effect]:
+        """The node's one entry: an event in, the effects for the driver out."""
+        if isinstance(event, Received):
+            return self.on_message(event.sender, event.message, now, rng)
+        if isinstance(event, TimerFired):
+            return self.on_timer(event.key, now, rng)
+        if isinstance(event, Delivered):
+            self.on_delivered(event.peer)
+            return []
+        if isinstance(event, Unreachable):
+            return self.on_unreachable(event.peer, now, rng)
+        return self.start(now, rng)
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
         return [*self.sampler.start(now, rng), *self.protocol.start(now, rng)]
