@@ -1,7 +1,8 @@
-"""A host: the 1..M nodes of one process, behind one receive point (the single decode/dispatch).
+"""A host: the 1..M nodes of one process, behind one receive point (one decode call per frame).
 
-The HTTP server and the in-memory network both hand frames to ``Host.receive``; it decodes the
-envelope once, checks the route, and gives the frame to the addressed node.
+The HTTP server and the in-memory network both hand frames to ``Host.receive``; it picks the
+addressed node, decodes and checks the frame for it in one ``wire.codec.decode`` call, and gives
+the message to the node.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
 from p2pnode.transport.base import Outcome, Payload
-from p2pnode.wire.codec import decode_frame
+from p2pnode.wire.codec import decode
 from p2pnode.wire.schema import Channel, WireError
 
 log = logging.getLogger("p2pnode.host")
@@ -60,22 +61,12 @@ class Host:
             self.rejected_unknown += 1
             self.metrics.rejected.labels("none", "unknown-node").inc()
             return Outcome(404, "unknown-node")
+        if node.stopped:
+            return Outcome(503, "stopping")
         try:
-            frame = decode_frame(data, self.max_frame_bytes)
-            if frame.dest != dest:
-                raise WireError("wrong-route", f"frame for {frame.dest} posted to {dest}")
-            if frame.channel != channel:
-                raise WireError("wrong-route", f"{frame.type.name} posted to the {channel.name} route")
+            frame, message = decode(data, self.max_frame_bytes, node, channel, sender, certified)
         except WireError as err:
             node.reject(err.reason)
             log.info("node %s refused a frame: %s", dest, err)
             return Outcome(err.status, err.reason)
-        if sender is not None and frame.sender != sender:
-            node.reject("sender-mismatch")
-            log.info("node %s refused a frame from %s claiming to be %s", dest, sender, frame.sender)
-            return Outcome(403, "sender-mismatch")
-        if certified is not None and frame.sender not in certified:
-            node.reject("cert-mismatch")
-            log.info("node %s refused a frame from %s: not in the peer's certificate", dest, frame.sender)
-            return Outcome(403, "cert-mismatch")
-        return node.deliver(frame, len(data))
+        return node.accept(frame.sender, message, len(data))

@@ -1,7 +1,7 @@
 """The node driver: runs one pure gossip node, executing the effects it returns.
 
 It owns the node's wire state (delta encoder/decoder), its timers on the clock, its counters and
-metrics. Peer messages come in through ``deliver`` after the host decoded the envelope.
+metrics. Peer messages come in through ``accept`` once the host decoded and checked them.
 """
 
 from __future__ import annotations
@@ -29,17 +29,13 @@ from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters
 from p2pnode.transport.base import Outcome, Transport
 from p2pnode.wire.codec import (
-    Frame,
-    decode_collusion,
-    decode_model,
-    decode_sampling,
     encode_model_frame,
     encode_sampling_frame,
     frame_with_body,
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
-from p2pnode.wire.schema import MODEL_TYPES, Channel, MsgType, WireError
+from p2pnode.wire.schema import Channel, MsgType
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
 
@@ -307,44 +303,16 @@ class NodeRuntime:
 
     # -- incoming -------------------------------------------------------------------------------
 
-    def deliver(self, frame: Frame, nbytes: int) -> Outcome:
-        """Interpret a frame addressed to this node; a bad one changes nothing and is counted."""
-        if self.stopped:
-            return Outcome(503, "stopping")
-        if frame.type in MODEL_TYPES and not self._newer(frame):
-            self.reject("old-model")
-            return Outcome(409, "old-model")
-        try:
-            message: Any
-            if frame.type in MODEL_TYPES:
-                message = decode_model(frame, self.spec, self.decoder)
-            else:
-                message = (
-                    decode_collusion(frame, self.collusion_spec)
-                    if frame.type is MsgType.COLLUDE
-                    else decode_sampling(frame)
-                )
-        except WireError as err:
-            self.reject(err.reason)
-            log.info("node %s refused a message from %s: %s", self.node_id, frame.sender, err)
-            return Outcome(err.status, err.reason)
+    def accept(self, sender: int, message: object, nbytes: int) -> Outcome:
+        """Take a message ``wire.codec.decode`` accepted for this node: count it and hand it to
+        the pure node."""
         self.counters.bytes_received += nbytes
         self._m_bytes_received.inc(nbytes)
         if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
-            self.last_version[frame.sender] = max(message.version, self.last_version.get(frame.sender, -1))
-        self.execute(self.node.handle(Received(frame.sender, message), self.clock.now(), self.rng))
+            self.last_version[sender] = max(message.version, self.last_version.get(sender, -1))
+        self.execute(self.node.handle(Received(sender, message), self.clock.now(), self.rng))
         return Outcome(200)
-
-    def _newer(self, frame: Frame) -> bool:
-        """Per-sender sequence: a model older than the last one taken from that sender is refused.
-
-        Looked at before decoding, so a refused delta never touches the decoder's bases.
-        """
-        last = self.last_version.get(frame.sender)
-        body = frame.body
-        version = body.get("ver") if type(body) is dict else None
-        return last is None or type(version) is not int or version >= last
 
     def reject(self, reason: str) -> None:
         self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1

@@ -1,15 +1,17 @@
 """Frame encoding and the single decode/dispatch point for every ``/v1/`` message.
 
 A frame is one msgpack map ``{"v": WIRE_VERSION, "t": MsgType, "src": id, "dst": id, "b": body}``.
-``decode_frame`` checks the envelope; ``decode_body`` turns a body into the pure packages' message
-dataclasses, checking every field (and, for models, every tensor against the local model).
+``decode`` is the one call a receiving host makes: it checks the envelope (``decode_frame``), the
+route and the sender's identity, refuses a model older than the last one taken from its sender,
+and turns the body into the pure packages' message dataclasses, checking every field (and, for
+models, every tensor against the local model).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -132,6 +134,74 @@ def decode_frame(data: bytes | memoryview, max_bytes: int) -> Frame:
         raise WireError("unknown-type", f"message type {t!r}")
     sender, dest = _node_id(obj["src"], "src"), _node_id(obj["dst"], "dst")
     return Frame(msg_type, sender, dest, obj["b"])
+
+
+class Inbox(Protocol):
+    """What a receiving node checks a frame against (``NodeRuntime`` is one)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def spec(self) -> ModelSpec:
+        """Its own model's tensors: every received model must match them."""
+
+    @property
+    def decoder(self) -> DeltaDecoder:
+        """Its delta bases, per sender."""
+
+    @property
+    def collusion_spec(self) -> ModelSpec | None:
+        """A colluder's multicast tensors (None: it takes none)."""
+
+    @property
+    def last_version(self) -> Mapping[int, int]:
+        """Per sender: the newest model version taken."""
+
+
+def decode(
+    data: bytes | memoryview,
+    max_bytes: int,
+    inbox: Inbox,
+    channel: Channel,
+    sender: int | None = None,
+    certified: set[int] | None = None,
+) -> tuple[Frame, object]:
+    """Decode a frame posted to ``inbox``'s node on ``channel``: envelope, route, identity,
+    freshness, body. Raises WireError (reason, status) on any refusal.
+
+    ``sender``: the authenticated sender id (p2pnode.auth); the frame must claim the same.
+    ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
+    A model older than the last one taken from its sender is refused before its body is read, so
+    a refused delta never touches the decoder's bases.
+    """
+    frame = decode_frame(data, max_bytes)
+    if frame.dest != inbox.node_id:
+        raise WireError("wrong-route", f"frame for {frame.dest} posted to {inbox.node_id}")
+    if frame.channel != channel:
+        raise WireError("wrong-route", f"{frame.type.name} posted to the {channel.name} route")
+    if sender is not None and frame.sender != sender:
+        raise WireError("sender-mismatch", f"{sender} claims to be {frame.sender}", 403)
+    if certified is not None and frame.sender not in certified:
+        raise WireError("cert-mismatch", f"{frame.sender} is not in the peer's certificate", 403)
+    message: object
+    if frame.type in MODEL_TYPES:
+        if not _newer(frame, inbox.last_version):
+            raise WireError("old-model", f"older than the last model taken from {frame.sender}", 409)
+        message = decode_model(frame, inbox.spec, inbox.decoder)
+    elif frame.type is MsgType.COLLUDE:
+        message = decode_collusion(frame, inbox.collusion_spec)
+    else:
+        message = decode_sampling(frame)
+    return frame, message
+
+
+def _newer(frame: Frame, last_version: Mapping[int, int]) -> bool:
+    """Per-sender sequence: is this model at least as new as the last one taken from its sender?"""
+    last = last_version.get(frame.sender)
+    body = frame.body
+    version = body.get("ver") if type(body) is dict else None
+    return last is None or type(version) is not int or version >= last
 
 
 def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelMessage | FedMessage:

@@ -13,6 +13,7 @@ from learning import gmf
 from learning.params import spec_of
 from p2pnode.wire.codec import (
     _pack,
+    decode,
     decode_collusion,
     decode_frame,
     decode_model,
@@ -23,7 +24,7 @@ from p2pnode.wire.codec import (
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
-from p2pnode.wire.schema import DECODE_REASONS, MAX_NODE_ID, WIRE_VERSION, MsgType, WireError
+from p2pnode.wire.schema import DECODE_REASONS, MAX_NODE_ID, WIRE_VERSION, Channel, MsgType, WireError
 from p2pnode.wire.tensors import pack_tensor
 from peer_sampling.messages import (
     LockReply,
@@ -301,3 +302,36 @@ def test_multicast_packed_once_is_the_same_frame_byte_for_byte(sender: int, dest
     assert back.user == user
     for name, arr in kept.items():
         np.testing.assert_array_equal(back.params[name], arr)
+
+
+class _Inbox:
+    """A receiving node as ``decode`` sees it."""
+
+    def __init__(self, node_id: int, params: dict[str, np.ndarray]) -> None:
+        self.node_id = node_id
+        self.spec = spec_of(params)
+        self.decoder = DeltaDecoder()
+        self.collusion_spec = None
+        self.last_version: dict[int, int] = {}
+
+
+def test_one_decode_call_checks_route_identity_freshness_and_body() -> None:
+    p = model()
+    data = encode_model_frame(3, 7, DeltaEncoder().encode(7, 5, p))
+    inbox = _Inbox(7, p)
+    frame, msg = decode(data, LIMIT, inbox, Channel.GOSSIP, sender=3, certified={3})
+    assert frame.sender == 3 and isinstance(msg, ModelMessage) and msg.version == 5
+
+    def reason(**kw: object) -> str:
+        args = {"inbox": inbox, "channel": Channel.GOSSIP, **kw}
+        with pytest.raises(WireError) as err:
+            decode(data, LIMIT, **args)  # type: ignore[arg-type]
+        return err.value.reason
+
+    assert reason(inbox=_Inbox(8, p)) == "wrong-route"
+    assert reason(channel=Channel.SAMPLING) == "wrong-route"
+    assert reason(sender=4) == "sender-mismatch"
+    assert reason(certified={4}) == "cert-mismatch"
+    inbox.last_version[3] = 6  # a newer model from 3 was taken: version 5 is refused unread
+    assert reason() == "old-model"
+    assert reason(inbox=_Inbox(7, model(items=40))) == "shape"
