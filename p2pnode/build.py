@@ -139,7 +139,7 @@ def make_node(
     learner = make_learner(prep, node_id)
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
     timing = TimingConfig()
-    merger = ScoreWeightedMerge(learner, sampler) if isinstance(sampler, Personalized) else None
+    merger = ScoreWeightedMerge(learner) if cfg.sampling == "pers" else None
     protocol: GossipProtocol
     if cfg.protocol == "samo":
         protocol = Samo(node_id, learner, sampler, timing, cfg.samo_buffer, merger)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from p2pcore.effects import Effect, NodeId
@@ -48,6 +48,11 @@ class PeerSampler(ABC):
     def add_seeds(self, seeds: Sequence[tuple[NodeId, str]]) -> None:
         """Contact addresses (``id``, ``id@host:port``) learned after construction, from a real
         process's bootstrap. Samplers whose views are fixed at the start ignore them."""
+        return None
+
+    def record_scores(self, scores: Mapping[NodeId, float]) -> None:
+        """How well peers' models scored on this node's data (Pers-Gossip's merge reports them);
+        samplers that do not choose peers by score ignore them."""
         return None
 
     def view_changes(self) -> dict[str, int] | None:

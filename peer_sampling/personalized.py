@@ -10,6 +10,7 @@ Peer-sampling messages and timers go to the wrapped sampler.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from p2pcore.effects import Effect, NodeId
@@ -49,6 +50,10 @@ class Personalized(PeerSampler):
         """The latest score of ``peer``'s model on this node's validation data."""
         if peer != self.node_id:
             self.scores[peer] = score
+
+    def record_scores(self, scores: Mapping[NodeId, float]) -> None:
+        for peer, score in scores.items():
+            self.record(peer, score)
 
     def personalized_view(self) -> tuple[NodeId, ...]:
         best = sorted(self.scores, key=lambda p: (-self.scores[p], p))[: self.size]

@@ -23,7 +23,7 @@ class BaseGossip(GossipProtocol):
 
     def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
         self.stats.models_received += 1
-        self.merger.merge(self.learner, [(sender, message.params)])
+        self.sampler.record_scores(self.merger.merge([(sender, message.params)]))
         self.stats.merges += 1
         self.stats.local_steps += self.learner.local_update()
         return []

@@ -60,7 +60,7 @@ class GossipProtocol(ABC):
         self.learner = learner
         self.sampler = sampler
         self.timing = timing
-        self.merger: Merger = merger or UniformMerge()
+        self.merger: Merger = merger or UniformMerge(learner)
         self.period = 0.0
         self.stats = ProtocolStats()
 

@@ -1,8 +1,10 @@
 """How a node folds received models into its own: uniform (002) or score-weighted (Pers-Gossip).
 
 Pers-Gossip (CIA paper §V-D, after PEPPER 2022): each received model is scored on the node's own
-validation data, the score goes to the personalized sampler, and the merge weighs every model —
-the node's own included — by its score: θ ← (s_i θ_i + Σ s_j θ_j) / (s_i + Σ s_j).
+validation data, the merge weighs every model — the node's own included — by its score:
+θ ← (s_i θ_i + Σ s_j θ_j) / (s_i + Σ s_j), and returns the scores, which the protocol hands to its
+sampler (the personalized view keeps the best-scoring peers). A merger is bound to its node's
+learner when it is made.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from typing import Protocol
 
 from learning.params import ParamsView
 from p2pcore.effects import NodeId
-from peer_sampling.personalized import Personalized
 from protocols.learner import Learner
 
 Received = Sequence[tuple[NodeId, ParamsView]]
@@ -20,14 +21,20 @@ MIN_WEIGHT = 1e-3  # keeps a model that ranks nothing right from dividing by zer
 
 
 class Merger(Protocol):
-    def merge(self, learner: Learner, received: Received) -> None: ...
+    def merge(self, received: Received) -> dict[NodeId, float]:
+        """Fold ``received`` into the node's model; returns each sender's score (none: {})."""
+        ...
 
 
 class UniformMerge:
     """θ ← mean(θ, *received) (002 Alg. 1 line 7, Alg. 2 line 4)."""
 
-    def merge(self, learner: Learner, received: Received) -> None:
-        learner.merge([params for _, params in received])
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+
+    def merge(self, received: Received) -> dict[NodeId, float]:
+        self.learner.merge([params for _, params in received])
+        return {}
 
 
 class ScoringLearner(Learner, Protocol):
@@ -41,17 +48,18 @@ class ScoringLearner(Learner, Protocol):
 
 
 class ScoreWeightedMerge:
-    """Pers-Gossip: score each received model, tell the sampler, merge weighted by score."""
+    """Pers-Gossip: score each received model, merge weighted by score, return the scores."""
 
-    def __init__(self, learner: ScoringLearner, sampler: Personalized) -> None:
+    def __init__(self, learner: ScoringLearner) -> None:
         self.learner = learner
-        self.sampler = sampler
 
-    def merge(self, learner: Learner, received: Received) -> None:
+    def merge(self, received: Received) -> dict[NodeId, float]:
+        scores: dict[NodeId, float] = {}
         weights = []
         for sender, params in received:
             score = self.learner.score(params)
-            self.sampler.record(sender, score)
+            scores[sender] = score
             weights.append(max(score, MIN_WEIGHT))
         own = max(self.learner.score(None), MIN_WEIGHT)
         self.learner.merge_weighted([p for _, p in received], weights, own)
+        return scores

@@ -42,7 +42,7 @@ class Samo(GossipProtocol):
 
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
         if self.buffer:  # |Θ_i| > 1: Θ_i holds θ_i plus what was received
-            self.merger.merge(self.learner, self.buffer)
+            self.sampler.record_scores(self.merger.merge(self.buffer))
             self.stats.merges += 1
             self.stats.local_steps += self.learner.local_update()
             self.buffer = []

@@ -61,9 +61,11 @@ class FakeScorer:
 def test_score_weighted_merge_on_a_hand_computed_table() -> None:
     learner = FakeScorer()
     sampler = Personalized(StaticView(0, [1, 2], []), size=2, exploration=0.4)
-    merge = ScoreWeightedMerge(learner, sampler)  # type: ignore[arg-type]
+    merge = ScoreWeightedMerge(learner)  # type: ignore[arg-type]
     received = [(1, {"w": np.array([5.0], np.float32)}), (2, {"w": np.array([3.0], np.float32)})]
-    merge.merge(learner, received)  # type: ignore[arg-type]
+    scores = merge.merge(received)  # type: ignore[arg-type]
+    assert scores == {1: 0.5, 2: 0.3}
+    sampler.record_scores(scores)  # what the protocol does with them
     assert learner.calls == [([0.5, 0.3], 0.1)]
     # (0.1·1 + 0.5·5 + 0.3·3) / 0.9 = 3.5 / 0.9
     np.testing.assert_allclose(learner.params["w"], [3.5 / 0.9], rtol=1e-6)
