@@ -102,15 +102,21 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "config", None):
         cfg = load_toml(args.config, cfg)
     changes: dict[str, Any] = {}
+    given: list[tuple[str, Flag]] = []
     for path, f in config_fields():
         value = getattr(args, _dest(path), None)
         if value is None:
             continue
         flag: Flag = f.metadata["flag"]
         changes[path] = flag.switch if flag.switch is not None else value
+        given.append((f.name, flag))
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
-    return cfg.replace(**changes).validate()
+    cfg = cfg.replace(**changes).validate()
+    for name, flag in given:  # a flag that would change nothing is a mistake: say which one is missing
+        if flag.needs is not None and not flag.needs[0](cfg):
+            raise ConfigError(f"{flag.flag_name(name)} has no effect without {flag.needs[1]}")
+    return cfg
 
 
 def _from_json(path: Path) -> RunConfig:

@@ -40,6 +40,8 @@ class Flag:
     const: str | None = None  #: the value of the flag given without one (``--mia-proxy``)
     only: str = ""  #: "real" or "sim": the commands that have it (default: all)
     check: Check | None = None
+    #: what the flag is inert without, and the flag that brings it: giving it without is an error
+    needs: Check | None = None
 
     def flag_name(self, field_name: str) -> str:
         return self.name or "--" + field_name.replace("_", "-")
@@ -55,6 +57,19 @@ def _min(n: float) -> Check:
 
 
 _POSITIVE: Check = (lambda v: v > 0, "must be > 0")
+_CIA: Check = (lambda c: c.attack.kind == "cia", "--attack cia")
+_COLLUDERS: Check = (
+    lambda c: c.attack.kind == "cia" and c.attack.colluders > 0,
+    "--attack cia --colluders F",
+)
+_DP: Check = (lambda c: c.learning.dp, "--dp-noise or --dp-epsilon")
+_SHARE_LESS: Check = (lambda c: c.learning.share_less, "--share-less")
+_GMF: Check = (lambda c: c.model == "gmf", "--model gmf")
+_PRME: Check = (lambda c: c.model == "prme", "--model prme")
+_FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
+_SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
+_PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
+_PERS: Check = (lambda c: c.sampling == "pers", "--sampling pers")
 _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 
 
@@ -62,7 +77,7 @@ _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 class LearningConfig:
     """Local model and training (GMF defaults from NCF; docs/design.md, Learning)."""
 
-    factors: int = opt(32, "GMF embedding size", group="learning", check=_min(1))
+    factors: int = opt(32, "GMF embedding size", group="learning", check=_min(1), needs=_GMF)
     lr: float = opt(0.001, "Adam learning rate", group="learning", check=_POSITIVE)
     batch_size: int = opt(256, "minibatch size of a local update", group="learning", check=_min(1))
     negatives: int = opt(4, "sampled negatives per positive", group="learning", check=_min(1))
@@ -72,10 +87,16 @@ class LearningConfig:
         False, "keep user embeddings private (CIA paper §III-D)", group="learning", switch=True
     )
     share_less_tau: float = opt(
-        0.1, "Share less: τ of the item regulariser of eq. 2", group="learning", check=_min(0)
+        0.1,
+        "Share less: τ of the item regulariser of eq. 2",
+        group="learning",
+        check=_min(0),
+        needs=_SHARE_LESS,
     )
-    prme_dim: int = opt(60, "PRME embedding size (Feng et al. 2015)", group="learning", check=_min(1))
-    prme_lr: float = opt(0.005, "PRME SGD learning rate", group="learning", check=_POSITIVE)
+    prme_dim: int = opt(
+        60, "PRME embedding size (Feng et al. 2015)", group="learning", check=_min(1), needs=_PRME
+    )
+    prme_lr: float = opt(0.005, "PRME SGD learning rate", group="learning", check=_POSITIVE, needs=_PRME)
     prme_reg: float = 0.03  #: PRME L2 regularisation
     dp_noise: float = opt(
         0.0, "noise multiplier σ (0: no DP unless --dp-epsilon)", group="dp", metavar="SIGMA", check=_min(0)
@@ -84,10 +105,15 @@ class LearningConfig:
         0.0, "target ε per node over the run (σ calibrated)", group="dp", metavar="EPS", check=_min(0)
     )
     dp_clip: float = opt(
-        2.0, "per-example clipping bound (CIA paper Fig. 5)", group="dp", metavar="C", check=_POSITIVE
+        2.0,
+        "per-example clipping bound (CIA paper Fig. 5)",
+        group="dp",
+        metavar="C",
+        check=_POSITIVE,
+        needs=_DP,
     )
     dp_delta: float = opt(
-        1e-6, "δ (CIA paper Fig. 5)", group="dp", check=(lambda v: 0 < v < 1, "must be in (0, 1)")
+        1e-6, "δ (CIA paper Fig. 5)", group="dp", check=(lambda v: 0 < v < 1, "must be in (0, 1)"), needs=_DP
     )
 
     @property
@@ -146,9 +172,14 @@ class AttackConfig:
         choices=("cia",),
         check=(lambda v: v in ("", "cia"), "must be cia (or empty for none)"),
     )
-    target_k: int = opt(50, "community size K", group="attack", metavar="K", check=_min(1))
+    target_k: int = opt(50, "community size K", group="attack", metavar="K", check=_min(1), needs=_CIA)
     momentum: float = opt(
-        0.99, "β of eq. 4", group="attack", metavar="BETA", check=(lambda v: 0 <= v < 1, "must be in [0, 1)")
+        0.99,
+        "β of eq. 4",
+        group="attack",
+        metavar="BETA",
+        check=(lambda v: 0 <= v < 1, "must be in [0, 1)"),
+        needs=_CIA,
     )
     momentum_estimator: str = opt(
         "debiased",
@@ -156,15 +187,27 @@ class AttackConfig:
         "v_u/(1-β^n) (debiased), at the first Θ_u (first), at 0 (zero) or at θ_0 (init)",
         group="attack",
         choices=ESTIMATORS,
+        needs=_CIA,
     )
     attackers: str = opt(
-        "all", "gossip: 'all' (every node, own items as target) or node ids '3,17'", group="attack"
+        "all",
+        "gossip: 'all' (every node, own items as target) or node ids '3,17'",
+        group="attack",
+        needs=_CIA,
     )
     target_items: str = opt(
-        "", "V_target for every attacker: raw item ids '50,172,181'", group="attack", metavar="IDS"
+        "",
+        "V_target for every attacker: raw item ids '50,172,181'",
+        group="attack",
+        metavar="IDS",
+        needs=_CIA,
     )
     target_genre: str = opt(
-        "", "V_target for every attacker: an ML-100k genre, e.g. Horror", group="attack", metavar="GENRE"
+        "",
+        "V_target for every attacker: an ML-100k genre, e.g. Horror",
+        group="attack",
+        metavar="GENRE",
+        needs=_CIA,
     )
     colluders: float = opt(
         0.0,
@@ -172,9 +215,10 @@ class AttackConfig:
         group="attack",
         metavar="F",
         check=_SHARE,
+        needs=_CIA,
     )
     colluder_groups: int = opt(
-        1, "disjoint colluding groups, each one adversary", group="attack", check=_min(1)
+        1, "disjoint colluding groups, each one adversary", group="attack", check=_min(1), needs=_COLLUDERS
     )
     refresh_every: int = opt(
         10,
@@ -182,6 +226,7 @@ class AttackConfig:
         name="--cia-refresh",
         group="attack",
         check=_min(1),
+        needs=_CIA,
     )  #: (the FedAvg server retrains it every round)
     multicast: str = opt(
         "theta",
@@ -189,12 +234,14 @@ class AttackConfig:
         "every member (v, Algorithm 2 line 14)",
         group="attack",
         choices=("v", "theta"),
+        needs=_COLLUDERS,
     )
     fictive_user: bool = opt(
         False,
         "score shared models with a fictive user trained on V_target, as under Share less",
         group="attack",
         switch=True,
+        needs=_CIA,
     )
     mia: bool = opt(False, "MPE membership inference on every node (002 §2.5)", group="attack", switch=True)
     mia_proxy: str = opt(
@@ -255,12 +302,17 @@ class RunConfig:
         "base", "base (002 Alg. 1), samo (Alg. 2) or fedavg (server id = nodes)", choices=PROTOCOLS
     )
     fraction: float = opt(
-        1.0, "fedavg: share of clients per round", check=(lambda v: 0 < v <= 1, "must be in (0, 1]")
+        1.0,
+        "fedavg: share of clients per round",
+        check=(lambda v: 0 < v <= 1, "must be in (0, 1]"),
+        needs=_FEDAVG,
     )
     sampling: str = opt("peerswap", "peer sampling service", choices=SAMPLINGS)
     view_size: int = opt(3, "out-view size P", check=_min(1))
-    swap_rate: float = opt(0.1, "PeerSwap view changes per node per round (p ~ Exp(rate))", check=_min(0))
-    exploration: float = opt(0.4, "pers: share of sends to the random view", check=_SHARE)
+    swap_rate: float = opt(
+        0.1, "PeerSwap view changes per node per round (p ~ Exp(rate))", check=_min(0), needs=_PEERSWAP
+    )
+    exploration: float = opt(0.4, "pers: share of sends to the random view", check=_SHARE, needs=_PERS)
     seed: int = opt(0, "seed of everything random")
     dataset: str = opt(
         "ml-100k",
@@ -273,7 +325,7 @@ class RunConfig:
         "file datasets: drop users with fewer distinct items",
         check=(lambda v: v >= 2, "must be >= 2 (leave-one-out)"),
     )
-    samo_buffer: int = opt(64, "SAMO: most models buffered between wake-ups", check=_min(1))
+    samo_buffer: int = opt(64, "SAMO: most models buffered between wake-ups", check=_min(1), needs=_SAMO)
     tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
     eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
     learning: LearningConfig = field(default_factory=LearningConfig)

@@ -41,7 +41,18 @@ def test_bad_config_files_name_the_problem(tmp_path: Path, text: str, message: s
 
 def test_attack_variant_flags_reach_the_config_and_bad_values_are_refused(tmp_path: Path) -> None:
     args = build_parser().parse_args(
-        ["simulate", "--attack", "cia", "--multicast", "v", "--fictive-user", "--momentum-estimator", "first"]
+        [
+            "simulate",
+            "--attack",
+            "cia",
+            "--colluders",
+            "0.1",
+            "--multicast",
+            "v",
+            "--fictive-user",
+            "--momentum-estimator",
+            "first",
+        ]
     )
     cfg = config_from_args(args)
     a = cfg.attack
@@ -93,6 +104,10 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["simulate", "--attack", "cia", "--mia-proxy", "0.2,x"],
         ["simulate", "--attack", "cia", "--mia-proxy", "0.2,-1"],
         ["simulate", "--attack", "cia", "--model", "prme", "--mia-proxy"],
+        ["simulate", "--target-k", "5"],
+        ["simulate", "--attack", "cia", "--multicast", "v"],
+        ["simulate", "--fraction", "0.5"],
+        ["simulate", "--model", "prme", "--factors", "8"],
     ],
 )
 def test_bad_flags_give_one_error_line_and_no_traceback(
@@ -171,6 +186,19 @@ def _other_value(f: Any, flag: Flag, default: Any) -> tuple[list[str], Any]:
 
 
 NEEDS = {"attack.mia_holdout": ["--mia"], "attack.mia_proxy": ["--attack", "cia"]}  #: rules across fields
+#: the words that give what a flag's ``needs`` names
+BRINGS = {
+    "--attack cia": ["--attack", "cia"],
+    "--attack cia --colluders F": ["--attack", "cia", "--colluders", "0.2"],
+    "--dp-noise or --dp-epsilon": ["--dp-noise", "1"],
+    "--share-less": ["--share-less"],
+    "--model gmf": [],
+    "--model prme": ["--model", "prme"],
+    "--protocol fedavg": ["--protocol", "fedavg"],
+    "--protocol samo": ["--protocol", "samo"],
+    "--sampling peerswap": [],
+    "--sampling pers": ["--sampling", "pers"],
+}
 
 
 @pytest.mark.parametrize("command", ["simulate", "run"])
@@ -187,7 +215,11 @@ def test_every_flag_is_generated_from_its_field_and_reaches_it(command: str) -> 
             continue
         argv, value = _other_value(f, flag, defaults.get(path))
         assert flag.flag_name(f.name) in helptext
-        got = config_from_args(parser.parse_args([command, *argv, *NEEDS.get(path, [])])).get(path)
+        context = [*NEEDS.get(path, []), *(BRINGS[flag.needs[1]] if flag.needs else [])]
+        got = config_from_args(parser.parse_args([command, *argv, *context])).get(path)
+        if flag.needs is not None and context:  # without what it needs, the flag is refused
+            with pytest.raises(ConfigError, match="has no effect without"):
+                config_from_args(parser.parse_args([command, *argv]))
         assert got == value, (path, got, value)
         seen += 1
     assert seen >= 45  # the loop ran over every flagged field (49 today)
