@@ -81,7 +81,7 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--out", type=Path, help="directory for result files")
     o.add_argument("--json", action="store_true", help="print one final JSON object")
-    o.add_argument("--quiet", action="store_true", help="no progress lines")
+    o.add_argument("--quiet", action="store_true", help="no progress lines: the final summary only")
 
 
 def _dest(path: str) -> str:
@@ -329,10 +329,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, Any]) -> None:
-    """``--json``: the run's summary as one JSON object, with its per-round utility."""
+    """``--json``: the run's summary as one JSON object, with its per-round utility; ``--quiet``
+    alone: the summary line (the runners print it after their progress lines otherwise)."""
+    from p2pnode.report import metric_for, summary
+
     if not args.json:
+        if getattr(args, "quiet", False):
+            print(summary(result, metric_for(config)), flush=True)
         return
-    from p2pnode.report import metric_for
 
     printable = {k: v for k, v in result.items() if k != "history"}
     printable["per_round"] = [

@@ -223,3 +223,12 @@ def test_every_flag_is_generated_from_its_field_and_reaches_it(command: str) -> 
         assert got == value, (path, got, value)
         seen += 1
     assert seen >= 45  # the loop ran over every flagged field (49 today)
+
+
+def test_quiet_prints_the_summary_line_only(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--nodes", "20", "--rounds", "2", "--dataset", "synthetic"]
+    assert lab_main([*argv, "--quiet"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("done: 20 nodes, 2 rounds")
+    assert lab_main(argv) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3  # two rounds, then the summary
