@@ -22,6 +22,7 @@ from learning.learner import BaseLearner
 from learning.params import Array, Index
 from p2pnode.config import ConfigError
 from p2pnode.datasets import ML100K, load_ml100k_genres
+from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
 from protocols.gossip import GossipNode, GossipProtocol
 
@@ -63,7 +64,7 @@ def lab_for(prep: Prepared) -> AttackLab:
     return AttackLab(plan_for(prep), mia=a.mia, thresholds=a.proxy_thresholds())
 
 
-def victims(nodes: Iterable[Any]) -> Iterator[Victim]:
+def victims(nodes: Iterable[NodeRuntime]) -> Iterator[Victim]:
     """The hosted users' models as the MPE attack reads them (the FedAvg server holds no user)."""
     for runtime in nodes:
         learner = runtime.learner
