@@ -1,9 +1,14 @@
 """Who may talk to a node: HMAC-SHA256 request authentication with a keyring and a cluster label.
 
-Every ``POST /v1/`` request carries six headers: the cluster label, the key id, the sender node
-id, a timestamp (Unix milliseconds), a random nonce and the MAC. The MAC covers all of them plus
-the method, the path and the SHA-256 of the body, so a captured request cannot be re-aimed at
+Every ``POST /v1/`` request carries seven headers: the cluster label, the key id, the sender
+node id, a timestamp (Unix milliseconds), a random nonce, the SHA-256 of the body and the MAC. The
+MAC covers all of them plus the method and the path, so a captured request cannot be re-aimed at
 another node, route or cluster, and a body cannot be swapped under a valid header set.
+
+Because the body's digest travels in a header, a request is judged from its headers alone
+(:meth:`Verifier.check_headers`) before one byte of its body is read: a stranger without the key
+never gets the server to wait for, buffer or hash a body. The body, once read, must match the
+digest (:func:`body_matches`).
 
 The keyring follows memberlist's rotation (install, use, remove): every key in the ring is
 accepted, only the primary one signs. Rotating without losing a message is three reloads across
@@ -41,14 +46,16 @@ H_KEY = "X-P2P-Key"
 H_SENDER = "X-P2P-Sender"
 H_TIME = "X-P2P-Time"
 H_NONCE = "X-P2P-Nonce"
+H_DIGEST = "X-P2P-Digest"
 H_MAC = "X-P2P-MAC"
-HEADERS = (H_CLUSTER, H_KEY, H_SENDER, H_TIME, H_NONCE, H_MAC)
+HEADERS = (H_CLUSTER, H_KEY, H_SENDER, H_TIME, H_NONCE, H_DIGEST, H_MAC)
 
 KEY_ENV = "P2PNODE_CLUSTER_KEY"  #: hex key (one key, id "env") when no key file is given
 CLUSTER_ENV = "P2PNODE_CLUSTER"  #: cluster label that goes with P2PNODE_CLUSTER_KEY
 MIN_KEY_BYTES = 16
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 _NONCE = re.compile(r"^[0-9a-f]{32}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -97,11 +104,19 @@ class Keyring:
         return Keyring(self.cluster, {k: v for k, v in self.keys.items() if k != key_id}, self.primary)
 
 
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def body_matches(headers: Mapping[str, str], body: bytes) -> bool:
+    """Whether ``body`` is the one whose digest the (already verified) headers carry."""
+    return hmac.compare_digest(body_digest(body), headers.get(H_DIGEST, ""))
+
+
 def canonical(
-    cluster: str, method: str, path: str, sender: int, ts_ms: int, nonce: str, body: bytes
+    cluster: str, method: str, path: str, sender: int, ts_ms: int, nonce: str, digest: str
 ) -> bytes:
-    """The bytes the MAC covers (one field per line, the body by its SHA-256)."""
-    digest = hashlib.sha256(body).hexdigest()
+    """The bytes the MAC covers (one field per line, the body by its SHA-256 in hex)."""
     return (
         f"p2pnode-auth-v1\n{cluster}\n{method.upper()}\n{path}\n{sender}\n{ts_ms}\n{nonce}\n{digest}".encode()
     )
@@ -116,13 +131,15 @@ def sign(
 ) -> dict[str, str]:
     """The authentication headers of one request, signed with the primary key."""
     nonce = nonce or secrets.token_hex(16)
-    message = canonical(keyring.cluster, method, path, sender, now_ms, nonce, body)
+    digest = body_digest(body)
+    message = canonical(keyring.cluster, method, path, sender, now_ms, nonce, digest)
     return {
         H_CLUSTER: keyring.cluster,
         H_KEY: keyring.primary,
         H_SENDER: str(sender),
         H_TIME: str(now_ms),
         H_NONCE: nonce,
+        H_DIGEST: digest,
         H_MAC: mac(keyring.keys[keyring.primary], message),
     }
 
@@ -155,10 +172,18 @@ class Verifier:
     _floor_ms: int = 0
 
     def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
+        """Headers, then the body against their digest (the server does the two steps apart)."""
+        verdict = self.check_headers(method, path, headers, now_ms)
+        if verdict.ok and not body_matches(headers, body):
+            return Verdict(401, "bad-digest", verdict.sender)
+        return verdict
+
+    def check_headers(self, method: str, path: str, headers: Mapping[str, str], now_ms: int) -> Verdict:
+        """Judge a request by its headers alone, before its body is read."""
         values = [headers.get(h) for h in HEADERS]
         if any(v is None for v in values):
             return Verdict(401, "no-auth")
-        cluster, key_id, sender_s, ts_s, nonce, given = (v or "" for v in values)
+        cluster, key_id, sender_s, ts_s, nonce, digest, given = (v or "" for v in values)
         if cluster != self.keyring.cluster:
             return Verdict(403, "wrong-cluster")
         key = self.keyring.keys.get(key_id)
@@ -168,9 +193,9 @@ class Verifier:
             sender, ts_ms = int(sender_s), int(ts_s)
         except ValueError:
             return Verdict(401, "bad-auth")
-        if not _NONCE.match(nonce):
+        if not _NONCE.match(nonce) or not _DIGEST.match(digest):
             return Verdict(401, "bad-auth")
-        expected = mac(key, canonical(cluster, method, path, sender, ts_ms, nonce, body))
+        expected = mac(key, canonical(cluster, method, path, sender, ts_ms, nonce, digest))
         if not hmac.compare_digest(expected, given):
             return Verdict(401, "bad-mac")
         if not self.known_sender(sender):

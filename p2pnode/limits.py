@@ -1,8 +1,12 @@
-"""Bounded load: a concurrency gate (answer 503 instead of queueing) and per-sender rate limits.
+"""Bounded load: what one peer, or a stranger, may hold of a process.
 
-Pure: time is an argument. The HTTP server asks the gate before it reads a body and the rate
-limiter after it knows who sent it (the authenticated sender, or the sender the frame claims on
-an open node). Refusals are counted in ``p2pnode_rejected_messages_total{reason}``.
+Pure: time is an argument. Per remote address the server caps open connections and requests in
+flight (:class:`AddressGuard`), so one address never holds the whole process; it authenticates a
+request from its headers before it reads the body (p2pnode.auth), reads headers and bodies under
+timeouts, answers 503 past a concurrency gate instead of queueing (:class:`Gate`), sheds load
+while its event loop runs late (:class:`LagShedder`), and rate limits per (sender, node) once it
+knows who sent a frame (:class:`RateLimiter`). Refusals are counted in
+``p2pnode_rejected_messages_total{reason}`` (connections in ``p2pnode_refused_connections_total``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,81 @@ class Limits:
     burst: float = 40.0  #: frames a sender may send at once to one node before the rate applies
     max_senders: int = 200_000  #: (sender, node) buckets remembered (least recently used go first)
     max_lag_s: float = 0.1  #: shed new requests (503) while the event loop runs this late (smoothed)
+    #: connections one remote address may hold open; more are closed as they are accepted
+    max_connections_per_address: int = 128
+    #: POSTs one remote address may have in flight (a sending process opens at most 32 per destination)
+    max_inflight_per_address: int = 48
+    max_get_inflight: int = 4  #: GET /status, /metrics, /v1/members served at once; more get 503
+    header_timeout_s: float = 10.0  #: a connection must complete a request's headers within this
+    body_timeout_s: float = 15.0  #: a request must deliver its whole body within this (else 408)
+    page_cache_s: float = 0.5  #: /metrics and /status are rendered at most once per this interval
 
     def __post_init__(self) -> None:
-        if self.max_inflight < 1 or self.rate_per_s <= 0 or self.burst < 1 or self.max_senders < 1:
-            raise ValueError("limits must be positive (max_inflight, rate, burst >= 1, max_senders)")
-        if self.max_lag_s <= 0:
-            raise ValueError("max_lag_s must be positive")
+        counts = (
+            self.max_inflight,
+            self.max_senders,
+            self.max_connections_per_address,
+            self.max_inflight_per_address,
+            self.max_get_inflight,
+        )
+        if min(counts) < 1 or self.rate_per_s <= 0 or self.burst < 1:
+            raise ValueError("limits must be positive (connection and request counts, rate, burst >= 1)")
+        if min(self.max_lag_s, self.header_timeout_s, self.body_timeout_s) <= 0 or self.page_cache_s < 0:
+            raise ValueError("max_lag_s and the timeouts must be positive, page_cache_s not negative")
+
+
+class AddressGuard:
+    """Per remote address: connections open and requests in flight, each under its own cap.
+
+    A stranger who opens hundreds of idle or slow connections from one address holds at most
+    ``max_connections`` of them, and at most ``max_inflight`` requests, below the process-wide
+    gate: the rest of the network keeps its share. Addresses are forgotten when their last
+    connection closes, so the table holds only addresses with a connection open.
+    """
+
+    def __init__(self, max_connections: int, max_inflight: int) -> None:
+        self.max_connections = max_connections
+        self.max_inflight = max_inflight
+        self._open: dict[str, int] = {}
+        self._inflight: dict[str, int] = {}
+        self.refused_connections = 0
+        self.refused_requests = 0
+
+    def connect(self, address: str) -> bool:
+        n = self._open.get(address, 0)
+        if n >= self.max_connections:
+            self.refused_connections += 1
+            return False
+        self._open[address] = n + 1
+        return True
+
+    def disconnect(self, address: str) -> None:
+        n = self._open.get(address, 0) - 1
+        if n > 0:
+            self._open[address] = n
+        else:
+            self._open.pop(address, None)
+
+    def enter(self, address: str) -> bool:
+        n = self._inflight.get(address, 0)
+        if n >= self.max_inflight:
+            self.refused_requests += 1
+            return False
+        self._inflight[address] = n + 1
+        return True
+
+    def leave(self, address: str) -> None:
+        n = self._inflight.get(address, 0) - 1
+        if n > 0:
+            self._inflight[address] = n
+        else:
+            self._inflight.pop(address, None)
+
+    def connections(self, address: str) -> int:
+        return self._open.get(address, 0)
+
+    def inflight(self, address: str) -> int:
+        return self._inflight.get(address, 0)
 
 
 class LagShedder:

@@ -40,6 +40,11 @@ class Metrics:
             ["node", "reason"],
             registry=r,
         )
+        self.refused_connections = Counter(
+            "p2pnode_refused_connections_total",
+            "Connections closed as they were accepted: their remote address held its cap",
+            registry=r,
+        )
         self.send_failures = Counter(
             "p2pnode_send_failures_total",
             "Frames not delivered, by reason",

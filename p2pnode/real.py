@@ -39,7 +39,7 @@ from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import metric_for, summary
 from p2pnode.rounds import RoundLog
 from p2pnode.tls import TlsFiles, client_context, server_context
-from p2pnode.transport.http import HttpTransport, make_app
+from p2pnode.transport.http import HttpTransport, listen, make_app, stop_listening
 from protocols.gossip import TimingConfig
 
 log = logging.getLogger("p2pnode.real")
@@ -94,6 +94,7 @@ class NodeProcess:
         self.keys = self._keys()
         self._client_ssl: ssl.SSLContext | None = None
         self.runner: web.AppRunner | None = None
+        self.listener: asyncio.Server | None = None
         self.round = 0
         self.log = RoundLog(self.config, self.prep, self.host.nodes, wall_time=True)
         self._stop = asyncio.Event()
@@ -181,11 +182,15 @@ class NodeProcess:
         app = make_app(
             self.host, self.status, self.members, self.keys, self.spec.limits, self.spec.tls is not None
         )
-        self.runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0)
-        await self.runner.setup()
         server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
-        site = web.TCPSite(self.runner, self.spec.listen_host, self.spec.listen_port, ssl_context=server_ssl)
-        await site.start()
+        self.runner, self.listener = await listen(
+            app,
+            self.spec.listen_host,
+            self.spec.listen_port,
+            server_ssl,
+            self.spec.limits,
+            on_refused=self.metrics.refused_connections.inc,
+        )
         if self.round >= self.config.rounds:  # resumed after its last round: nothing left to run,
             self._t0 = time.perf_counter()  # and its peers may be gone; run() writes the result
             return
@@ -383,8 +388,8 @@ class NodeProcess:
             node.stop()
         if self.transport is not None:
             await self.transport.drain(timeout_s=5.0)
-        if self.runner is not None:
-            await self.runner.cleanup()
+        if self.runner is not None and self.listener is not None:
+            await stop_listening(self.runner, self.listener)
         if self.transport is not None:
             await self.transport.close()
 

@@ -3,6 +3,12 @@
 The HTTP layer only moves bytes (docs/design.md, rule 3): bounded read, hand to ``Host.receive``,
 answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling`` and ``/collude``
 (msgpack frames), ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
+
+What a stranger gets for free is bounded (p2pnode.limits): :func:`listen` closes a remote
+address's connections past its cap as they are accepted and any connection that does not complete
+a request's headers within ``header_timeout_s``; a POST is authenticated from its headers before
+its body is read, and the body must arrive within ``body_timeout_s``; GET pages are rendered at
+most once per ``page_cache_s`` and served a few at a time.
 """
 
 from __future__ import annotations
@@ -13,16 +19,16 @@ import logging
 import random
 import ssl
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from p2pnode.auth import KeyHolder, sign
+from p2pnode.auth import KeyHolder, body_matches, sign
 from p2pnode.host import Host
-from p2pnode.limits import Gate, LagShedder, Limits, RateLimiter
+from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
 from p2pnode.wire.schema import Channel
@@ -32,6 +38,10 @@ REASON_HEADER = "X-P2P-Reason"
 _ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING, "collude": Channel.COLLUDE}
 _PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling", Channel.COLLUDE: "collude"}
 _PROBE: web.AppKey[asyncio.Task[None]] = web.AppKey("lag-probe", asyncio.Task)
+GUARD: web.AppKey[AddressGuard] = web.AppKey("address-guard", AddressGuard)
+JSON = "application/json; charset=utf-8"
+CLIENT_PER_HOST = 32  #: connections a process opens to one destination (below the server's caps)
+CLIENT_KEEPALIVE_S = 4.0  #: idle client connections are dropped before the server's header timeout
 
 
 class HttpTransport:
@@ -55,7 +65,10 @@ class HttpTransport:
         self.keys = keys  #: sign every request (HMAC, p2pnode.auth) when set
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, 3.0))
         self._connector = aiohttp.TCPConnector(
-            limit=max_connections, limit_per_host=64, ssl=ssl_context if ssl_context is not None else True
+            limit=max_connections,
+            limit_per_host=CLIENT_PER_HOST,
+            keepalive_timeout=CLIENT_KEEPALIVE_S,
+            ssl=ssl_context if ssl_context is not None else True,
         )
         self.session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
         self._inflight: set[asyncio.Task[None]] = set()
@@ -135,15 +148,20 @@ def make_app(
 ) -> web.Application:
     """The aiohttp application of one process; the body limit comes from the model size.
 
-    With ``keys`` every POST is authenticated (p2pnode.auth) before it is decoded, then rate
-    limited per (sender, node) (429); past ``limits.max_inflight`` requests in flight the server
-    answers 503 without reading the body. Refusals are counted in
-    ``p2pnode_rejected_messages_total{reason}`` and change nothing. Without keys there is no
-    per-sender limit: the sender id would be whatever a stranger claims.
+    A POST goes through, in order: the route (404); with ``keys``, authentication from its headers
+    alone (401/403/409, p2pnode.auth) and the per-(sender, node) rate limit (429); the requests in
+    flight from its remote address and in the whole process, and the event loop's lag (503
+    ``busy``); its declared length (413); then its body, read within ``body_timeout_s`` (408) and
+    matched against the authenticated digest (401). Only then is it decoded. Every refusal is
+    counted in ``p2pnode_rejected_messages_total{reason}`` and changes nothing. Without keys there
+    is no per-sender limit: the sender id would be whatever a stranger claims.
     """
     app = web.Application(client_max_size=host.max_frame_bytes)
     limits = limits or Limits()
     gate = Gate(limits.max_inflight)
+    get_gate = Gate(limits.max_get_inflight)
+    guard = AddressGuard(limits.max_connections_per_address, limits.max_inflight_per_address)
+    app[GUARD] = guard
     rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
     shedder = LagShedder(limits.max_lag_s)
 
@@ -165,80 +183,192 @@ def make_app(
     app.on_startup.append(start_probe)
     app.on_cleanup.append(stop_probe)
 
-    async def post_frame(request: web.Request) -> web.Response:
-        overloaded = shedder.overloaded()
-        if overloaded or not gate.enter():
-            shedder.shed += overloaded
-            try:
-                dest = int(request.match_info["node"])
-            except ValueError:
-                dest = -1
-            host.refuse(dest, "busy")
-            return _answer(Outcome(503, "busy"))
-        try:
-            return await _post_frame(request)
-        finally:
-            gate.leave()
-
-    async def _post_frame(request: web.Request) -> web.Response:
+    async def post_frame(request: web.Request) -> web.StreamResponse:
         channel = _ROUTE.get(request.match_info["channel"])
         try:
             dest = int(request.match_info["node"])
         except ValueError:
             dest = -1
         if channel is None or dest < 0:
-            return _answer(Outcome(404, "no-route"))
-        try:
-            data = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            node = host.nodes.get(dest)
-            if node is not None:
-                node.reject("too-large")
-            return _answer(Outcome(413, "too-large"))
-        except ConnectionError:  # the sender went away mid-body (it died, or its link did)
-            node = host.nodes.get(dest)
-            if node is not None:
-                node.reject("truncated")
-            return _answer(Outcome(400, "truncated"))
+            return _answer(Outcome(404, "no-route"), close=True)
         sender = None
-        if keys is not None:
+        if keys is not None:  # from the headers alone: a stranger's body is never read
             now = time.time()
             keys.refresh(now)
-            verdict = keys.verifier.check("POST", request.path, request.headers, data, int(now * 1000))
+            verdict = keys.verifier.check_headers("POST", request.path, request.headers, int(now * 1000))
             if not verdict.ok:
                 host.refuse(dest, verdict.reason)
-                return _answer(Outcome(verdict.status, verdict.reason))
+                return _answer(Outcome(verdict.status, verdict.reason), close=True)
             sender = verdict.sender
             if sender is not None and not rate.allow(sender, dest, now):
                 host.refuse(dest, "rate-limited")
-                return _answer(Outcome(429, "rate-limited"))
+                return _answer(Outcome(429, "rate-limited"), close=True)
+        address = request.remote or "?"
+        if not guard.enter(address):
+            host.refuse(dest, "busy")
+            return _answer(Outcome(503, "busy"), close=True)
+        try:
+            overloaded = shedder.overloaded()
+            if overloaded or not gate.enter():
+                shedder.shed += overloaded
+                host.refuse(dest, "busy")
+                return _answer(Outcome(503, "busy"), close=True)
+            try:
+                return await _read_and_receive(request, dest, channel, sender)
+            finally:
+                gate.leave()
+        finally:
+            guard.leave(address)
+
+    async def _read_and_receive(
+        request: web.Request, dest: int, channel: Channel, sender: int | None
+    ) -> web.StreamResponse:
+        length = request.content_length
+        if length is not None and length > host.max_frame_bytes:
+            host.refuse(dest, "too-large")
+            return _answer(Outcome(413, "too-large"), close=True)
+        try:
+            async with asyncio.timeout(limits.body_timeout_s):
+                data = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            host.refuse(dest, "too-large")
+            return _answer(Outcome(413, "too-large"), close=True)
+        except TimeoutError:  # a body that trickles in holds a slot: not past the timeout
+            host.refuse(dest, "slow-body")
+            return _answer(Outcome(408, "slow-body"), close=True)
+        except ConnectionError:  # the sender went away mid-body (it died, or its link did)
+            host.refuse(dest, "truncated")
+            return _answer(Outcome(400, "truncated"), close=True)
+        if keys is not None and not body_matches(request.headers, data):
+            host.refuse(dest, "bad-digest")
+            return _answer(Outcome(401, "bad-digest"), close=True)
         allowed = None
         if tls:  # mutual TLS: the frame's sender must be one of the ids the peer's certificate names
             transport = request.transport
             allowed = certified_nodes(transport.get_extra_info("peercert") if transport is not None else None)
         return _answer(host.receive(dest, channel, data, sender, allowed))
 
-    async def get_metrics(request: web.Request) -> web.Response:
-        body = generate_latest(host.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    pages: dict[str, tuple[float, bytes]] = {}
 
-    async def get_status(request: web.Request) -> web.Response:
-        return web.json_response(status(), dumps=_dumps)
+    def bounded(
+        name: str, render: Callable[[], bytes], content_type: str
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """A GET page served a few at a time and rendered at most once per ``page_cache_s``:
+        a flood of GETs costs one render, and 503s past ``max_get_inflight``."""
 
-    async def get_members(request: web.Request) -> web.Response:
-        return web.json_response(members(), dumps=_dumps)
+        async def handler(request: web.Request) -> web.Response:
+            if not get_gate.enter():
+                return _answer(Outcome(503, "busy"), close=True)
+            try:
+                now = time.monotonic()
+                hit = pages.get(name)
+                if hit is None or now - hit[0] >= limits.page_cache_s:
+                    hit = pages[name] = (now, render())
+                return web.Response(body=hit[1], headers={"Content-Type": content_type})
+            finally:
+                get_gate.leave()
+
+        return handler
+
+    def render_json(source: Callable[[], dict[str, Any]]) -> Callable[[], bytes]:
+        return lambda: _dumps(source()).encode()
 
     app.router.add_post("/v1/nodes/{node}/{channel}", post_frame)
-    app.router.add_get("/v1/members", get_members)
-    app.router.add_get("/status", get_status)
-    app.router.add_get("/metrics", get_metrics)
+    app.router.add_get("/v1/members", bounded("members", render_json(members), JSON))
+    app.router.add_get("/status", bounded("status", render_json(status), JSON))
+    app.router.add_get(
+        "/metrics", bounded("metrics", lambda: generate_latest(host.metrics.registry), CONTENT_TYPE_LATEST)
+    )
     return app
 
 
-def _answer(outcome: Outcome) -> web.Response:
+class _Guarded(asyncio.Protocol):
+    """The server's protocol for one connection, behind its remote address's connection cap.
+
+    A connection past the cap is aborted as it is accepted, before aiohttp sees a byte of it;
+    otherwise every event goes to aiohttp's own protocol unchanged.
+    """
+
+    def __init__(self, inner: asyncio.Protocol, guard: AddressGuard, on_refused: Callable[[], None]) -> None:
+        self.inner = inner
+        self.guard = guard
+        self.on_refused = on_refused
+        self.address: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if not self.guard.connect(address):
+            self.on_refused()
+            cast(asyncio.Transport, transport).abort()
+            return
+        self.address = address
+        self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.address is None:
+            return
+        self.guard.disconnect(self.address)
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.address is not None:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.address is not None else None
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+async def listen(
+    app: web.Application,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None = None,
+    limits: Limits | None = None,
+    on_refused: Callable[[], None] = lambda: None,
+) -> tuple[web.AppRunner, asyncio.Server]:
+    """Serve ``app`` on ``host:port`` with the per-address connection cap and the header timeout.
+
+    aiohttp closes a connection that has not completed a request's headers within its keep-alive
+    timeout, counted from the connection's start or its last answer (bytes trickling in do not
+    extend it), so that timeout is the header timeout. Stop with :func:`stop_listening`.
+    """
+    limits = limits or Limits()
+    runner = web.AppRunner(
+        app, handle_signals=False, shutdown_timeout=5.0, keepalive_timeout=limits.header_timeout_s
+    )
+    await runner.setup()
+    factory = runner.server
+    assert factory is not None
+    guard = app[GUARD]
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: _Guarded(factory(), guard, on_refused), host, port, ssl=ssl_context, reuse_address=True
+    )
+    return runner, server
+
+
+async def stop_listening(runner: web.AppRunner, server: asyncio.Server) -> None:
+    """Stop accepting, let requests in progress finish (aiohttp's shutdown), close the rest."""
+    server.close()
+    await runner.cleanup()
+    await server.wait_closed()
+
+
+def _answer(outcome: Outcome, close: bool = False) -> web.Response:
+    """The answer; ``close`` drops the connection after it (its body, if any, is never read)."""
     headers = {REASON_HEADER: outcome.reason} if outcome.reason else None
     text = outcome.reason or "ok"
-    return web.Response(status=outcome.status, text=text, headers=headers)
+    resp = web.Response(status=outcome.status, text=text, headers=headers)
+    if close:
+        resp.force_close()
+    return resp
 
 
 def _dumps(obj: Any) -> str:

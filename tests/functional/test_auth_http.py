@@ -184,14 +184,82 @@ async def test_old_models_floods_and_overload_are_refused_over_http(tmp_path: Pa
                 await asyncio.sleep(0.5)
                 yield b"rest"
 
-            first = asyncio.ensure_future(s.post(url, data=slow_body()))
-            await asyncio.sleep(0.2)  # the slow upload holds the only slot
-            async with s.post(url, data=b"x") as r:
-                busy = (r.status, r.headers.get("X-P2P-Reason"))
+            # a stranger's slow upload is answered from its headers, before its body: no slot
+            async with s.post(url, data=slow_body()) as r:
+                assert (r.status, r.headers.get("X-P2P-Reason")) == (401, "no-auth")
+            # a member's slow upload holds the only slot until its body is in
+            signed = sign(ring, "POST", path, 3, b"\x85rest", now_ms())
+            first = asyncio.ensure_future(s.post(url, data=slow_body(), headers=signed))
+            await asyncio.sleep(0.2)
+            busy = await post(s, 7, sender=4)
             (await first).release()
             assert busy == (503, "busy")
             assert await post(s, 7, sender=5) == (200, None)  # the gate reopened: it recovers
     finally:
         await proc.shutdown()
     assert node.counters.rejected.get("old-model") == 1 and node.counters.rejected.get("busy") == 1
+    assert node.counters.rejected.get("no-auth") == 1
     assert node.node.protocol.stats.models_received == 4  # type: ignore[attr-defined]
+
+
+async def test_timeouts_connection_caps_and_get_bounds_over_http(tmp_path: Path) -> None:
+    """A slow member body is cut at body_timeout_s (408), an unfinished request head at
+    header_timeout_s, connections past an address's cap are closed as they are accepted, and
+    GET pages are rendered once per page_cache_s however often they are asked for."""
+    from p2pnode.limits import Limits
+
+    ring = Keyring.generate("lab")
+    save_keyring(tmp_path / "k", ring)
+    config = cfg(nodes=4, rounds=1000, protocol="samo", sampling="static")
+    port = ports(1)[0]
+    limits = Limits(
+        body_timeout_s=0.4, header_timeout_s=0.6, max_connections_per_address=3, page_cache_s=30.0
+    )
+    spec = ProcessSpec(tuple(range(4)), "127.0.0.1", port, key_file=tmp_path / "k", limits=limits)
+    proc = NodeProcess(config, spec)
+    await proc.start()
+    for n in proc.host.nodes.values():
+        n.pause()
+    path = "/v1/nodes/1/gossip"
+    url = f"http://127.0.0.1:{port}{path}"
+    try:
+        async with aiohttp.ClientSession() as s:
+
+            async def stalled():  # type: ignore[no-untyped-def]
+                yield b"\x85"
+                await asyncio.sleep(3.0)
+                yield b"rest"
+
+            t0 = time.perf_counter()
+            signed = sign(ring, "POST", path, 2, b"\x85rest", now_ms())
+            async with s.post(url, data=stalled(), headers=signed) as r:
+                assert (r.status, r.headers.get("X-P2P-Reason")) == (408, "slow-body")
+            assert time.perf_counter() - t0 < 2.0
+
+            # an unfinished head: closed after the header timeout, not held
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /status HTTP/1.1\r\nHost: x\r\n")
+            t0 = time.perf_counter()
+            assert await asyncio.wait_for(reader.read(), timeout=5.0) == b""
+            assert 0.3 < time.perf_counter() - t0 < 3.0
+            writer.close()
+
+            # three idle connections from 127.0.0.2: a fourth is closed at once, 127.0.0.1 is not
+            stranger = {"local_addr": ("127.0.0.2", 0)}
+            held = [await asyncio.open_connection("127.0.0.1", port, **stranger) for _ in range(3)]  # type: ignore[arg-type]
+            r4, w4 = await asyncio.open_connection("127.0.0.1", port, **stranger)  # type: ignore[arg-type]
+            assert await asyncio.wait_for(r4.read(), timeout=2.0) == b""
+            async with s.get(f"http://127.0.0.1:{port}/status") as r:
+                assert r.status == 200
+                first = await r.json()
+            for _, w in [*held, (r4, w4)]:
+                w.close()
+
+            # a page is rendered once per page_cache_s: the second answer is the first one's bytes
+            proc.round += 1
+            async with s.get(f"http://127.0.0.1:{port}/status") as r:
+                assert await r.json() == first
+        assert proc.metrics.refused_connections._value.get() >= 1
+    finally:
+        await proc.shutdown()
+    assert proc.host.nodes[1].counters.rejected.get("slow-body") == 1

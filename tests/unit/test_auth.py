@@ -8,6 +8,7 @@ import pytest
 
 from p2pnode.auth import (
     H_CLUSTER,
+    H_DIGEST,
     H_KEY,
     H_MAC,
     H_NONCE,
@@ -16,6 +17,8 @@ from p2pnode.auth import (
     KeyHolder,
     Keyring,
     Verifier,
+    body_digest,
+    body_matches,
     keyring_from_env,
     load_keyring,
     save_keyring,
@@ -62,13 +65,28 @@ def test_tampered_headers_are_refused(tamper, status: int, reason: str) -> None:
     assert (verdict.status, verdict.reason) == (status, reason)
 
 
-def test_body_path_and_method_are_bound_into_the_mac() -> None:
+def test_body_digest_path_and_method_are_bound_into_the_mac() -> None:
     headers = sign(ring(), "POST", PATH, 3, BODY, NOW)
     v = verifier()
-    assert v.check("POST", PATH, headers, BODY + b"x", NOW).reason == "bad-mac"
     assert v.check("POST", "/v1/nodes/5/gossip", headers, BODY, NOW).reason == "bad-mac"
     assert v.check("PUT", PATH, headers, BODY, NOW).reason == "bad-mac"
+    forged = dict(headers, **{H_DIGEST: body_digest(BODY + b"x")})  # a digest for another body
+    assert v.check("POST", PATH, forged, BODY + b"x", NOW).reason == "bad-mac"
+    forged[H_DIGEST] = "not hex"
+    assert v.check("POST", PATH, forged, BODY, NOW).reason == "bad-auth"
     assert v.remembered == 0  # nothing unauthenticated reaches the nonce cache
+
+
+def test_headers_are_judged_before_the_body_and_the_body_must_match_them() -> None:
+    headers = sign(ring(), "POST", PATH, 3, BODY, NOW)
+    v = verifier()
+    verdict = v.check_headers("POST", PATH, headers, NOW)  # what the server does before reading
+    assert verdict.ok and verdict.sender == 3
+    assert body_matches(headers, BODY) and not body_matches(headers, BODY + b"x")
+    swapped = sign(ring(), "POST", PATH, 3, BODY, NOW + 1)
+    verdict = v.check("POST", PATH, swapped, b"another body", NOW)
+    assert (verdict.status, verdict.reason) == (401, "bad-digest")
+    assert verifier().check_headers("POST", PATH, {}, NOW).reason == "no-auth"
 
 
 def test_another_clusters_key_and_label_are_refused() -> None:

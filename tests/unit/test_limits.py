@@ -53,3 +53,23 @@ def test_lag_shedder_trips_on_sustained_lag_and_recovers() -> None:
     assert not calm.overloaded()
     with pytest.raises(ValueError):
         Limits(max_lag_s=0)
+
+
+def test_address_guard_caps_connections_and_requests_per_address_and_forgets_closed_ones() -> None:
+    from p2pnode.limits import AddressGuard
+
+    guard = AddressGuard(max_connections=2, max_inflight=1)
+    assert guard.connect("10.0.0.9") and guard.connect("10.0.0.9") and not guard.connect("10.0.0.9")
+    assert guard.connect("10.0.0.1")  # another address keeps its own share
+    assert guard.enter("10.0.0.9") and not guard.enter("10.0.0.9") and guard.enter("10.0.0.1")
+    assert (guard.refused_connections, guard.refused_requests) == (1, 1)
+    guard.leave("10.0.0.9")
+    guard.disconnect("10.0.0.9")
+    assert guard.connect("10.0.0.9") and guard.inflight("10.0.0.9") == 0
+    for _ in range(2):
+        guard.disconnect("10.0.0.9")
+    assert guard.connections("10.0.0.9") == 0 and "10.0.0.9" not in guard._open  # nothing kept
+    with pytest.raises(ValueError):
+        Limits(max_connections_per_address=0)
+    with pytest.raises(ValueError):
+        Limits(body_timeout_s=0)
