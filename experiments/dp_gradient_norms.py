@@ -54,7 +54,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--epochs", type=int, default=20, help="plain local epochs before the second look")
     ap.add_argument("--clip", type=float, default=2.0, help="the clipping bound C to compare with")
     ap.add_argument("--nodes", type=int, default=943, help="users loaded (the split depends on it)")
+    ap.add_argument(
+        "--budgets",
+        default="1000:60,1000:800,100:60,10:60",
+        help="ε:steps pairs whose calibrated noise to print (q = 0.5; a few seconds each)",
+    )
     args = ap.parse_args(argv)
+    try:
+        budgets = [(float(e), int(n)) for e, n in (b.split(":") for b in args.budgets.split(","))]
+    except ValueError:
+        ap.error(f"--budgets {args.budgets!r}: give EPS:STEPS pairs separated by commas, e.g. 1000:60")
     config = RunConfig(nodes=args.nodes, learning=dataclasses.replace(LearningConfig(), lr=0.01))
     prep = prepare(config)
     learners = [make_learner(prep, u) for u in range(min(args.users, args.nodes))]
@@ -75,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("  " + describe("|∂b| / ‖∇ℓ_i‖", shares))
         print("  " + describe("RMS of a coordinate of ∂q_i", rms))
         print(f"  clipped at C = {args.clip}: {np.mean(np.asarray(norms) > args.clip):.1%} of examples")
-    for eps, steps in ((1000.0, 60), (1000.0, 800), (100.0, 60), (10.0, 60)):
+    for eps, steps in budgets:
         sigma = calibrate_noise(eps, 1e-6, 0.5, steps)
         print(
             f"noise a coordinate, ε = {eps:g} over {steps} steps at q = 0.5: "

@@ -9,7 +9,9 @@ restarted by systemd and resume from its checkpoint, and the collected report mu
 fault on the rounds. The testbed is torn down even when the test fails.
 
 Needs root, systemd-nspawn, sshd, nftables, tc and ansible-core; skipped (saying which) otherwise.
-Takes 2-4 minutes, most of it ``pip install`` of torch on three hosts at once.
+Takes 3-5 minutes, most of it ``pip install`` of torch on three hosts at once, so it is marked
+``testbed`` and left out of a plain ``pytest`` run: ``.venv/bin/python -m pytest -m testbed``
+runs it (CI runs it after the suite).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ MISSING = [t for t in TOOLS if shutil.which(t) is None and not Path(f"/usr/sbin/
 pytestmark = [
     pytest.mark.functional,
     pytest.mark.slow,
+    pytest.mark.testbed,
     pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root"),
     pytest.mark.skipif(bool(MISSING), reason=f"the testbed needs {', '.join(MISSING)}"),
     pytest.mark.skipif(

@@ -264,7 +264,7 @@ def test_the_dp_gradient_norm_probe_runs_and_measures(capsys: pytest.CaptureFixt
 
     script = Path(__file__).resolve().parents[2] / "experiments" / "dp_gradient_norms.py"
     main = runpy.run_path(str(script))["main"]
-    main(["--users", "2", "--epochs", "1", "--nodes", "30"])
+    main(["--users", "2", "--epochs", "1", "--nodes", "30", "--budgets", "1000:60"])
     out = capsys.readouterr().out
     assert out.count("examples of 2 users") == 2
     # at θ_0 every example's gradient is the bias term's 0.5: σ(0·…) − y = ±0.5 (up to the
