@@ -21,7 +21,7 @@ from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_numpy import NumpyGMF
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
-from learning.params import Array, ModelSpec, Params, copy_params, mean_into, spec_of
+from learning.params import Array, ModelSpec, Params, copy_params, mean_into, robust_into, spec_of
 from learning.split import UserData
 
 BACKENDS = ("numpy", "torch")
@@ -140,10 +140,15 @@ class BaseLearner(ABC):
         """A copy of the shared parameters, safe to send while this model keeps changing."""
         return copy_params(self.params, self.shared_names)
 
-    def merge(self, models: Sequence[Mapping[str, Array]]) -> None:
-        """θ ← mean(θ, *models) over the shared parameters (002 Alg. 1 l.7, Alg. 2 l.4)."""
+    def merge(self, models: Sequence[Mapping[str, Array]], how: str = "mean") -> None:
+        """θ ← mean(θ, *models) over the shared parameters (002 Alg. 1 l.7, Alg. 2 l.4), or a
+        coordinate-wise trimmed mean or median of them (``how``, learning.params.robust_into)."""
         if models:
-            mean_into({k: self.params[k] for k in self.shared_names}, list(models))
+            shared = {k: self.params[k] for k in self.shared_names}
+            if how == "mean":
+                mean_into(shared, list(models))
+            else:
+                robust_into(shared, list(models), how)
             self.version += 1
 
     def merge_weighted(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -9,8 +11,12 @@ import numpy.typing as npt
 def hit_at_k(test_score: float, negative_scores: npt.NDArray[np.float32], k: int) -> bool:
     """True when the test item ranks in the top ``k`` among itself and the negatives.
 
-    Ties count against the test item (a model that scores everything alike gets no credit).
+    Ties count against the test item (a model that scores everything alike gets no credit), and
+    so does a NaN anywhere: a model gone NaN ranks nothing (NaN compares false, which would
+    otherwise put the test item first).
     """
+    if not math.isfinite(test_score) or not np.isfinite(negative_scores).all():
+        return False
     rank = int(np.count_nonzero(negative_scores >= test_score))
     return rank < k
 

@@ -62,3 +62,52 @@ def mean_into(own: Mapping[str, Array], others: list[Mapping[str, Array]]) -> No
         for o in others:
             arr += o[name]
         arr *= scale
+
+
+def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
+    """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
+    as one vector); a received model far from the receiver's by this measure is refused (#18)."""
+    diff = 0.0
+    norm = 0.0
+    for name, theirs in other.items():
+        mine = own.get(name)
+        if mine is None:
+            continue
+        d = np.subtract(theirs, mine, dtype=np.float64)
+        diff += float(np.dot(d.ravel(), d.ravel()))
+        m = mine.astype(np.float64, copy=False).ravel()
+        norm += float(np.dot(m, m))
+    if not math.isfinite(diff):
+        return math.inf
+    return math.sqrt(diff) / max(math.sqrt(norm), 1e-12)
+
+
+MERGES = ("mean", "trimmed", "median")  #: how a node aggregates several models (``--merge``)
+TRIM = 0.1  #: trimmed: the share of values dropped at each end, per coordinate (at least one)
+
+
+def robust_into(own: Mapping[str, Array], others: list[Mapping[str, Array]], how: str) -> None:
+    """Set ``own[k]`` to a coordinate-wise robust aggregate of ``own[k]`` and ``others[k]``.
+
+    ``median``: the median of the n values of each coordinate. ``trimmed``: their mean after
+    dropping the ⌊0.1·n⌋ largest and smallest (at least one each when n ≥ 3), so that one model
+    of extreme values moves no coordinate (the coordinate-wise trimmed mean and median of Yin et
+    al., ICML 2018). Keys the others do not all carry are left alone, as in :func:`mean_into`.
+    """
+    if how not in ("trimmed", "median"):
+        raise ValueError(f"robust aggregation is trimmed or median, not {how!r}")
+    if not others:
+        return
+    n = len(others) + 1
+    for name, arr in own.items():
+        if not all(name in o for o in others):
+            continue
+        stack = np.stack([arr, *(o[name] for o in others)])
+        if how == "median":
+            arr[...] = np.median(stack, axis=0)
+            continue
+        cut = max(1, int(TRIM * n)) if n >= 3 else 0
+        if cut:
+            stack.sort(axis=0)
+            stack = stack[cut : n - cut]
+        arr[...] = stack.mean(axis=0, dtype=np.float32)

@@ -24,7 +24,6 @@ from learning.params import Array, Index, Params
 REG = 0.03
 
 
-
 @dataclass
 class PerExample:
     """Every example's gradient, row by row: ``user[i]`` and, per item table, parallel lists of

@@ -27,7 +27,7 @@ from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipProtocol, TimingConfig
-from protocols.merging import ScoreWeightedMerge
+from protocols.merging import Merger, ScoreWeightedMerge, UniformMerge
 from protocols.samo import Samo
 
 
@@ -60,8 +60,9 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
     store = ParamStore({k: prep.init[k] for k in shared_names(cfg)})
     clients = list(range(cfg.nodes))
     sampler = StaticView(sid, clients, clients)
-    protocol = FedAvgServer(sid, store, sampler, TimingConfig(), clients, cfg.fraction)
-    return NodeRuntime(
+    protocol = FedAvgServer(sid, store, sampler, TimingConfig(), clients, cfg.fraction, cfg.merge)
+    protocol.max_distance = cfg.max_model_distance
+    runtime = NodeRuntime(
         attack.wrap(prep, sid, protocol, store),
         store,
         clock,
@@ -71,6 +72,8 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
         DeltaEncoder(cfg.wire.delta, cfg.wire.float16),
         DeltaDecoder(cfg.wire.delta, cfg.wire.bases(prep.model_bytes)),
     )
+    runtime.population = population(cfg)
+    return runtime
 
 
 def shared_names(config: RunConfig) -> tuple[str, ...]:
@@ -124,6 +127,11 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
     return GMFLearner(prep.users[node_id], prep.init, train, rng, shared_names(cfg))
 
 
+def population(cfg: RunConfig) -> int:
+    """How many node ids the network has: its users, and the FedAvg server after them."""
+    return cfg.nodes + (1 if cfg.protocol == "fedavg" else 0)
+
+
 def make_node(
     prep: Prepared,
     node_id: int,
@@ -139,7 +147,9 @@ def make_node(
     learner = make_learner(prep, node_id)
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
     timing = TimingConfig()
-    merger = ScoreWeightedMerge(learner) if cfg.sampling == "pers" else None
+    merger: Merger = (
+        ScoreWeightedMerge(learner) if cfg.sampling == "pers" else UniformMerge(learner, cfg.merge)
+    )
     protocol: GossipProtocol
     if cfg.protocol == "samo":
         protocol = Samo(node_id, learner, sampler, timing, cfg.samo_buffer, merger)
@@ -147,8 +157,9 @@ def make_node(
         protocol = FedAvgClient(node_id, learner, sampler, timing)
     else:
         protocol = BaseGossip(node_id, learner, sampler, timing, merger)
+    protocol.max_distance = cfg.max_model_distance
     wire = cfg.wire
-    return NodeRuntime(
+    runtime = NodeRuntime(
         attack.wrap(prep, node_id, protocol, learner),
         learner,
         clock,
@@ -159,3 +170,5 @@ def make_node(
         DeltaDecoder(wire.delta, wire.bases(prep.model_bytes)),
         on_learned,
     )
+    runtime.population = population(cfg)
+    return runtime

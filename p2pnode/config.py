@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adversary.momentum import ESTIMATORS
+from learning.params import MERGES
 
 PROTOCOLS = ("base", "samo", "fedavg")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
@@ -326,6 +327,22 @@ class RunConfig:
         check=(lambda v: v >= 2, "must be >= 2 (leave-one-out)"),
     )
     samo_buffer: int = opt(64, "SAMO: most models buffered between wake-ups", check=_min(1), needs=_SAMO)
+    merge: str = opt(
+        "mean",
+        "how SAMO's buffer and the FedAvg server aggregate: mean (the papers), or the coordinate-wise "
+        "trimmed mean or median (robust to a poisoning member)",
+        choices=MERGES,
+        needs=(
+            lambda c: c.protocol == "fedavg" or (c.protocol == "samo" and c.sampling != "pers"),
+            "--protocol samo or fedavg",  # Base GL merges two models (every rule is the mean); Pers weighs
+        ),
+    )
+    max_model_distance: float = opt(
+        100.0,
+        "refuse a received model θ with ‖θ − θ_own‖ > D·‖θ_own‖ (honest models stay below 4; 0: no bound)",
+        metavar="D",
+        check=_min(0),
+    )
     tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
     eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
     learning: LearningConfig = field(default_factory=LearningConfig)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from adversary.messages import CollusionMessage
@@ -65,6 +65,46 @@ def _finite(value: float | None) -> float:
     return float("nan") if value is None else value
 
 
+PIN_TTL_TICKS = 1000.0  #: ten rounds
+
+
+class VersionPins(Mapping[int, int]):
+    """Per sender, the newest model version taken: an older model from it is refused (409
+    ``old-model``), so a late or replayed model cannot roll a node back.
+
+    A pin lasts ``PIN_TTL_TICKS`` after the last model taken from its sender. A member who posts
+    a model with version 2⁶⁴ − 1 as some sender, or a sender that restarts without its state,
+    is then muted for ten rounds at most, not for good (issue #18).
+    """
+
+    def __init__(self, clock: Clock, ttl: float = PIN_TTL_TICKS) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._pins: dict[int, tuple[int, float]] = {}
+
+    def take(self, sender: int, version: int) -> None:
+        held = self.get(sender)
+        self._pins[sender] = (version if held is None else max(held, version), self._clock.now())
+
+    def load(self, pins: Iterable[tuple[int, int]]) -> None:
+        """Pins from a checkpoint, each fresh from now."""
+        now = self._clock.now()
+        self._pins = {s: (v, now) for s, v in pins}
+
+    def __getitem__(self, sender: int) -> int:
+        version, taken = self._pins[sender]
+        if self._clock.now() - taken > self._ttl:
+            raise KeyError(sender)
+        return version
+
+    def __iter__(self) -> Iterator[int]:
+        now = self._clock.now()
+        return iter([s for s, (_, t) in self._pins.items() if now - t <= self._ttl])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class NodeRuntime:
     """One hosted node: pure state machine + learner + wire state + timers + counters."""
 
@@ -89,6 +129,8 @@ class NodeRuntime:
         self.encoder = encoder
         self.decoder = decoder
         self.spec = learner.spec
+        #: node ids are 0..population-1 (the FedAvg server's included); None: any id
+        self.population: int | None = None
         self.collusion_spec: ModelSpec | None = None
         template = node.collusion_template(learner.snapshot())
         if template is not None:
@@ -100,7 +142,8 @@ class NodeRuntime:
         self._timers: dict[str, TimerHandle] = {}
         self._multicast: tuple[CollusionMessage, bytes] | None = None  #: the last multicast packed
         self.stopped = False
-        self.last_version: dict[int, int] = {}  #: per sender: newest model version taken
+        #: per sender: newest model version taken, forgotten PIN_TTL_TICKS after it was taken
+        self.last_version = VersionPins(clock)
         label = str(self.node_id)
         self._m_models_sent = metrics.models_sent.labels(label)
         self._m_models_received = metrics.models_received.labels(label)
@@ -155,7 +198,7 @@ class NodeRuntime:
         learner: Any = self.learner
         learner.restore(state["learner"])
         self.node.restore(state)
-        self.last_version = {int(s): int(v) for s, v in state["last_version"]}
+        self.last_version.load((int(s), int(v)) for s, v in state["last_version"])
         version, internal, gauss = state["rng"]
         self.rng.setstate((int(version), tuple(int(x) for x in internal), gauss))
         self.round = int(state["round"])
@@ -303,6 +346,10 @@ class NodeRuntime:
 
     # -- incoming -------------------------------------------------------------------------------
 
+    def vet(self, message: object) -> str | None:
+        """The pure node's verdict on a decoded message (wire.codec.decode asks it)."""
+        return self.node.vet(message)
+
     def accept(self, sender: int, message: object, nbytes: int) -> Outcome:
         """Take a message ``wire.codec.decode`` accepted for this node: count it and hand it to
         the pure node."""
@@ -310,7 +357,7 @@ class NodeRuntime:
         self._m_bytes_received.inc(nbytes)
         if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
-            self.last_version[sender] = max(message.version, self.last_version.get(sender, -1))
+            self.last_version.take(sender, message.version)
         self.execute(self.node.handle(Received(sender, message), self.clock.now(), self.rng))
         return Outcome(200)
 

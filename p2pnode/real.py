@@ -287,8 +287,12 @@ class NodeProcess:
         return total
 
     def _learned(self, node: int, address: str) -> None:
+        """An address a Cyclon entry brought. It is taken only for a node this process has no
+        address for: a member cannot re-point a hosted node, one learned at bootstrap from the
+        process that hosts it, or one already learned (issue #18). Ids outside the network were
+        refused when the entry was decoded."""
         _, _, hostport = address.partition("@")
-        if hostport and hostport != "sim":
+        if hostport and hostport != "sim" and node not in self.addresses:
             self.addresses[node] = hostport
 
     async def _bootstrap(self) -> list[tuple[int, str]]:

@@ -16,11 +16,17 @@ No node sees the global graph. The exchange is a small transaction driven by i:
 
 Locks carry a lease so a crashed initiator cannot freeze its neighbours; a commit is applied even
 after its lease ran out, since applying it is what keeps the views consistent with the others.
+
+What a member cannot do (issue #18): a ``SwapAdopt`` or ``SwapCommit`` is applied only for a
+transaction this node granted, and only when it comes from that transaction's initiator; proposals
+and lock requests must come from their initiator; adopted views must keep the view sizes, hold no
+id twice and not the node itself. Anything else is ignored, and the views do not change.
 """
 
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +45,7 @@ from peer_sampling.messages import (
 )
 
 SWAP_TIMER = "ps:swap"
+GRANTED_MEMORY = 16  #: transactions granted lately, whose commit or adopt is still expected
 TXN_TIMER = "ps:txn"
 LEASE_TIMER = "ps:lease"
 
@@ -95,6 +102,9 @@ class PeerSwap(PeerSampler):
         self._pending: _Pending | None = None
         self._counter = 0
         self.stats = SwapStats()
+        #: transactions this node locked for, and whether as the partner (adopt) or a neighbour
+        self._granted: OrderedDict[Txn, bool] = OrderedDict()
+        self.ignored = 0  #: messages that named no transaction of ours, or carried bad views
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -164,22 +174,49 @@ class PeerSwap(PeerSampler):
             case LockReply():
                 return self._on_lock_reply(sender, message)
             case SwapCommit(txn=txn, a=a, b=b):
+                if self._granted.get(txn) is not False or sender != txn[0] or a != sender:
+                    self.ignored += 1
+                    return []
+                del self._granted[txn]
                 self._out, self._in = _relabel(self._out, a, b), _relabel(self._in, a, b)
                 self._release(txn)
                 return []
             case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
+                if (
+                    self._granted.get(txn) is not True
+                    or sender != txn[0]
+                    or not self._fits(out_view, in_view)
+                ):
+                    self.ignored += 1
+                    return []
+                del self._granted[txn]
                 self._out, self._in = sorted(out_view), sorted(in_view)
                 self._release(txn)
                 return []
             case Unlock(txn=txn):
+                self._granted.pop(txn, None)  # aborted: its commit or adopt can no longer come
                 self._release(txn)
                 return []
         return []
 
+    def _fits(self, out_view: Sequence[NodeId], in_view: Sequence[NodeId]) -> bool:
+        """Views a swap may hand this node: the same sizes (the graph stays regular), no id twice,
+        not the node itself."""
+        return all(
+            len(new) == len(old) and len(set(new)) == len(new) and self.node_id not in new
+            for new, old in ((out_view, self._out), (in_view, self._in))
+        )
+
     def _on_lock_request(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
+        if sender != txn[0] or sender == self.node_id:
+            self.ignored += 1  # only a transaction's initiator asks to lock for it
+            return []
         if self.lock is not None:
             return [Send(sender, LockReply(txn, granted=False))]
         self.lock = txn
+        self._granted[txn] = accept_with_views
+        while len(self._granted) > GRANTED_MEMORY:
+            self._granted.popitem(last=False)
         lease = SetTimer(LEASE_TIMER, now + self.config.lease_ticks)
         if accept_with_views:
             return [Send(sender, SwapAccept(txn, tuple(self._out), tuple(self._in))), lease]
@@ -190,6 +227,14 @@ class PeerSwap(PeerSampler):
         if p is None or p.txn != msg.txn or sender != p.partner:
             return [Send(sender, Unlock(msg.txn))]
         p.accepted = True
+        sizes = (len(msg.out_view), len(msg.in_view)) == (len(self._out), len(self._in))
+        if (
+            not sizes
+            or len(set(msg.out_view)) != len(msg.out_view)
+            or len(set(msg.in_view)) != len(msg.in_view)
+        ):
+            self.ignored += 1  # views a regular graph cannot have: swap nothing
+            return self._abort()
         p.partner_out, p.partner_in = msg.out_view, msg.in_view
         me, j = self.node_id, p.partner
         neighbours = set(self._out) | set(self._in) | set(msg.out_view) | set(msg.in_view)

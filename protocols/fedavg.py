@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from learning.params import ModelSpec, ParamsView, mean_into, spec_of
+from learning.params import ModelSpec, ParamsView, mean_into, robust_into, spec_of
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
@@ -38,10 +38,13 @@ class ParamStore:
     def snapshot(self) -> dict[str, npt.NDArray[np.float32]]:
         return {k: v.copy() for k, v in self.params.items()}
 
-    def merge(self, models: Sequence[ParamsView]) -> None:
+    def merge(self, models: Sequence[ParamsView], how: str = "mean") -> None:
         """θ ← mean(θ, *models), as a learner merges (the server itself uses ``load``)."""
         if models:
-            mean_into(self.params, list(models))
+            if how == "mean":
+                mean_into(self.params, list(models))
+            else:
+                robust_into(self.params, list(models), how)
             self.version += 1
 
     def local_update(self) -> int:
@@ -75,9 +78,13 @@ class ParamStore:
         return None
 
 
-def average(models: Sequence[ParamsView]) -> dict[str, npt.NDArray[np.float32]]:
-    """The element-wise mean of ``models`` (uniform FedAvg weights)."""
+def average(models: Sequence[ParamsView], how: str = "mean") -> dict[str, npt.NDArray[np.float32]]:
+    """The element-wise mean of ``models`` (uniform FedAvg weights), or their coordinate-wise
+    trimmed mean or median (``how``, learning.params.robust_into)."""
     out = {k: np.array(v, dtype=np.float32, copy=True) for k, v in models[0].items()}
+    if how != "mean":
+        robust_into(out, list(models[1:]), how)
+        return out
     for m in models[1:]:
         for k, arr in out.items():
             arr += m[k]
@@ -100,8 +107,10 @@ class FedAvgServer(GossipProtocol):
         timing: TimingConfig,
         clients: Sequence[NodeId],
         fraction: float,
+        how: str = "mean",
     ) -> None:
         super().__init__(node_id, store, sampler, timing)
+        self.how = how  #: mean, trimmed or median (``--merge``)
         if not 0 < fraction <= 1:
             raise ValueError("fraction must be in (0, 1]")
         self.store = store
@@ -135,7 +144,7 @@ class FedAvgServer(GossipProtocol):
         if key != ROUND_TIMER:
             return []
         if self.pending:
-            self.store.load(average([self.pending[c] for c in sorted(self.pending)]))
+            self.store.load(average([self.pending[c] for c in sorted(self.pending)], self.how))
             self.stats.merges += 1
             self.aggregated_rounds += 1
         self.pending = {}

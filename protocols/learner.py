@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -16,12 +16,18 @@ class Learner(Protocol):
 
     version: int
 
+    @property
+    def params(self) -> Mapping[str, npt.NDArray[np.float32]]:
+        """The current parameters, read only (what a received model is compared with)."""
+        ...
+
     def snapshot(self) -> dict[str, npt.NDArray[np.float32]]:
         """A copy of the parameters the protocol shares."""
         ...
 
-    def merge(self, models: Sequence[ParamsView]) -> None:
-        """Replace the shared parameters by the mean of the own ones and ``models``."""
+    def merge(self, models: Sequence[ParamsView], how: str = "mean") -> None:
+        """Replace the shared parameters by the mean of the own ones and ``models`` (``how``:
+        mean, or the coordinate-wise trimmed mean or median, learning.params.robust_into)."""
         ...
 
     def local_update(self) -> int:

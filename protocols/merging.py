@@ -27,13 +27,16 @@ class Merger(Protocol):
 
 
 class UniformMerge:
-    """θ ← mean(θ, *received) (002 Alg. 1 line 7, Alg. 2 line 4)."""
+    """θ ← mean(θ, *received) (002 Alg. 1 line 7, Alg. 2 line 4), or, with ``how`` trimmed or
+    median, their coordinate-wise trimmed mean or median (``--merge``: against a member that
+    posts poisoned models; with two models, as Base GL merges, every rule is the mean)."""
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: Learner, how: str = "mean") -> None:
         self.learner = learner
+        self.how = how
 
     def merge(self, received: Received) -> dict[NodeId, float]:
-        self.learner.merge([params for _, params in received])
+        self.learner.merge([params for _, params in received], self.how)
         return {}
 
 

@@ -14,6 +14,7 @@ most once per ``page_cache_s`` and served a few at a time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -73,6 +74,24 @@ class HttpTransport:
         self.session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
         self._inflight: set[asyncio.Task[None]] = set()
         self.closed = False
+        self._ssl = ssl_context
+        #: with mutual TLS: per address, the node ids its server's certificate names (checked once)
+        self._server_ids: dict[str, asyncio.Task[set[int]]] = {}
+
+    async def server_ids(self, address: str) -> set[int]:
+        """The node ids the certificate of the server at ``address`` names (mutual TLS).
+
+        A model goes to ``dst`` only if the server that answers at its address may speak for
+        ``dst``: another member's process cannot pose as ``dst`` by taking its address. Checked
+        with one handshake per address before the first frame; a failed handshake is not kept.
+        """
+        assert self._ssl is not None
+        task = self._server_ids.get(address)
+        if task is None or (task.done() and task.exception() is not None):
+            host, port = address.rsplit(":", 1)
+            task = asyncio.ensure_future(_certified_at(host, int(port), self._ssl))
+            self._server_ids[address] = task
+        return await asyncio.shield(task)
 
     def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         address = self.addresses.get(dst)
@@ -82,7 +101,7 @@ class HttpTransport:
             return
         path = f"/v1/nodes/{dst}/{_PATH[channel]}"
         body = data if self.keys is None else bytes(data)
-        task = asyncio.create_task(self._post(address, path, src, body, on_done))
+        task = asyncio.create_task(self._post(address, path, src, dst, body, on_done))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -95,13 +114,18 @@ class HttpTransport:
             headers.update(sign(self.keys.keyring, "POST", path, src, bytes(body), int(now * 1000)))
         return headers
 
-    async def _post(self, address: str, path: str, src: int, data: Payload, on_done: OnDone) -> None:
+    async def _post(
+        self, address: str, path: str, src: int, dst: int, data: Payload, on_done: OnDone
+    ) -> None:
         """POST with bounded retries: no answer or 503 (busy) are tried again after 0.2 s, 0.4 s
         (± half, so that many senders do not retry in step); any other answer is final."""
         url = f"{self.scheme}://{address}{path}"
         attempt = 0
         while True:
             try:
+                if self._ssl is not None and dst not in await self.server_ids(address):
+                    on_done(Outcome(UNREACHABLE, "cert-mismatch"))
+                    return
                 async with self.session.post(url, data=data, headers=self._headers(path, src, data)) as resp:
                     await resp.read()
                     outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
@@ -136,6 +160,17 @@ class HttpTransport:
     async def close(self) -> None:
         self.closed = True
         await self.session.close()
+
+
+async def _certified_at(host: str, port: int, ctx: ssl.SSLContext) -> set[int]:
+    """One TLS handshake with the server at ``host:port``: the node ids its certificate names."""
+    _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx), timeout=5.0)
+    try:
+        return certified_nodes(writer.get_extra_info("peercert"))
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
 
 
 def make_app(

@@ -158,6 +158,13 @@ class Inbox(Protocol):
     def last_version(self) -> Mapping[int, int]:
         """Per sender: the newest model version taken."""
 
+    def vet(self, message: object) -> str | None:
+        """Why a decoded message must be refused (a model too far from the own one), or None."""
+
+    @property
+    def population(self) -> int | None:
+        """Node ids are 0..population-1 (None: any id); sampling messages naming others are refused."""
+
 
 def decode(
     data: bytes | memoryview,
@@ -173,7 +180,8 @@ def decode(
     ``sender``: the authenticated sender id (p2pnode.auth); the frame must claim the same.
     ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
     A model older than the last one taken from its sender is refused before its body is read, so
-    a refused delta never touches the decoder's bases.
+    a refused delta never touches the decoder's bases. A decoded model the node vets away (too
+    far from its own, protocols.gossip) is refused with 422 and the node takes nothing.
     """
     frame = decode_frame(data, max_bytes)
     if frame.dest != inbox.node_id:
@@ -189,11 +197,32 @@ def decode(
         if not _newer(frame, inbox.last_version):
             raise WireError("old-model", f"older than the last model taken from {frame.sender}", 409)
         message = decode_model(frame, inbox.spec, inbox.decoder)
+        reason = inbox.vet(message)
+        if reason is not None:
+            raise WireError(reason, f"the model from {frame.sender} is refused: {reason}", 422)
     elif frame.type is MsgType.COLLUDE:
         message = decode_collusion(frame, inbox.collusion_spec)
     else:
         message = decode_sampling(frame)
+        population = inbox.population
+        if population is not None and any(i >= population for i in _named_ids(message)):
+            raise WireError("unknown-id", f"{frame.type.name} names a node id >= {population}", 422)
     return frame, message
+
+
+def _named_ids(message: object) -> list[int]:
+    """Every node id a peer-sampling message names (transaction initiators, views, entries)."""
+    ids: list[int] = []
+    txn = getattr(message, "txn", None)
+    if txn is not None:
+        ids.append(txn[0])  # the initiator; txn[1] is its counter, not an id
+    if isinstance(message, SwapAccept | SwapAdopt):
+        ids += [*message.out_view, *message.in_view]
+    elif isinstance(message, SwapCommit):
+        ids += [message.a, message.b]
+    elif isinstance(message, ShuffleRequest | ShuffleReply):
+        ids += [entry[0] for entry in message.entries]
+    return ids
 
 
 def _newer(frame: Frame, last_version: Mapping[int, int]) -> bool:

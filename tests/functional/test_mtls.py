@@ -13,6 +13,7 @@ import pytest
 
 from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.tls import TlsFiles, certified_nodes, parse_ids
+from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.test_http_nodes import cfg, frame, ports
@@ -96,8 +97,25 @@ async def test_mutual_tls_cluster_learns_and_refuses_strangers_and_impostors(tmp
             async with s.post(url, data=frame(MsgType.MODEL, 7, 1, {"ver": 1, "p": good})) as r:
                 genuine = r.status
         results = await run
+
+        # the client side: a model for node 7 goes only to a server whose certificate names 7
+        from p2pnode.tls import client_context
+        from p2pnode.transport.http import HttpTransport
+        from p2pnode.wire.schema import Channel
+
+        sender = HttpTransport({7: addrs[0], 8: addrs[1]}, ssl_context=client_context(a), retries=0)
+        answers: dict[int, object] = {}
+        for dst in (7, 8):  # 7 "moved" to A's address (A speaks for 0-5); 8 is where it is
+            done = asyncio.get_running_loop().create_future()
+            sender.send(
+                1, dst, Channel.GOSSIP, frame(MsgType.MODEL, 1, dst, {"ver": 99, "p": good}), done.set_result
+            )
+            answers[dst] = await done
+        await sender.close()
     finally:
         await asyncio.gather(*(p.shutdown() for p in procs))
+    assert answers[7] == Outcome(0, "cert-mismatch")  # never posted: A cannot pose as node 7's host
+    assert answers[8].status != 0  # type: ignore[attr-defined]
     assert outcomes == {"no certificate": "refused", "other CA": "refused"}
     assert impostor == (403, "cert-mismatch") and genuine == 200
     assert all(r["model_messages"] > 0 and r["send_failures"] == 0 for r in results)

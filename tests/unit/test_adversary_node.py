@@ -29,7 +29,7 @@ class StillLearner:
     def snapshot(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.params.items()}
 
-    def merge(self, models) -> None:  # type: ignore[no-untyped-def]
+    def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         self.version += 1
 
     def local_update(self) -> int:

@@ -196,6 +196,7 @@ BRINGS = {
     "--model prme": ["--model", "prme"],
     "--protocol fedavg": ["--protocol", "fedavg"],
     "--protocol samo": ["--protocol", "samo"],
+    "--protocol samo or fedavg": ["--protocol", "samo"],
     "--sampling peerswap": [],
     "--sampling pers": ["--sampling", "pers"],
 }

@@ -65,7 +65,7 @@ class CountingLearner:
     def snapshot(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.params.items()}
 
-    def merge(self, models) -> None:  # type: ignore[no-untyped-def]
+    def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         raise AssertionError("a FedAvg client never merges")
 
     def load(self, params) -> None:  # type: ignore[no-untyped-def]

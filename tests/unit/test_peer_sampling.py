@@ -153,3 +153,38 @@ def test_cyclon_drops_unreachable_peer_and_reseeds() -> None:
     effects = c.on_unreachable(1, 0.0, random.Random(0))
     assert c.out_view() == (1,)  # fell back on its seed
     assert effects
+
+
+def test_peerswap_ignores_adopts_and_commits_of_transactions_it_never_granted() -> None:
+    """An insider's unsolicited SwapAdopt used to overwrite views (4,096 copies of one id)."""
+    from peer_sampling.messages import LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose, Unlock
+
+    rng = random.Random(0)
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 7])
+    before = (node.out_view(), node.in_view())
+    assert node.on_message(9, SwapAdopt((9, 1), (9,) * 4096, ()), 0.0, rng) == []
+    assert node.on_message(9, SwapCommit((9, 1), 9, 1), 0.0, rng) == []
+    assert node.on_message(9, SwapPropose((8, 1)), 0.0, rng) == []  # not the initiator it names
+    assert (node.out_view(), node.in_view()) == before and node.ignored == 3 and node.lock is None
+
+    # a real transaction from 9: granted, so 9's adopt applies, but only with views that fit
+    accept = node.on_message(9, SwapPropose((9, 1)), 0.0, rng)
+    assert isinstance(accept[0], Send) and isinstance(accept[0].message, SwapAccept)
+    assert node.on_message(8, SwapAdopt((9, 1), (10, 11, 12), (13, 14, 15)), 0.0, rng) == []  # not from 9
+    assert node.on_message(9, SwapAdopt((9, 1), (10, 10, 12), (13, 14, 15)), 0.0, rng) == []  # twice 10
+    assert node.on_message(9, SwapAdopt((9, 1), (10, 11), (13, 14, 15)), 0.0, rng) == []  # size 2
+    assert node.on_message(9, SwapAdopt((9, 1), (10, 11, 5), (13, 14, 15)), 0.0, rng) == []  # itself
+    assert (node.out_view(), node.in_view()) == before
+    node.on_message(9, SwapAdopt((9, 1), (10, 11, 12), (13, 14, 15)), 0.0, rng)
+    assert (node.out_view(), node.in_view()) == ((10, 11, 12), (13, 14, 15)) and node.lock is None
+    again = node.on_message(9, SwapAdopt((9, 1), (1, 2, 3), (4, 6, 7)), 0.0, rng)  # replayed
+    assert again == [] and node.out_view() == (10, 11, 12)
+
+    # a neighbour's lock: the commit applies once; after an Unlock (abort) it does not
+    node.on_message(11, LockRequest((11, 4)), 0.0, rng)
+    node.on_message(11, SwapCommit((11, 4), 11, 20), 0.0, rng)
+    assert node.out_view() == (10, 12, 20)
+    node.on_message(12, LockRequest((12, 2)), 0.0, rng)
+    node.on_message(12, Unlock((12, 2)), 0.0, rng)
+    node.on_message(12, SwapCommit((12, 2), 12, 30), 0.0, rng)
+    assert node.out_view() == (10, 12, 20) and node.lock is None

@@ -26,7 +26,7 @@ class FakeLearner:
     def snapshot(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.params.items()}
 
-    def merge(self, models) -> None:  # type: ignore[no-untyped-def]
+    def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         mean_into(self.params, list(models))
         self.version += 1
 

@@ -313,6 +313,11 @@ class _Inbox:
         self.decoder = DeltaDecoder()
         self.collusion_spec = None
         self.last_version: dict[int, int] = {}
+        self.population: int | None = None
+        self.refuse: str | None = None
+
+    def vet(self, message: object) -> str | None:
+        return self.refuse
 
 
 def test_one_decode_call_checks_route_identity_freshness_and_body() -> None:
@@ -332,6 +337,30 @@ def test_one_decode_call_checks_route_identity_freshness_and_body() -> None:
     assert reason(channel=Channel.SAMPLING) == "wrong-route"
     assert reason(sender=4) == "sender-mismatch"
     assert reason(certified={4}) == "cert-mismatch"
+    inbox.refuse = "too-far"  # the node vets the decoded model away
+    assert reason() == "too-far"
+    inbox.refuse = None
     inbox.last_version[3] = 6  # a newer model from 3 was taken: version 5 is refused unread
     assert reason() == "old-model"
     assert reason(inbox=_Inbox(7, model(items=40))) == "shape"
+
+
+def test_sampling_messages_naming_ids_outside_the_network_are_refused() -> None:
+    from p2pnode.wire.codec import encode_sampling_frame
+    from peer_sampling.messages import ShuffleRequest, SwapAdopt, SwapCommit
+
+    inbox = _Inbox(7, model())
+    inbox.population = 10
+    ok = encode_sampling_frame(3, 7, ShuffleRequest(((3, "3@h:1", 0), (9, "9@h:1", 2))))
+    assert decode(ok, LIMIT, inbox, Channel.SAMPLING)[1] == ShuffleRequest(((3, "3@h:1", 0), (9, "9@h:1", 2)))
+    counter_is_not_an_id = encode_sampling_frame(3, 7, SwapCommit((3, 500), 3, 4))
+    assert isinstance(decode(counter_is_not_an_id, LIMIT, inbox, Channel.SAMPLING)[1], SwapCommit)
+    for message in (
+        ShuffleRequest(((3, "3@h:1", 0), (4096, "x@h:1", 0))),
+        SwapAdopt((3, 1), (1, 2, 10), (4, 5, 6)),
+        SwapCommit((3, 1), 3, 11),
+        SwapCommit((12, 1), 3, 4),
+    ):
+        with pytest.raises(WireError) as err:
+            decode(encode_sampling_frame(3, 7, message), LIMIT, inbox, Channel.SAMPLING)
+        assert (err.value.reason, err.value.status) == ("unknown-id", 422)

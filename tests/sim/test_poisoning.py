@@ -1,0 +1,61 @@
+"""One member's poisoned frame (#18): a model of 1e6 everywhere, posted once to one node.
+
+Without a bound the plain mean spreads it: every model of a 40-node network goes to 1e6-scale
+values (or NaN) within a few rounds and HR@20 collapses. With the default distance bound the
+frame is refused (422 ``too-far``) and the network ends where an unattacked run ends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from p2pnode.config import RunConfig
+from p2pnode.sim import Simulation
+from p2pnode.wire.codec import encode_model_frame
+from p2pnode.wire.delta import DeltaEncoder
+from p2pnode.wire.schema import Channel
+
+CONFIG = dict(nodes=40, rounds=30, sampling="cyclon", seed=1)
+
+
+def run(poison: bool, **overrides: object) -> tuple[float, list[str]]:
+    config = RunConfig(**CONFIG).replace(**{"learning.lr": 0.01, **overrides})  # type: ignore[arg-type]
+    sim = Simulation(config)
+    outcomes = []
+    for r in range(1, config.rounds + 1):
+        sim.run_round()
+        if poison and r == 10:  # a member (node 5) signs one frame of 1e6 values to node 0
+            victim = sim.host.nodes[0]
+            params = {k: np.full_like(v, 1e6) for k, v in victim.learner.snapshot().items()}
+            encoded = DeltaEncoder(False).encode(0, 2**40, params)
+            frame = bytes(encode_model_frame(5, 0, encoded))
+            outcome = sim.host.receive(0, Channel.GOSSIP, frame, sender=5)
+            outcomes.append(f"{outcome.status} {outcome.reason}")
+    return float(sim.stats()["hit_ratio_at_20"]), outcomes
+
+
+def test_one_poisoned_frame_is_refused_and_the_network_learns_as_without_it() -> None:
+    clean, _ = run(poison=False)
+    attacked, outcomes = run(poison=True)
+    assert outcomes == ["422 too-far"]
+    assert abs(attacked - clean) <= 0.05, (clean, attacked)
+    assert clean > 0.3  # it learned (random ranking: 0.198)
+
+
+@pytest.mark.slow
+def test_without_the_bound_one_frame_wrecks_the_network() -> None:
+    """What the bound prevents (so the test above can fail): the frame is taken and spreads."""
+    clean, _ = run(poison=False)
+    attacked, outcomes = run(poison=True, max_model_distance=0.0)
+    assert outcomes == ["200 "]
+    assert attacked < clean - 0.15, (clean, attacked)
+
+
+@pytest.mark.slow
+def test_samo_with_a_median_merge_shrugs_off_the_frame_even_without_the_bound() -> None:
+    clean, _ = run(poison=False, protocol="samo")
+    mean, _ = run(poison=True, protocol="samo", max_model_distance=0.0)
+    median, outcomes = run(poison=True, protocol="samo", merge="median", max_model_distance=0.0)
+    assert outcomes == ["200 "]  # taken into the buffer: the median is what stops it
+    assert mean < clean - 0.15 and abs(median - clean) <= 0.1, (clean, mean, median)

@@ -1,0 +1,101 @@
+"""A member's poisoned model (#18): the distance bound, robust aggregation, NaN-proof HR@K."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from learning.metrics import hit_at_k
+from learning.params import mean_into, relative_distance, robust_into
+from peer_sampling.base import StaticView
+from protocols.base_gl import BaseGossip
+from protocols.gossip import GossipNode, TimingConfig
+from protocols.messages import ModelMessage
+from protocols.samo import Samo
+
+
+def models(values: list[float]) -> list[dict[str, np.ndarray]]:
+    return [{"q": np.full((2, 3), v, dtype=np.float32)} for v in values]
+
+
+def test_median_and_trimmed_mean_ignore_one_extreme_model() -> None:
+    own, *others = models([1.0, 1.2, 0.8, 1e6])
+    robust_into(own, others, "median")
+    assert np.allclose(own["q"], 1.1)  # median of 1.0, 1.2, 0.8, 1e6
+    own, *others = models([1.0, 1.2, 0.8, 1.1, 1e6])
+    robust_into(own, others, "trimmed")
+    assert np.allclose(own["q"], (1.0 + 1.1 + 1.2) / 3)  # the largest and smallest dropped
+    own, *others = models([1.0, 1.2, 0.8, 1.1, 1e6])
+    mean_into(own, others)
+    assert own["q"][0, 0] > 1e5  # the plain mean is what one poisoned model takes over
+
+
+def test_with_two_models_every_rule_is_the_mean() -> None:
+    for how in ("median", "trimmed"):
+        own, other = models([1.0, 3.0])
+        robust_into(own, [other], how)
+        assert np.allclose(own["q"], 2.0)
+    with pytest.raises(ValueError, match="trimmed or median"):
+        robust_into(*models([1.0]), [], "mode")
+
+
+def test_relative_distance_is_scaled_by_the_own_model_and_infinite_on_overflow() -> None:
+    own = {"q": np.ones((2, 2), dtype=np.float32)}
+    assert relative_distance(own, {"q": np.ones((2, 2), dtype=np.float32)}) == 0.0
+    assert relative_distance(own, {"q": 3 * np.ones((2, 2), dtype=np.float32)}) == pytest.approx(2.0)
+    assert relative_distance(own, {"other": np.zeros(1, dtype=np.float32)}) == 0.0  # nothing shared
+    huge = {"q": np.full((2, 2), 3e38, dtype=np.float32)}
+    assert relative_distance(own, huge) > 1e30
+
+
+class Learner:
+    def __init__(self) -> None:
+        self.version = 0
+        self.params = {"q": np.ones((2, 3), dtype=np.float32)}
+        self.merged: list[tuple[int, str]] = []
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        return {k: v.copy() for k, v in self.params.items()}
+
+    def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
+        self.merged.append((len(models), how))
+
+    def local_update(self) -> int:
+        return 1
+
+    def load(self, params) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+def test_a_model_far_from_the_own_one_is_vetted_away_and_a_near_one_is_not() -> None:
+    learner = Learner()
+    protocol = BaseGossip(0, learner, StaticView(0, [1, 2], [1, 2]), TimingConfig())
+    node = GossipNode(protocol)
+    near = ModelMessage(3, {"q": np.full((2, 3), 2.0, dtype=np.float32)})
+    far = ModelMessage(3, {"q": np.full((2, 3), 1e6, dtype=np.float32)})
+    assert node.vet(far) is None  # no bound unless one is set
+    protocol.max_distance = 100.0
+    assert node.vet(near) is None and node.vet(far) == "too-far"
+    assert node.vet(object()) is None  # sampling messages are not models
+
+
+def test_samo_merges_its_buffer_with_the_configured_rule() -> None:
+    from protocols.merging import UniformMerge
+
+    learner = Learner()
+    view = StaticView(0, [1, 2], [1, 2])
+    samo = Samo(0, learner, view, TimingConfig(), merger=UniformMerge(learner, "median"))
+    rng = random.Random(0)
+    for sender in (1, 2):
+        samo.on_model(sender, ModelMessage(1, learner.snapshot()), 0.0, rng)
+    samo.wake(1.0, rng)
+    assert learner.merged == [(2, "median")]
+
+
+def test_hit_at_k_gives_no_credit_to_a_nan_model() -> None:
+    negatives = np.full(100, np.nan, dtype=np.float32)
+    assert not hit_at_k(float("nan"), negatives, 20)  # NaN >= NaN is false: it used to count as a hit
+    assert not hit_at_k(0.5, negatives, 20)
+    assert hit_at_k(0.9, np.zeros(100, dtype=np.float32), 20)
