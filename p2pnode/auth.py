@@ -168,8 +168,18 @@ class Verifier:
     known_sender: Callable[[int], bool]
     window_ms: int = 30_000
     max_nonces: int = 200_000
+    #: how far ahead of the receiver's clock a timestamp may be (clock skew on a LAN is far less);
+    #: a member's future-dated nonces can then hold the cache's floor ahead of honest time for
+    #: at most this long
+    max_future_ms: int = 5_000
+    #: requests signed before this are refused (the process start: the nonce cache is not kept
+    #: across a restart, so a request captured before it must not be accepted again after it)
+    not_before_ms: int = 0
     _nonces: OrderedDict[str, int] = field(default_factory=OrderedDict)
     _floor_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self._floor_ms = self.not_before_ms
 
     def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
         """Headers, then the body against their digest (the server does the two steps apart)."""
@@ -201,7 +211,7 @@ class Verifier:
         if not self.known_sender(sender):
             return Verdict(403, "unknown-sender", sender)
         self._expire(now_ms)
-        if abs(now_ms - ts_ms) > self.window_ms or ts_ms < self._floor_ms:
+        if now_ms - ts_ms > self.window_ms or ts_ms - now_ms > self.max_future_ms or ts_ms < self._floor_ms:
             return Verdict(409, "stale", sender)
         if nonce in self._nonces:
             return Verdict(409, "replay", sender)
@@ -278,10 +288,11 @@ class KeyHolder:
         check_every_s: float = 1.0,
         known_sender: Callable[[int], bool] = lambda _s: True,
         on_error: Callable[[str], None] | None = None,
+        not_before_ms: int = 0,
     ) -> None:
         self.path = path
         self.keyring = keyring
-        self.verifier = Verifier(keyring, known_sender)
+        self.verifier = Verifier(keyring, known_sender, not_before_ms=not_before_ms)
         self.check_every_s = check_every_s
         self._on_error = on_error
         self._mtime = _stamp(path) if path is not None else (0, 0, 0)
@@ -295,8 +306,15 @@ class KeyHolder:
         path: Path,
         known_sender: Callable[[int], bool] = lambda _s: True,
         on_error: Callable[[str], None] | None = None,
+        not_before_ms: int = 0,
     ) -> KeyHolder:
-        return cls(load_keyring(path), path, known_sender=known_sender, on_error=on_error)
+        return cls(
+            load_keyring(path),
+            path,
+            known_sender=known_sender,
+            on_error=on_error,
+            not_before_ms=not_before_ms,
+        )
 
     def refresh(self, now_s: float) -> None:
         if self.path is None or now_s < self._next_check:

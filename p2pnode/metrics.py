@@ -40,6 +40,11 @@ class Metrics:
             ["node", "reason"],
             registry=r,
         )
+        self.checkpoint_failures = Counter(
+            "p2pnode_checkpoint_failures_total",
+            "Checkpoint saves that failed (a full disk); the previous checkpoints are kept",
+            registry=r,
+        )
         self.refused_connections = Counter(
             "p2pnode_refused_connections_total",
             "Connections closed as they were accepted: their remote address held its cap",

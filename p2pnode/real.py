@@ -101,6 +101,7 @@ class NodeProcess:
         self.resumed = 0  #: nodes restored from checkpoints
         self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
         self._progress_failing = False  #: progress.json could not be written last round
+        self._checkpoint_failing = False  #: the last checkpoint could not be written
         self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
 
@@ -111,11 +112,15 @@ class NodeProcess:
         def known(sender: int) -> bool:
             return 0 <= sender < self.config.nodes or sender == server
 
+        # requests signed before this process started are refused: its nonce cache starts empty
+        started = int(time.time() * 1000)
         if self.spec.key_file is not None:
-            return KeyHolder.from_file(self.spec.key_file, known_sender=known, on_error=log.warning)
+            return KeyHolder.from_file(
+                self.spec.key_file, known_sender=known, on_error=log.warning, not_before_ms=started
+            )
         ring = keyring_from_env(os.environ)
         if ring is not None:
-            return KeyHolder(ring, None, known_sender=known)
+            return KeyHolder(ring, None, known_sender=known, not_before_ms=started)
         print(
             f"p2pnode: WARNING: no cluster key, nodes on {self.spec.address} run OPEN: anyone who "
             "can reach this port can send them models (give --cluster-key-file or $P2PNODE_CLUSTER_KEY)",
@@ -270,6 +275,25 @@ class NodeProcess:
         except (OSError, ValueError, TypeError):
             return None
 
+    def _checkpoint(self) -> None:
+        """Save checkpoints; a full or failing disk is said once and counted, and the nodes run on
+        (each file is replaced atomically, so the previous checkpoint stays whole)."""
+        try:
+            self.save_checkpoints()
+        except OSError as exc:
+            self.metrics.checkpoint_failures.inc()
+            if not self._checkpoint_failing:
+                log.warning(
+                    "cannot write checkpoints to %s (%s): the previous ones are kept, the nodes run on",
+                    self.spec.state_dir,
+                    exc,
+                )
+            self._checkpoint_failing = True
+            return
+        if self._checkpoint_failing:
+            log.warning("checkpoints written to %s again", self.spec.state_dir)
+        self._checkpoint_failing = False
+
     def save_checkpoints(self) -> int:
         """Checkpoint every hosted node (atomic per node) and the process's history and resumes;
         returns the bytes written."""
@@ -355,9 +379,9 @@ class NodeProcess:
                 self.log.evaluate(self.round, time.perf_counter() - self._t0)
             if self.spec.state_dir is not None:
                 if self.round % self.spec.checkpoint_every == 0:
-                    self.save_checkpoints()
+                    self._checkpoint()
                 self._mark_progress()
-        self.save_checkpoints()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
+        self._checkpoint()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
         return self.log.result(
             self.round,
             time.perf_counter() - self._t0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -82,6 +83,32 @@ async def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(
     assert not (tmp_path / "progress.json").exists()
     warned = [r.getMessage() for r in caplog.records if "progress.json" in r.getMessage()]
     assert len(warned) == 1 and "cannot write" in warned[0]  # said once, not every round
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+async def test_a_full_disk_is_said_once_and_the_nodes_run_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checkpoints on a 64 KiB tmpfs (a model is ~250 KB): every save fails with ENOSPC."""
+    state = tmp_path / "small"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(state)], check=True)
+    try:
+        spec = ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0], state_dir=state, checkpoint_every=1)
+        proc = NodeProcess(cfg(nodes=4, rounds=3), spec)
+        await proc.start()
+        try:
+            result = await proc.run()
+        finally:
+            await proc.shutdown()
+        left = sorted(p.name for p in state.iterdir())
+    finally:
+        subprocess.run(["umount", str(state)], check=True)
+    assert result["rounds"] == 3  # the run went on
+    assert not [n for n in left if n.endswith(".tmp")], left  # no half-written file left behind
+    assert proc.metrics.checkpoint_failures._value.get() >= 3
+    warned = [r.getMessage() for r in caplog.records if "cannot write checkpoints" in r.getMessage()]
+    assert len(warned) == 1 and "No space left" in warned[0]
 
 
 async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path: Path) -> None:

@@ -229,3 +229,31 @@ def test_keys_command_rotates_a_key_file(tmp_path: Path) -> None:
     assert "cluster 'lab', keys k2 (signs)" in shown.stdout
     assert load_keyring(path).keys["k2"].hex() not in shown.stdout
     assert keys("new", str(path)).returncode == 2  # never overwrites a keyring
+
+
+def test_requests_signed_before_the_start_or_far_ahead_are_stale() -> None:
+    """A frame captured before a restart is not accepted again after it (the nonce cache starts
+    empty), and future-dated nonces cannot hold the cache's floor ahead for long."""
+    v = Verifier(ring(), known_sender=lambda s: 0 <= s < 10, not_before_ms=NOW)
+    captured = sign(ring(), "POST", PATH, 3, BODY, NOW - 1000)  # within the window, before the start
+    assert v.check("POST", PATH, captured, BODY, NOW + 10).reason == "stale"
+    assert v.check("POST", PATH, sign(ring(), "POST", PATH, 3, BODY, NOW + 4000), BODY, NOW).ok
+    ahead = sign(ring(), "POST", PATH, 3, BODY, NOW + 6000)
+    assert v.check("POST", PATH, ahead, BODY, NOW).reason == "stale"
+
+
+def test_version_pins_refuse_older_models_and_expire_after_ten_rounds() -> None:
+    from p2pnode.clock import VirtualClock
+    from p2pnode.node import PIN_TTL_TICKS, VersionPins
+
+    clock = VirtualClock()
+    pins = VersionPins(clock)
+    pins.take(3, 2**64 - 1)  # a member pins sender 3 at the largest version
+    pins.take(3, 5)
+    assert pins.get(3) == 2**64 - 1 and list(pins) == [3] and len(pins) == 1
+    clock.run_until(PIN_TTL_TICKS + 1)  # ten rounds with no model taken from 3
+    assert pins.get(3) is None and len(pins) == 0  # 3 is heard again, not muted for good
+    pins.take(3, 5)
+    assert pins[3] == 5
+    pins.load([(4, 9)])
+    assert dict(pins) == {4: 9}
