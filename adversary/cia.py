@@ -42,7 +42,6 @@ class Prediction:
 _ALL = slice(None)  #: every kept row, as a view
 
 
-
 def kept_rows(targets: Sequence[Index]) -> Index:
     """The item rows an observer of ``targets`` keeps of every model (sorted, unique)."""
     return np.unique(np.concatenate([np.asarray(t, dtype=np.int64) for t in targets]))

@@ -66,8 +66,8 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(tmp: Path, tick_seconds: float = 0.004) -> Iterator[Cluster]:
-    """A (nodes 0-3) and B (nodes 4-15), keyed, Cyclon, running until the block ends."""
+def cluster(tmp: Path, tick_seconds: float = 0.004, sampling: str = "cyclon") -> Iterator[Cluster]:
+    """A (nodes 0-3) and B (nodes 4-15), keyed, running until the block ends."""
     save_keyring(tmp / "k", Keyring.generate("outsiders"))
     a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     total = NODES_A + NODES_B
@@ -76,7 +76,7 @@ def cluster(tmp: Path, tick_seconds: float = 0.004) -> Iterator[Cluster]:
         args = [
             sys.executable, "-m", "p2pnode", "run", "--listen", listen, "--peers", peer,
             "--users", users, "--nodes", str(total), "--rounds", "1000000",
-            "--tick-seconds", str(tick_seconds), "--sampling", "cyclon", "--lr", "0.01",
+            "--tick-seconds", str(tick_seconds), "--sampling", sampling, "--lr", "0.01",
             "--cluster-key-file", str(tmp / "k"), "--quiet",
         ]  # fmt: skip
         return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

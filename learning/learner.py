@@ -21,7 +21,16 @@ from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_numpy import NumpyGMF
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
-from learning.params import Array, ModelSpec, Params, copy_params, mean_into, robust_into, spec_of
+from learning.params import (
+    Array,
+    ModelSpec,
+    Params,
+    all_finite,
+    copy_params,
+    mean_into,
+    robust_into,
+    spec_of,
+)
 from learning.split import UserData
 
 BACKENDS = ("numpy", "torch")
@@ -50,7 +59,13 @@ class TorchGMF:
 
     def __init__(self, params: Params, lr: float, sparse_items: bool) -> None:
         self.sparse_items = sparse_items
+        self.lr = lr
         self.t = {k: torch.from_numpy(v).requires_grad_(True) for k, v in params.items()}
+        self.reset()
+
+    def reset(self) -> None:
+        """Fresh optimizers (their running moments forgotten)."""
+        lr, sparse_items = self.lr, self.sparse_items
         if sparse_items:
             dense = [t for k, t in self.t.items() if k != gmf.ITEM]
             self.opts: list[torch.optim.Optimizer] = [
@@ -104,6 +119,8 @@ class BaseLearner(ABC):
         self.rng = rng
         self.top_k = top_k
         self.params: Params = copy_params(init)
+        self._init = init  #: θ_0, what :meth:`recover` goes back to before any good snapshot
+        self._good: tuple[Params, Params] | None = None  #: last finite (shared, private) parameters
         self.shared_names = shared
         self.version = 0
         self._excluded = data.interacted
@@ -137,8 +154,36 @@ class BaseLearner(ABC):
         return spec_of({k: self.params[k] for k in self.shared_names})
 
     def snapshot(self) -> Params:
-        """A copy of the shared parameters, safe to send while this model keeps changing."""
-        return copy_params(self.params, self.shared_names)
+        """A copy of the shared parameters, safe to send while this model keeps changing.
+
+        A finite snapshot is also the last good model :meth:`recover` goes back to (kept by
+        reference: the message, and the delta encoder's base, hold the same arrays)."""
+        snap = copy_params(self.params, self.shared_names)
+        if all_finite(snap):
+            private = {k: v.copy() for k, v in self.params.items() if k not in snap}
+            if all_finite(private):
+                self._good = (snap, private)
+        return snap
+
+    def finite(self) -> bool:
+        """Whether every parameter is a finite number."""
+        return all_finite(self.params)
+
+    def recover(self) -> None:
+        """Go back to the last good model after training or a merge left a non-finite value:
+        the parameters of the last finite snapshot (θ_0 before the first) and a fresh optimizer."""
+        good = self._good
+        for k, arr in self.params.items():
+            if good is not None:
+                arr[...] = good[0][k] if k in good[0] else good[1][k]
+            else:
+                arr[...] = self._init[k]
+        self._reset_optimizer()
+        self.version += 1
+
+    def _reset_optimizer(self) -> None:
+        """Forget the optimizer's running state (models without one have nothing to forget)."""
+        return None
 
     def merge(self, models: Sequence[Mapping[str, Array]], how: str = "mean") -> None:
         """θ ← mean(θ, *models) over the shared parameters (002 Alg. 1 l.7, Alg. 2 l.4), or a
@@ -289,6 +334,15 @@ class GMFLearner(BaseLearner):
             k: {"m": st.m.copy(), "v": st.v.copy(), "step": st.step}
             for k, st in self._backend.moments.items()
         }
+
+    def _reset_optimizer(self) -> None:
+        if isinstance(self._backend, NumpyGMF):
+            for st in self._backend.moments.values():
+                st.m[...] = 0.0
+                st.v[...] = 0.0
+                st.step = 0
+        else:
+            self._backend.reset()
 
     def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
         if not isinstance(self._backend, NumpyGMF):

@@ -64,6 +64,11 @@ def mean_into(own: Mapping[str, Array], others: list[Mapping[str, Array]]) -> No
         arr *= scale
 
 
+def all_finite(params: Mapping[str, Array]) -> bool:
+    """Whether every value is finite (one float64 sum per tensor: NaN and ±inf survive a sum)."""
+    return all(math.isfinite(float(np.add.reduce(v, axis=None, dtype=np.float64))) for v in params.values())
+
+
 def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
     """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
     as one vector); a received model far from the receiver's by this measure is refused (#18)."""

@@ -26,10 +26,15 @@ class SetTimer:
 
 @dataclass(frozen=True, slots=True)
 class Learned:
-    """The driver should remember that ``node`` is reachable at ``address`` (``id@host:port``)."""
+    """The driver should remember that ``node`` is reachable at ``address`` (``id@host:port``).
+
+    ``first_hand``: the node itself said so (its own entry in a message it sent); otherwise the
+    address was relayed by another node and fills only an address the driver does not know.
+    """
 
     node: NodeId
     address: str
+    first_hand: bool = False
 
 
 @dataclass(frozen=True, slots=True)

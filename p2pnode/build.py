@@ -140,7 +140,7 @@ def make_node(
     metrics: Metrics,
     address: str = "",
     seeds: Sequence[tuple[int, str]] = (),
-    on_learned: Callable[[int, str], None] | None = None,
+    on_learned: Callable[[int, str, bool], None] | None = None,
 ) -> NodeRuntime:
     """One node runtime, ready to ``start``."""
     cfg = prep.config

@@ -40,6 +40,12 @@ class Metrics:
             ["node", "reason"],
             registry=r,
         )
+        self.recoveries = Counter(
+            "p2pnode_model_recoveries_total",
+            "Times a node's model went non-finite and went back to its last good model",
+            ["node"],
+            registry=r,
+        )
         self.checkpoint_failures = Counter(
             "p2pnode_checkpoint_failures_total",
             "Checkpoint saves that failed (a full disk); the previous checkpoints are kept",

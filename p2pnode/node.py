@@ -35,7 +35,7 @@ from p2pnode.wire.codec import (
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
-from p2pnode.wire.schema import Channel, MsgType
+from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
 
@@ -66,6 +66,7 @@ def _finite(value: float | None) -> float:
 
 
 PIN_TTL_TICKS = 1000.0  #: ten rounds
+CLOCK_SKEW_S = 5  #: how far ahead of this host's clock another host's may run
 
 
 class VersionPins(Mapping[int, int]):
@@ -118,7 +119,7 @@ class NodeRuntime:
         rng: random.Random,
         encoder: DeltaEncoder,
         decoder: DeltaDecoder,
-        on_learned: Callable[[int, str], None] | None = None,
+        on_learned: Callable[[int, str, bool], None] | None = None,
     ) -> None:
         self.node = node
         self.node_id = node.node_id
@@ -131,6 +132,11 @@ class NodeRuntime:
         self.spec = learner.spec
         #: node ids are 0..population-1 (the FedAvg server's included); None: any id
         self.population: int | None = None
+        #: which life of this node: a real process sets it from the wall clock at each start (the
+        #: simulator leaves it 0); peers' version checks reset when it grows
+        self.incarnation = 0
+        #: the wall clock (seconds) of a real process: bounds the incarnations peers may claim
+        self.wall: Callable[[], float] | None = None
         self.collusion_spec: ModelSpec | None = None
         template = node.collusion_template(learner.snapshot())
         if template is not None:
@@ -159,6 +165,7 @@ class NodeRuntime:
         self._label = label
         self._m_view = metrics.view_size.labels(label)
         self._m_version = metrics.model_version.labels(label)
+        self._m_recoveries = metrics.recoveries.labels(label)
         self._m_round = metrics.round.labels(label)
         self._m_hit = metrics.hit_ratio.labels(label)
         self._m_merges = metrics.merges.labels(label)
@@ -185,6 +192,7 @@ class NodeRuntime:
             "sampler": node["sampler"],
             "protocol": node["protocol"],
             "last_version": [[s, v] for s, v in sorted(self.last_version.items())],
+            "incarnation": self.incarnation,
             "rng": [version, list(internal), gauss],
             "observer": node["observer"],
         }
@@ -199,6 +207,7 @@ class NodeRuntime:
         learner.restore(state["learner"])
         self.node.restore(state)
         self.last_version.load((int(s), int(v)) for s, v in state["last_version"])
+        self.incarnation = max(self.incarnation, int(state.get("incarnation", 0)) + 1)
         version, internal, gauss = state["rng"]
         self.rng.setstate((int(version), tuple(int(x) for x in internal), gauss))
         self.round = int(state["round"])
@@ -258,7 +267,10 @@ class NodeRuntime:
                 self._set_timer(effect.key, effect.at)
             elif isinstance(effect, Learned):
                 if self.on_learned is not None:
-                    self.on_learned(effect.node, effect.address)
+                    self.on_learned(effect.node, effect.address, effect.first_hand)
+            elif isinstance(effect, Dropped) and effect.reason == "non-finite":
+                self._m_recoveries.inc()
+                log.warning("node %s: its model went non-finite; back to its last good model", self.node_id)
             elif isinstance(effect, Dropped):
                 self.reject(effect.reason)
         self._m_view.set(len(self.node.sampler.out_view()))
@@ -296,10 +308,15 @@ class NodeRuntime:
         self._account(Channel.SAMPLING, len(data))
         self.transport.send(self.node_id, peer, Channel.SAMPLING, data, lambda out: self._sent(peer, out))
 
+    def wire_version(self, version: int) -> int:
+        """The version a model carries on the wire: the incarnation above the model's own count,
+        so that every model of a restarted node is newer than any of its previous life."""
+        return (self.incarnation << INCARNATION_SHIFT) | version
+
     def _send_model(self, peer: int, message: ModelMessage | FedMessage, allow_delta: bool) -> None:
         if not allow_delta:
             self.encoder.forget(peer)
-        encoded = self.encoder.encode(peer, message.version, message.params)
+        encoded = self.encoder.encode(peer, self.wire_version(message.version), message.params)
         if isinstance(message, FedMessage):
             kind = MsgType.FED_GLOBAL if message.kind == "global" else MsgType.FED_UPDATE
             data = encode_model_frame(self.node_id, peer, encoded, kind, message.round)
@@ -321,7 +338,7 @@ class NodeRuntime:
         self, peer: int, message: ModelMessage | FedMessage, encoded: EncodedModel, outcome: Outcome
     ) -> None:
         if outcome.ok:
-            self.encoder.acknowledged(peer, message.version, encoded.view)
+            self.encoder.acknowledged(peer, self.wire_version(message.version), encoded.view)
             self.node.handle(Delivered(peer), self.clock.now(), self.rng)
             return
         self.encoder.forget(peer)
@@ -345,6 +362,12 @@ class NodeRuntime:
         self._m_msgs[channel].inc()
 
     # -- incoming -------------------------------------------------------------------------------
+
+    @property
+    def newest_incarnation(self) -> int | None:
+        """A sender's incarnation is its start's wall second: none can be later than now (plus
+        the allowed clock skew). None in the simulator, where every incarnation is 0."""
+        return None if self.wall is None else int(self.wall()) + CLOCK_SKEW_S
 
     def vet(self, message: object) -> str | None:
         """The pure node's verdict on a decoded message (wire.codec.decode asks it)."""

@@ -169,6 +169,9 @@ class NodeProcess:
         self.transport = HttpTransport(self.addresses, keys=self.keys, ssl_context=self._client_ssl)
         clock = MonotonicClock(self.config.tick_seconds)
         seeds: list[tuple[int, str]] = []
+        # this life of the nodes: peers take their models as newer than any before the restart
+        # (a resumed node continues above its checkpoint's incarnation, whichever is larger)
+        incarnation = int(time.time())
         for u in self.spec.users:
             runtime = make_node(
                 self.prep,
@@ -180,9 +183,12 @@ class NodeProcess:
                 seeds=seeds,
                 on_learned=self._learned,
             )
+            runtime.incarnation, runtime.wall = incarnation, time.time
             self.host.add(runtime)
         if self.spec.server:
-            self.host.add(make_server(self.prep, clock, self.transport, self.metrics))
+            server = make_server(self.prep, clock, self.transport, self.metrics)
+            server.incarnation, server.wall = incarnation, time.time
+            self.host.add(server)
         self._resume()
         app = make_app(
             self.host, self.status, self.members, self.keys, self.spec.limits, self.spec.tls is not None
@@ -310,13 +316,16 @@ class NodeProcess:
             )
         return total
 
-    def _learned(self, node: int, address: str) -> None:
-        """An address a Cyclon entry brought. It is taken only for a node this process has no
-        address for: a member cannot re-point a hosted node, one learned at bootstrap from the
-        process that hosts it, or one already learned (issue #18). Ids outside the network were
-        refused when the entry was decoded."""
+    def _learned(self, node: int, address: str, first_hand: bool) -> None:
+        """An address a Cyclon entry brought (issue #18). A node may advertise only its own
+        address: the entry a node sends about itself (authenticated as that node, and under mutual
+        TLS by its certificate) may re-point it; an entry relayed about another node only fills
+        an address this process does not know. Hosted nodes are never re-pointed. Ids outside the
+        network were refused when the entry was decoded."""
         _, _, hostport = address.partition("@")
-        if hostport and hostport != "sim" and node not in self.addresses:
+        if not hostport or hostport == "sim" or node in self.hosted:
+            return
+        if first_hand or node not in self.addresses:
             self.addresses[node] = hostport
 
     async def _bootstrap(self) -> list[tuple[int, str]]:

@@ -110,9 +110,9 @@ class Cyclon(PeerSampler):
                 others = sorted(n for n in self.cache if n != sender)
                 chosen = rng.sample(others, min(len(others), self.config.length))
                 reply = tuple((n, *self.cache[n]) for n in chosen)
-                return [Send(sender, ShuffleReply(reply)), *self._merge(entries, chosen)]
+                return [Send(sender, ShuffleReply(reply)), *self._merge(entries, chosen, sender)]
             case ShuffleReply(entries=entries):
-                return self._merge(entries, self._sent.pop(sender, []))
+                return self._merge(entries, self._sent.pop(sender, []), sender)
         return []
 
     def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:
@@ -128,12 +128,18 @@ class Cyclon(PeerSampler):
             effects.append(Learned(n, a))
         return effects
 
-    def _merge(self, entries: Sequence[CyclonEntry], sent: list[NodeId]) -> list[Effect]:
+    def _merge(self, entries: Sequence[CyclonEntry], sent: list[NodeId], sender: NodeId) -> list[Effect]:
+        """Fold received entries into the cache. An entry naming the sender is the sender's own
+        address (first hand); entries about others are relayed. Only the first entry per id counts."""
         replaceable = [n for n in sent if n in self.cache]
         effects: list[Effect] = []
+        seen: set[NodeId] = set()
         for node, address, age in entries:
-            if node == self.node_id:
+            if node == self.node_id or node in seen:
                 continue
+            seen.add(node)
+            if node == sender:
+                effects.append(Learned(node, address, first_hand=True))
             if node in self.cache:
                 if age < self.cache[node][1]:
                     self.cache[node] = (address, age)
@@ -143,5 +149,6 @@ class Cyclon(PeerSampler):
                     continue
                 del self.cache[replaceable.pop()]
             self.cache[node] = (address, age)
-            effects.append(Learned(node, address))
+            if node != sender:
+                effects.append(Learned(node, address))
         return effects

@@ -25,5 +25,4 @@ class BaseGossip(GossipProtocol):
         self.stats.models_received += 1
         self.sampler.record_scores(self.merger.merge([(sender, message.params)]))
         self.stats.merges += 1
-        self.stats.local_steps += self.learner.local_update()
-        return []
+        return self.train()

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from learning.params import ModelSpec, ParamsView, mean_into, robust_into, spec_of
+from learning.params import ModelSpec, ParamsView, all_finite, mean_into, robust_into, spec_of
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
@@ -37,6 +37,13 @@ class ParamStore:
 
     def snapshot(self) -> dict[str, npt.NDArray[np.float32]]:
         return {k: v.copy() for k, v in self.params.items()}
+
+    def finite(self) -> bool:
+        return all_finite(self.params)
+
+    def recover(self) -> None:
+        """The server's inputs are vetted and it does not train: nothing to go back to."""
+        raise ValueError("the FedAvg server's model is an average of vetted models; it has no recovery")
 
     def merge(self, models: Sequence[ParamsView], how: str = "mean") -> None:
         """θ ← mean(θ, *models), as a learner merges (the server itself uses ``load``)."""
@@ -187,7 +194,7 @@ class FedAvgClient(GossipProtocol):
         self.stats.models_received += 1
         self.learner.load(message.params)
         self.stats.merges += 1
-        self.stats.local_steps += self.learner.local_update()
+        effects = self.train()
         update = FedMessage("update", message.round, self.learner.version, self.learner.snapshot())
         self.stats.models_sent += 1
-        return [Send(sender, update)]
+        return [*effects, Send(sender, update)]

@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning.params import relative_distance
-from p2pcore.effects import Delivered, Effect, Event, NodeId, Received, SetTimer, TimerFired, Unreachable
+from p2pcore.effects import (
+    Delivered,
+    Dropped,
+    Effect,
+    Event,
+    NodeId,
+    Received,
+    SetTimer,
+    TimerFired,
+    Unreachable,
+)
 from peer_sampling.base import PeerSampler
 from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
@@ -42,6 +52,7 @@ class ProtocolStats:
     merges: int = 0
     local_steps: int = 0
     buffer_drops: int = 0
+    recoveries: int = 0  #: times the model went non-finite and went back to its last good state
 
 
 class GossipProtocol(ABC):
@@ -92,6 +103,17 @@ class GossipProtocol(ABC):
     @abstractmethod
     def on_model(self, sender: NodeId, message: Any, now: float, rng: random.Random) -> list[Effect]:
         """What the node does when a model arrives (already checked against the local model)."""
+
+    def train(self) -> list[Effect]:
+        """A local update, then the model must still be finite: if training (or the merge
+        before it) left a NaN or an infinity, the node goes back to its last good model and says
+        so (``Dropped("non-finite")``: logged and counted by the driver)."""
+        self.stats.local_steps += self.learner.local_update()
+        if self.learner.finite():
+            return []
+        self.learner.recover()
+        self.stats.recoveries += 1
+        return [Dropped("non-finite")]
 
     def vet(self, message: ModelMessage | FedMessage) -> str | None:
         """Why a decoded model must be refused before it is taken (None: take it)."""

@@ -34,6 +34,14 @@ class Learner(Protocol):
         """Train on local data; return the number of optimizer steps."""
         ...
 
+    def finite(self) -> bool:
+        """Whether every parameter is a finite number."""
+        ...
+
+    def recover(self) -> None:
+        """Go back to the last good (finite) model, with a fresh optimizer."""
+        ...
+
     def load(self, params: ParamsView) -> None:
         """Replace the shared parameters by ``params`` (a FedAvg client taking the global model)."""
         ...

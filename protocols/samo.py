@@ -41,18 +41,19 @@ class Samo(GossipProtocol):
         self.buffer: list[tuple[NodeId, ParamsView]] = []
 
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
+        effects: list[Effect] = []
         if self.buffer:  # |Θ_i| > 1: Θ_i holds θ_i plus what was received
             self.sampler.record_scores(self.merger.merge(self.buffer))
             self.stats.merges += 1
-            self.stats.local_steps += self.learner.local_update()
+            effects += self.train()
             self.buffer = []
         view = self.sampler.send_targets(rng)
         if not view:
-            return []
+            return effects
         snapshot = self.learner.snapshot()
         message = ModelMessage(self.learner.version, snapshot)
         self.stats.models_sent += len(view)
-        return [Send(peer, message) for peer in view]
+        return [*effects, *(Send(peer, message) for peer in view)]
 
     def state(self) -> dict[str, Any]:
         out = super().state()

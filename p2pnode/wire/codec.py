@@ -19,9 +19,11 @@ from adversary.messages import CollusionMessage
 from learning.params import ModelSpec
 from p2pnode.wire.delta import DeltaDecoder, EncodedModel
 from p2pnode.wire.schema import (
+    INCARNATION_SHIFT,
     MAX_ADDRESS_LEN,
     MAX_CYCLON_ENTRIES,
     MAX_NODE_ID,
+    MAX_VERSION_JUMP,
     MAX_VIEW_IDS,
     MODEL_TYPES,
     WIRE_VERSION,
@@ -162,6 +164,10 @@ class Inbox(Protocol):
         """Why a decoded message must be refused (a model too far from the own one), or None."""
 
     @property
+    def newest_incarnation(self) -> int | None:
+        """The largest incarnation a sender can have now (wall seconds plus skew; None: any)."""
+
+    @property
     def population(self) -> int | None:
         """Node ids are 0..population-1 (None: any id); sampling messages naming others are refused."""
 
@@ -194,8 +200,11 @@ def decode(
         raise WireError("cert-mismatch", f"{frame.sender} is not in the peer's certificate", 403)
     message: object
     if frame.type in MODEL_TYPES:
-        if not _newer(frame, inbox.last_version):
+        order = _order(frame, inbox.last_version, inbox.newest_incarnation)
+        if order == "old":
             raise WireError("old-model", f"older than the last model taken from {frame.sender}", 409)
+        if order == "jump":
+            raise WireError("version-jump", f"more than {MAX_VERSION_JUMP} versions ahead of the last", 422)
         message = decode_model(frame, inbox.spec, inbox.decoder)
         reason = inbox.vet(message)
         if reason is not None:
@@ -225,12 +234,24 @@ def _named_ids(message: object) -> list[int]:
     return ids
 
 
-def _newer(frame: Frame, last_version: Mapping[int, int]) -> bool:
-    """Per-sender sequence: is this model at least as new as the last one taken from its sender?"""
-    last = last_version.get(frame.sender)
+def _order(frame: Frame, last_version: Mapping[int, int], newest_incarnation: int | None) -> str:
+    """Per-sender sequence: ``ok``, ``old`` (older than the last model taken from its sender) or
+    ``jump`` (from an incarnation that cannot exist yet, or, in the same incarnation, more than
+    MAX_VERSION_JUMP ahead of the last: a member cannot pin a sender at version 2⁶⁴ − 1). A later
+    incarnation, a restart, is taken whatever its own count."""
     body = frame.body
     version = body.get("ver") if type(body) is dict else None
-    return last is None or type(version) is not int or version >= last
+    if type(version) is not int:
+        return "ok"  # the body's schema check refuses it
+    if newest_incarnation is not None and version >> INCARNATION_SHIFT > newest_incarnation:
+        return "jump"
+    last = last_version.get(frame.sender)
+    if last is None:
+        return "ok"
+    if version < last:
+        return "old"
+    same_life = version >> INCARNATION_SHIFT == last >> INCARNATION_SHIFT
+    return "jump" if same_life and version - last > MAX_VERSION_JUMP else "ok"
 
 
 def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelMessage | FedMessage:

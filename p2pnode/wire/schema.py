@@ -61,6 +61,10 @@ DECODE_REASONS = frozenset(
 )
 
 
+INCARNATION_SHIFT = 32  #: a model's wire version: the sender's incarnation << 32 | its own count
+MAX_VERSION_JUMP = 100_000  #: within one incarnation, how far ahead of the last one a model may be
+
+
 class WireError(Exception):
     """A peer's message was refused. ``reason`` labels the metric; ``status`` is the HTTP answer."""
 

@@ -131,9 +131,7 @@ def test_forwarders_give_the_reader_what_a_multicast_to_every_member_gives(
         plan = original(*args)
         for m, spec in plan.adversaries.items():
             group = tuple(sorted(spec.exclude[0]))
-            plan.adversaries[m] = dataclasses.replace(
-                spec, partners=group, send_to=None, forwarder=False
-            )
+            plan.adversaries[m] = dataclasses.replace(spec, partners=group, send_to=None, forwarder=False)
         return plan
 
     monkeypatch.setattr(attack_mod, "make_plan", every_member_observes)

@@ -29,6 +29,12 @@ class StillLearner:
     def snapshot(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.params.items()}
 
+    def finite(self) -> bool:
+        return True
+
+    def recover(self) -> None:
+        pass
+
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         self.version += 1
 

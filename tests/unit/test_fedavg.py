@@ -65,6 +65,12 @@ class CountingLearner:
     def snapshot(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.params.items()}
 
+    def finite(self) -> bool:
+        return True
+
+    def recover(self) -> None:
+        pass
+
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         raise AssertionError("a FedAvg client never merges")
 

@@ -188,3 +188,16 @@ def test_peerswap_ignores_adopts_and_commits_of_transactions_it_never_granted() 
     node.on_message(12, Unlock((12, 2)), 0.0, rng)
     node.on_message(12, SwapCommit((12, 2), 12, 30), 0.0, rng)
     assert node.out_view() == (10, 12, 20) and node.lock is None
+
+
+def test_cyclon_takes_a_nodes_own_entry_first_hand_and_relayed_entries_second_hand() -> None:
+    from p2pcore.effects import Learned
+    from peer_sampling.messages import ShuffleRequest
+
+    node = Cyclon(0, "0@a:1", [(1, "1@a:1")], CyclonConfig(capacity=3))
+    request = ShuffleRequest(((5, "5@b:2", 0), (6, "6@c:3", 4), (6, "6@evil:9", 0)))
+    effects = node.on_message(5, request, 0.0, random.Random(0))
+    learned = [e for e in effects if isinstance(e, Learned)]
+    assert Learned(5, "5@b:2", first_hand=True) in learned  # 5 speaks for itself
+    assert Learned(6, "6@c:3", first_hand=False) in learned  # 6 is relayed by 5
+    assert all(e.address != "6@evil:9" for e in learned)  # one entry per id: the first

@@ -26,6 +26,12 @@ class FakeLearner:
     def snapshot(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.params.items()}
 
+    def finite(self) -> bool:
+        return True
+
+    def recover(self) -> None:
+        pass
+
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         mean_into(self.params, list(models))
         self.version += 1

@@ -59,6 +59,12 @@ class Learner:
     def snapshot(self):  # type: ignore[no-untyped-def]
         return {k: v.copy() for k, v in self.params.items()}
 
+    def finite(self) -> bool:
+        return True
+
+    def recover(self) -> None:
+        pass
+
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         self.merged.append((len(models), how))
 
@@ -99,3 +105,49 @@ def test_hit_at_k_gives_no_credit_to_a_nan_model() -> None:
     assert not hit_at_k(float("nan"), negatives, 20)  # NaN >= NaN is false: it used to count as a hit
     assert not hit_at_k(0.5, negatives, 20)
     assert hit_at_k(0.9, np.zeros(100, dtype=np.float32), 20)
+
+
+def test_a_model_gone_non_finite_goes_back_to_its_last_good_snapshot() -> None:
+    from p2pnode.build import make_learner
+    from p2pnode.config import RunConfig
+    from p2pnode.prepare import prepare
+
+    prep = prepare(RunConfig(nodes=20, dataset="synthetic"))
+    learner = make_learner(prep, 3)
+    assert learner.finite()
+    learner.local_update()
+    good = learner.snapshot()  # what it last sent
+    user = learner.params["user"].copy()
+    learner.local_update()
+    learner.params["item"][5, 0] = np.nan
+    learner.params["user"][0, 1] = np.inf
+    assert not learner.finite()
+    learner.recover()
+    assert learner.finite()
+    for k, v in good.items():
+        np.testing.assert_array_equal(learner.params[k], v)
+    np.testing.assert_array_equal(learner.params["user"], user)
+    assert learner.local_update() > 0 and learner.finite()  # it trains on from there
+
+
+class Diverging(Learner):
+    def local_update(self) -> int:
+        self.params["q"][0, 0] = np.nan
+        return 1
+
+    def finite(self) -> bool:
+        return bool(np.isfinite(self.params["q"]).all())
+
+    def recover(self) -> None:
+        self.params["q"][...] = 1.0
+        self.recovered = True
+
+
+def test_a_protocol_whose_training_diverges_recovers_and_says_so() -> None:
+    from p2pcore.effects import Dropped
+
+    learner = Diverging()
+    protocol = BaseGossip(0, learner, StaticView(0, [1, 2], [1, 2]), TimingConfig())
+    effects = protocol.on_model(1, ModelMessage(1, learner.snapshot()), 0.0, random.Random(0))
+    assert effects == [Dropped("non-finite")] and learner.recovered
+    assert protocol.stats.recoveries == 1 and np.isfinite(learner.params["q"]).all()

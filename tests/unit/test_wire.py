@@ -314,6 +314,7 @@ class _Inbox:
         self.collusion_spec = None
         self.last_version: dict[int, int] = {}
         self.population: int | None = None
+        self.newest_incarnation: int | None = None
         self.refuse: str | None = None
 
     def vet(self, message: object) -> str | None:
@@ -364,3 +365,30 @@ def test_sampling_messages_naming_ids_outside_the_network_are_refused() -> None:
         with pytest.raises(WireError) as err:
             decode(encode_sampling_frame(3, 7, message), LIMIT, inbox, Channel.SAMPLING)
         assert (err.value.reason, err.value.status) == ("unknown-id", 422)
+
+
+def test_a_version_may_not_jump_within_a_life_and_a_new_incarnation_is_always_newer() -> None:
+    from p2pnode.wire.schema import INCARNATION_SHIFT, MAX_VERSION_JUMP
+
+    p = model()
+    inbox = _Inbox(7, p)
+    life = 1_800_000_000 << INCARNATION_SHIFT
+
+    def post(version: int) -> str:
+        data = encode_model_frame(3, 7, DeltaEncoder(False).encode(7, version, p))
+        try:
+            decode(data, LIMIT, inbox, Channel.GOSSIP)
+        except WireError as err:
+            return err.reason
+        return "ok"
+
+    inbox.last_version[3] = life + 50
+    assert post(life + 49) == "old-model"
+    assert post(life + 50 + MAX_VERSION_JUMP) == "ok"
+    assert post(life + 51 + MAX_VERSION_JUMP) == "version-jump"  # cannot pin the sender far ahead
+    assert post(2**64 - 1) == "ok"  # a later incarnation: a restart is always taken...
+    assert post(life + (1 << INCARNATION_SHIFT) + 3) == "ok"  # ...whatever its own count
+    assert post((life >> INCARNATION_SHIFT) - 1 << INCARNATION_SHIFT) == "old-model"  # an earlier life
+    inbox.newest_incarnation = 1_800_000_005  # a real node: no sender can have started after now
+    assert post(2**64 - 1) == "version-jump"
+    assert post((1_800_000_005 << INCARNATION_SHIFT) + 2) == "ok"
