@@ -101,11 +101,13 @@ def rows(c: Cluster, key: Path, seconds: float) -> list[tuple[str, str, str]]:
     status, reason, _ = post(c, key, 9, "sampling", encode_sampling_frame(9, VICTIM, adopt))
     time.sleep(0.6)  # past the /status cache
     after = victim(c)["view"]
+    taken = after.count(9) > 1 or len(set(after)) != len(after)
     out.append(
         (
             "member: an unsolicited PeerSwap SwapAdopt (views of one id)",
-            f"{status} {reason}",
-            f"node 0's view {view} -> {after} (the swap named no transaction of node 0)",
+            f"{status} {reason} (ignored: no transaction of node 0)",
+            f"node 0's view {view} -> {after}: {'ADOPTED' if taken else 'not adopted'} "
+            "(PeerSwap's own swaps go on)",
         )
     )
 

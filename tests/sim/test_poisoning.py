@@ -7,6 +7,8 @@ frame is refused (422 ``too-far``) and the network ends where an unattacked run 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from p2pnode.wire.schema import Channel
 CONFIG = dict(nodes=40, rounds=30, sampling="cyclon", seed=1)
 
 
+@functools.cache
 def run(poison: bool, **overrides: object) -> tuple[float, list[str]]:
     config = RunConfig(**CONFIG).replace(**{"learning.lr": 0.01, **overrides})  # type: ignore[arg-type]
     sim = Simulation(config)
