@@ -6,7 +6,8 @@ subset of ``shuffle_length - 1`` entries plus itself at age 0. q answers with up
 ``shuffle_length`` of its own entries and merges what it got; p merges the answer. Merging fills
 empty slots first, then replaces the entries that were sent. A peer that cannot be reached is
 simply not put back, which is Cyclon's failure detection; a node whose cache runs dry falls back
-on its seeds.
+on its seeds. A reply is taken only from a peer this node is shuffling with, and only the first
+entry per id counts.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Cyclon(PeerSampler):
         self.seeds = [(n, a) for n, a in seeds if n != node_id]
         self.cache: dict[NodeId, tuple[str, int]] = {}
         self._sent: dict[NodeId, list[NodeId]] = {}
+        self.ignored = 0  #: replies to no shuffle this node started
         for n, a in self.seeds[: config.capacity]:
             self.cache[n] = (a, 0)
 
@@ -112,7 +114,10 @@ class Cyclon(PeerSampler):
                 reply = tuple((n, *self.cache[n]) for n in chosen)
                 return [Send(sender, ShuffleReply(reply)), *self._merge(entries, chosen, sender)]
             case ShuffleReply(entries=entries):
-                return self._merge(entries, self._sent.pop(sender, []), sender)
+                if sender not in self._sent:  # a reply to no shuffle of ours: ignored
+                    self.ignored += 1
+                    return []
+                return self._merge(entries, self._sent.pop(sender), sender)
         return []
 
     def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:

@@ -201,3 +201,12 @@ def test_cyclon_takes_a_nodes_own_entry_first_hand_and_relayed_entries_second_ha
     assert Learned(5, "5@b:2", first_hand=True) in learned  # 5 speaks for itself
     assert Learned(6, "6@c:3", first_hand=False) in learned  # 6 is relayed by 5
     assert all(e.address != "6@evil:9" for e in learned)  # one entry per id: the first
+
+
+def test_cyclon_ignores_a_reply_to_no_shuffle_of_its_own() -> None:
+    from peer_sampling.messages import ShuffleReply
+
+    node = Cyclon(0, "0@a:1", [(1, "1@a:1")], CyclonConfig(capacity=3))
+    reply = ShuffleReply(((7, "7@x:1", 0), (8, "8@x:1", 0)))
+    assert node.on_message(4, reply, 0.0, random.Random(0)) == []
+    assert node.out_view() == (1,) and node.ignored == 1
