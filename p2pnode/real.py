@@ -37,7 +37,7 @@ from p2pnode.limits import Limits
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import metric_for, summary
-from p2pnode.rounds import RoundLog
+from p2pnode.rounds import RoundLog, RoundRunner
 from p2pnode.tls import TlsFiles, client_context, server_context
 from p2pnode.transport.http import HttpTransport, listen, make_app, stop_listening
 from protocols.gossip import TimingConfig
@@ -376,31 +376,32 @@ class NodeProcess:
         """Run until ``rounds`` rounds passed or ``stop`` is called; returns the summary."""
         round_s = ROUND_TICKS * self.config.tick_seconds
         self.log.progress = progress
-        while self.round < self.config.rounds and not self._stop.is_set():
-            target = self._t0 + (self.round + 1) * round_s
+        runner = RoundRunner(self.log, self.config.rounds, self.round, (self._after_round,))
+        while (r := runner.next_round()) is not None and not self._stop.is_set():
+            target = self._t0 + r * round_s
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), max(0.0, target - time.perf_counter()))
             if self._stop.is_set():
                 break
             self._check_pace(time.perf_counter() - target, round_s)
-            self.round += 1
-            if self.log.due(self.round):
-                self.log.evaluate(self.round, time.perf_counter() - self._t0)
-            if self.spec.state_dir is not None:
-                if self.round % self.spec.checkpoint_every == 0:
-                    self._checkpoint()
-                self._mark_progress()
+            runner.end_round(r, time.perf_counter() - self._t0)
         self._checkpoint()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
-        return self.log.result(
-            self.round,
+        return runner.result(
             time.perf_counter() - self._t0,
             mode="real",
             address=self.spec.address,
             users=list(self.spec.users),
-            rounds=self.round,
             late_rounds=self.late_rounds,
             resumes=self.resumes,
         )
+
+    def _after_round(self, round_no: int) -> None:
+        """A real process's part of a round's end: the round number, checkpoints, progress."""
+        self.round = round_no
+        if self.spec.state_dir is not None:
+            if round_no % self.spec.checkpoint_every == 0:
+                self._checkpoint()
+            self._mark_progress()
 
     def _check_pace(self, late_s: float, round_s: float) -> None:
         """Count rounds that start more than half a round late; say so once, with the remedy."""

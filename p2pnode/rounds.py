@@ -2,8 +2,9 @@
 
 After every ``eval_every``-th round (and the last): HR@K (or F1@K) and the counters of every
 hosted node, the adversaries' accuracy (CIA paper §V-C) and, when asked, the membership inference
-(002 §2.5); at the end, the summary with its per-round history. The two runners differ only in
-how a round passes (the virtual clock runs to its end, or a process waits for wall time).
+(002 §2.5); at the end, the summary with its per-round history. :class:`RoundRunner` is the one
+round loop of both drivers; they differ only in how a round passes (the virtual clock runs to its
+end, or a process waits for wall time).
 """
 
 from __future__ import annotations
@@ -76,3 +77,44 @@ class RoundLog:
         if mia is not None:
             result["mia"] = mia
         return result
+
+
+class RoundRunner:
+    """The round loop of the simulator and of a real process, without the waiting (sans-I/O).
+
+    The driver asks which round ends next (:meth:`next_round`), lets its clock run to that
+    round's end (the virtual clock jumps there; a real process waits for wall time or a stop),
+    then says so (:meth:`end_round`): the runner counts it, evaluates it when due (``RoundLog``)
+    and calls the driver's per-round hooks (checkpoints, progress files) in order. The summary
+    comes from :meth:`result`. A resumed process starts at the round it reached.
+    """
+
+    def __init__(
+        self,
+        log: RoundLog,
+        rounds: int,
+        start: int = 0,
+        hooks: tuple[Callable[[int], None], ...] = (),
+    ) -> None:
+        self.log = log
+        self.rounds = rounds
+        self.round = start
+        self.hooks = hooks
+
+    def next_round(self) -> int | None:
+        """The round whose end the driver waits for next; None when the run is over."""
+        return self.round + 1 if self.round < self.rounds else None
+
+    def end_round(self, round_no: int, seconds: float) -> None:
+        """Round ``round_no`` ended, ``seconds`` after the run began."""
+        if round_no != self.round + 1:
+            raise ValueError(f"round {round_no} ended after round {self.round}")
+        self.round = round_no
+        if self.log.due(round_no):
+            self.log.evaluate(round_no, seconds)
+        for hook in self.hooks:
+            hook(round_no)
+
+    def result(self, seconds: float, **fields: Any) -> dict[str, Any]:
+        """The run's summary after the rounds that ran (all of them, or up to a stop)."""
+        return self.log.result(self.round, seconds, rounds=self.round, **fields)

@@ -17,7 +17,7 @@ from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import metric_for, round_stats
-from p2pnode.rounds import RoundLog
+from p2pnode.rounds import RoundLog, RoundRunner
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork
 from protocols.gossip import TimingConfig
 
@@ -70,9 +70,9 @@ def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -
     """Run ``config.rounds`` rounds; return the final summary with per-round history."""
     t0 = time.perf_counter()
     sim = Simulation(config)
-    log = RoundLog(config, sim.prep, sim.host.nodes, progress)
-    for r in range(1, config.rounds + 1):
-        sim.run_round()
-        if log.due(r):
-            log.evaluate(r, time.perf_counter() - t0)
-    return log.result(config.rounds, time.perf_counter() - t0, mode="simulate", rounds=config.rounds)
+    runner = RoundRunner(RoundLog(config, sim.prep, sim.host.nodes, progress), config.rounds)
+    while (r := runner.next_round()) is not None:
+        sim.clock.run_until(r * ROUND_TICKS)  # the virtual clock jumps to the round's end
+        sim.round = r
+        runner.end_round(r, time.perf_counter() - t0)
+    return runner.result(time.perf_counter() - t0, mode="simulate")
