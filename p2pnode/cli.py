@@ -311,6 +311,16 @@ def _run(args: argparse.Namespace) -> int:
         parse_hostport(peer)
     if args.checkpoint_every < 1:
         raise ConfigError("--checkpoint-every must be at least 1")
+    # a daemon runs until stopped unless --rounds (or a config file or preset) bounds it
+    forever = args.cfg__rounds is None and not (args.config or args.config_json or args.preset)
+    if forever and config.learning.dp_epsilon:
+        raise ConfigError("--dp-epsilon spreads its budget over --rounds: give --rounds (or --dp-noise)")
+    if not peers and config.sampling == "cyclon":
+        print(
+            f"p2pnode: {args.listen} starts a network (no --peers); others join it with --peers {args.listen}",
+            file=sys.stderr,
+            flush=True,
+        )
     spec = ProcessSpec(
         users,
         host,
@@ -322,6 +332,7 @@ def _run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         checkpoint_every=args.checkpoint_every,
         tls=_tls(args),
+        forever=forever,
     )
     result = run_async(run_process(config, spec, progress_printer(args)))
     print_result(args, config, result)

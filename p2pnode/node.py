@@ -224,6 +224,11 @@ class NodeRuntime:
             handle.cancel()
         self._timers.clear()
 
+    def leave(self) -> None:
+        """Tell the peers this node is leaving (Cyclon: a Leave to each peer in its cache)."""
+        if not self.stopped:
+            self.execute(self.node.leave())
+
     def stop(self) -> None:
         """Stop for good: no timers, and later frames are answered 503."""
         self.stopped = True

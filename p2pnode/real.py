@@ -68,6 +68,7 @@ class ProcessSpec:
     state_dir: Path | None = None  #: checkpoints: resume from here, save here (p2pnode.checkpoint)
     checkpoint_every: int = 10  #: rounds between checkpoints (and one when the process stops)
     tls: TlsFiles | None = None  #: mutual TLS between processes (p2pnode.tls)
+    forever: bool = False  #: run until SIGTERM/SIGINT instead of ``config.rounds`` rounds
 
     @property
     def address(self) -> str:
@@ -367,8 +368,12 @@ class NodeProcess:
                 what = "--protocol fedavg" if fedavg else f"--sampling {self.config.sampling}"
                 raise StartupError(
                     f"{len(missing)} of {len(expected)} node ids are hosted by no process "
-                    f"(first: {missing[:5]}); {what} needs all of them"
-                    + (" (is one process started with --server?)" if fedavg else "")
+                    f"(first: {missing[:5]}); {what} needs all of them at the start (a fixed population)"
+                    + (
+                        " (is one process started with --server?)"
+                        if fedavg
+                        else "; for a network that nodes join and leave while it runs, use --sampling cyclon"
+                    )
                 )
         return seeds
 
@@ -376,7 +381,8 @@ class NodeProcess:
         """Run until ``rounds`` rounds passed or ``stop`` is called; returns the summary."""
         round_s = ROUND_TICKS * self.config.tick_seconds
         self.log.progress = progress
-        runner = RoundRunner(self.log, self.config.rounds, self.round, (self._after_round,))
+        last = None if self.spec.forever else self.config.rounds
+        runner = RoundRunner(self.log, last, self.round, (self._after_round,))
         while (r := runner.next_round()) is not None and not self._stop.is_set():
             target = self._t0 + r * round_s
             with contextlib.suppress(asyncio.TimeoutError):
@@ -421,8 +427,10 @@ class NodeProcess:
         self._stop.set()
 
     async def shutdown(self) -> None:
-        """Graceful: stop timers, let in-flight sends finish, close server and session."""
+        """Graceful: tell the peers the nodes leave (Cyclon), stop timers, let in-flight sends
+        finish, close server and session."""
         for node in self.host.nodes.values():
+            node.leave()
             node.stop()
         if self.transport is not None:
             await self.transport.drain(timeout_s=5.0)

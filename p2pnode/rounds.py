@@ -86,13 +86,14 @@ class RoundRunner:
     round's end (the virtual clock jumps there; a real process waits for wall time or a stop),
     then says so (:meth:`end_round`): the runner counts it, evaluates it when due (``RoundLog``)
     and calls the driver's per-round hooks (checkpoints, progress files) in order. The summary
-    comes from :meth:`result`. A resumed process starts at the round it reached.
+    comes from :meth:`result`. A resumed process starts at the round it reached; ``rounds`` None:
+    until the driver stops (a daemon).
     """
 
     def __init__(
         self,
         log: RoundLog,
-        rounds: int,
+        rounds: int | None,
         start: int = 0,
         hooks: tuple[Callable[[int], None], ...] = (),
     ) -> None:
@@ -103,7 +104,7 @@ class RoundRunner:
 
     def next_round(self) -> int | None:
         """The round whose end the driver waits for next; None when the run is over."""
-        return self.round + 1 if self.round < self.rounds else None
+        return self.round + 1 if self.rounds is None or self.round < self.rounds else None
 
     def end_round(self, round_no: int, seconds: float) -> None:
         """Round ``round_no`` ended, ``seconds`` after the run began."""

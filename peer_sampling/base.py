@@ -60,6 +60,11 @@ class PeerSampler(ABC):
         agreement; PeerSwap reports committed, aborted and why)."""
         return None
 
+    def leave(self) -> list[Effect]:
+        """What a node sends when it leaves the network for good (Cyclon: a Leave to its cache;
+        samplers of a fixed population send nothing)."""
+        return []
+
     def send_targets(self, rng: random.Random) -> tuple[NodeId, ...]:
         """Where a send-to-all protocol (SAMO) sends: the out-view, less suspected-dead peers."""
         return self._live(self.out_view(), rng)

@@ -19,7 +19,7 @@ from typing import Any
 
 from p2pcore.effects import Effect, Learned, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
-from peer_sampling.messages import CyclonEntry, ShuffleReply, ShuffleRequest
+from peer_sampling.messages import CyclonEntry, Leave, ShuffleReply, ShuffleRequest
 
 SHUFFLE_TIMER = "ps:shuffle"
 
@@ -31,6 +31,10 @@ class CyclonConfig:
     capacity: int = 3
     shuffle_length: int = 0  # 0: ceil(capacity / 2) + 1
     period_ticks: float = 100.0
+    #: entries older than this many shuffles are dropped: a node that left (or crashed) makes no
+    #: new entry of itself, and every copy of its old ones ages one per round wherever it is, so
+    #: it is out of every live cache within max_age + 2 rounds; live nodes renew theirs each round
+    max_age: int = 10
 
     @property
     def length(self) -> int:
@@ -96,7 +100,10 @@ class Cyclon(PeerSampler):
             effects += self._reseed()
         if not self.cache:
             return effects
-        self.cache = {n: (a, age + 1) for n, (a, age) in self.cache.items()}
+        limit = self.config.max_age
+        self.cache = {n: (a, age + 1) for n, (a, age) in self.cache.items() if age + 1 <= limit}
+        if not self.cache:
+            return effects
         oldest = max(sorted(self.cache), key=lambda n: self.cache[n][1])
         del self.cache[oldest]
         others = sorted(self.cache)
@@ -113,12 +120,22 @@ class Cyclon(PeerSampler):
                 chosen = rng.sample(others, min(len(others), self.config.length))
                 reply = tuple((n, *self.cache[n]) for n in chosen)
                 return [Send(sender, ShuffleReply(reply)), *self._merge(entries, chosen, sender)]
+            case Leave():
+                self.cache.pop(sender, None)
+                self._sent.pop(sender, None)
+                self.failures.pop(sender, None)
+                return []
             case ShuffleReply(entries=entries):
                 if sender not in self._sent:  # a reply to no shuffle of ours: ignored
                     self.ignored += 1
                     return []
                 return self._merge(entries, self._sent.pop(sender), sender)
         return []
+
+    def leave(self) -> list[Effect]:
+        """Leaving for good: tell the peers in the cache (they drop this node at once; nodes
+        holding relayed entries drop them by age, within ``max_age`` + 2 rounds)."""
+        return [Send(n, Leave()) for n in sorted(self.cache)]
 
     def on_unreachable(self, peer: NodeId, now: float, rng: random.Random) -> list[Effect]:
         self.cache.pop(peer, None)
@@ -140,7 +157,7 @@ class Cyclon(PeerSampler):
         effects: list[Effect] = []
         seen: set[NodeId] = set()
         for node, address, age in entries:
-            if node == self.node_id or node in seen:
+            if node == self.node_id or node in seen or age > self.config.max_age:
                 continue
             seen.add(node)
             if node == sender:

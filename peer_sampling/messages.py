@@ -80,6 +80,11 @@ class ShuffleReply:
     entries: tuple[CyclonEntry, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Leave:
+    """Cyclon: a node leaving for good tells the peers in its cache, which drop it at once."""
+
+
 SAMPLING_MESSAGES: tuple[type, ...] = (
     SwapPropose,
     SwapAccept,
@@ -90,4 +95,5 @@ SAMPLING_MESSAGES: tuple[type, ...] = (
     Unlock,
     ShuffleRequest,
     ShuffleReply,
+    Leave,
 )

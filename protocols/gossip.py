@@ -178,6 +178,10 @@ class GossipNode:
     def on_delivered(self, peer: NodeId) -> None:
         self.sampler.note_alive(peer)
 
+    def leave(self) -> list[Effect]:
+        """The node leaves the network for good: what it tells its peers (its sampler decides)."""
+        return self.sampler.leave()
+
     def vet(self, message: object) -> str | None:
         """Why a decoded message must be refused before the node takes it (None: take it).
         Asked by the driver between decoding and delivery, so a refusal changes nothing."""

@@ -34,6 +34,7 @@ from p2pnode.wire.schema import (
 from p2pnode.wire.tensors import pack_tensor, unpack_tensors
 from peer_sampling.messages import (
     CyclonEntry,
+    Leave,
     LockReply,
     LockRequest,
     ShuffleReply,
@@ -390,6 +391,11 @@ def _dec_commit(b: dict[str, Any]) -> object:
     return SwapCommit(_txn(b["txn"]), _node_id(b["a"], "a"), _node_id(b["b"], "b"))
 
 
+def _dec_leave(b: dict[str, Any]) -> object:
+    _field(b, set(), "Leave")
+    return Leave()
+
+
 def _dec_shuffle(
     cls: Callable[[tuple[CyclonEntry, ...]], object], name: str
 ) -> Callable[[dict[str, Any]], object]:
@@ -445,4 +451,5 @@ _SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
         lambda m: {"e": [list(e) for e in m.entries]},
         _dec_shuffle(ShuffleReply, "ShuffleReply"),
     ),
+    MsgType.LEAVE: (Leave, lambda m: {}, _dec_leave),
 }

@@ -23,6 +23,7 @@ class MsgType(IntEnum):
     FED_GLOBAL = 11
     FED_UPDATE = 12
     COLLUDE = 13  #: a colluder's multicast of an observed (u, v_u) to its partners (CIA Alg. 2 l.14)
+    LEAVE = 14  #: a node leaving the network for good (Cyclon drops it from its cache)
 
 
 MODEL_TYPES = frozenset({MsgType.MODEL, MsgType.FED_GLOBAL, MsgType.FED_UPDATE})
@@ -57,6 +58,7 @@ DECODE_REASONS = frozenset(
         "shape",
         "non-finite",
         "no-base",
+        "unknown-id",
     }
 )
 
