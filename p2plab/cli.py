@@ -165,7 +165,7 @@ def _experiment(args: argparse.Namespace) -> int:
             known = "; ".join(r.label for r in exp.rows)
             raise ConfigError(f"--rows: no row {', '.join(map(repr, missing))} in {exp.name} (rows: {known})")
         exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
-    out = args.out or Path("results") / args.name
+    out = args.out or Path("results") / exp.name
     progress = None if args.quiet else (lambda line: print(line, flush=True))
     doc = ex.run_experiment(
         exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress, args.report_only
@@ -196,7 +196,7 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
             seed = int(args.seeds.split(",")[0])
         except ValueError:
             raise ConfigError(f"--seeds {args.seeds!r}: expected an integer") from None
-    out = args.out or Path("results") / args.name
+    out = args.out or Path("results") / exp.name
     doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(sys.argv[1:]), exp.notes)
     if not args.quiet:
         print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)

@@ -88,10 +88,16 @@ def names(directory: Path = EXPERIMENTS_DIR) -> list[str]:
 
 
 def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
+    """A bundled experiment by name, or any experiment file by its path (``mine.toml``)."""
     path = directory / f"{name}.toml"
-    if not path.is_file():
+    if name.endswith(".toml") or "/" in name:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"no experiment file {name} (give a path to a .toml file, or a bundled name)")
+        name = path.stem
+    elif not path.is_file():
         known = ", ".join(names(directory)) or "none"
-        raise ConfigError(f"no experiment {name!r} (known: {known})")
+        raise ConfigError(f"no experiment {name!r} (known: {known}; or give a path to a .toml file)")
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:

@@ -317,7 +317,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--dp-epsilon spreads its budget over --rounds: give --rounds (or --dp-noise)")
     if not peers and config.sampling == "cyclon":
         print(
-            f"p2pnode: {args.listen} starts a network (no --peers); others join it with --peers {args.listen}",
+            f"p2pnode: {args.listen} starts a network (no --peers); "
+            f"others join it with --peers {args.listen}",
             file=sys.stderr,
             flush=True,
         )

@@ -81,6 +81,12 @@ def test_lookup_and_bad_experiment_files(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="protocol"):
         ex.load("badkey", tmp_path)
+    # any experiment file by its path, not only the bundled folder's
+    mine = tmp_path / "mine.toml"
+    mine.write_text((ex.EXPERIMENTS_DIR / "table2.toml").read_text())
+    assert ex.load(str(mine)).name == "mine" and ex.load(str(mine)).rows
+    with pytest.raises(ConfigError, match="no experiment file"):
+        ex.load(str(tmp_path / "missing.toml"))
 
 
 def test_list_paths_reducers_and_the_value_at_the_best_round() -> None:
