@@ -351,7 +351,7 @@ def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, 
         return
 
     printable = {k: v for k, v in result.items() if k != "history"}
-    printable["per_round"] = [
+    printable["history"] = [  # the name result.json and the Python result use; its main columns
         {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes", "dp_epsilon") if k in h}
         for h in result.get("history", [])
     ]
