@@ -97,7 +97,12 @@ def _launch(args: argparse.Namespace) -> int:
 def _metrics(args: argparse.Namespace) -> int:
     from p2plab.follow import follow
 
-    return follow(args.urls, args.interval, not args.follow, print, args.count)
+    redraw = args.follow and sys.stdout.isatty()
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    return follow(args.urls, args.interval, not args.follow, say, args.count, redraw)
 
 
 def _deploy(args: argparse.Namespace) -> int:

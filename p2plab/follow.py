@@ -1,4 +1,10 @@
-"""``p2pnode metrics URL... [--follow]``: a compact live table of node metrics endpoints."""
+"""``p2pnode metrics URL... [--follow]``: a compact live table of node metrics endpoints.
+
+One row per endpoint (a process), summed over its nodes. On a terminal ``--follow`` redraws the
+table in place under a timestamp; piped, it prints one table per refresh. Endpoints that are not
+up yet say so; once every endpoint that was seen has been gone for three refreshes the follow
+ends by itself.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,14 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-COLUMNS = ("nodes", "round", "hit", "sent", "recv", "MB out", "merges", "rejected")
+COLUMNS = ("nodes", "round", "HR", "CIA", "sent", "recv", "MB out", "merges", "rejected")
+LEGEND = (
+    "HR: share of the nodes whose held-out item ranked in their top K at the last evaluation; "
+    "CIA: mean accuracy of the adversaries' community inference (- without attackers); "
+    "sent/recv: models; rejected: frames refused (see p2pnode_rejected_messages_total)"
+)
+GONE_AFTER = 3  #: refreshes with every seen endpoint unreachable before the follow ends
+CLEAR = "\x1b[H\x1b[J"  #: cursor home, clear to the end of the screen
 
 
 def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
@@ -22,6 +35,7 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
         text = resp.read().decode()
     row = dict.fromkeys(COLUMNS, 0.0)
     hits: list[float] = []
+    cia: list[float] = []
     nodes: set[str] = set()
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -33,6 +47,8 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
                     row["round"] = max(row["round"], s.value)
                 case "p2pnode_hit_ratio":
                     hits.append(s.value)
+                case "p2pnode_cia_accuracy":
+                    cia.append(s.value)
                 case "p2pnode_models_sent_total":
                     row["sent"] += s.value
                 case "p2pnode_models_received_total":
@@ -44,7 +60,8 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
                 case "p2pnode_rejected_messages_total":
                     row["rejected"] += s.value
     row["nodes"] = float(len(nodes))
-    row["hit"] = sum(hits) / len(hits) if hits else float("nan")
+    row["HR"] = sum(hits) / len(hits) if hits else float("nan")
+    row["CIA"] = sum(cia) / len(cia) if cia else float("nan")
     return row
 
 
@@ -59,23 +76,47 @@ def render(rows: dict[str, dict[str, float] | str]) -> str:
         cells = []
         for c in COLUMNS:
             v = row[c]
-            cells.append(f"{v:8.3f}" if c == "hit" else f"{v:8.1f}" if c == "MB out" else f"{v:8.0f}")
+            if c in ("HR", "CIA"):
+                cells.append(f"{'-':>8}" if v != v else f"{v:8.3f}")  # NaN: nothing to show
+            else:
+                cells.append(f"{v:8.1f}" if c == "MB out" else f"{v:8.0f}")
         lines.append(f"{url:<{width}}  " + "  ".join(cells))
     return "\n".join(lines)
 
 
-def follow(urls: list[str], interval: float, once: bool, out: Callable[[str], None], count: int = 0) -> int:
-    """Print the table once, or every ``interval`` seconds (``count`` times, 0 = forever)."""
+def follow(
+    urls: list[str],
+    interval: float,
+    once: bool,
+    out: Callable[[str], None],
+    count: int = 0,
+    redraw: bool = False,
+) -> int:
+    """Print the table once, or every ``interval`` seconds (``count`` times, 0 = until every
+    endpoint seen is gone); ``redraw``: clear the screen before each table (a terminal)."""
     n = 0
+    seen: set[str] = set()
+    gone_for = 0
     while True:
         rows: dict[str, dict[str, float] | str] = {}
         for url in urls:
             try:
                 rows[url] = scrape(url)
+                seen.add(url)
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                rows[url] = f"unreachable: {exc}"
-        out(render(rows))
+                reason = getattr(exc, "reason", exc)
+                rows[url] = f"{'gone' if url in seen else 'not up yet'} ({reason})"
+        stamp = time.strftime("%H:%M:%S")
+        table = f"{stamp}  refresh {n + 1}\n{render(rows)}" if not once else render(rows)
+        if n == 0 and not once:
+            table = f"{LEGEND}\n{table}"
+        out((CLEAR if redraw else "") + table)
         n += 1
         if once or (count and n >= count):
             return 0 if all(not isinstance(r, str) for r in rows.values()) else 1
+        reachable = [u for u in urls if not isinstance(rows[u], str)]
+        gone_for = gone_for + 1 if seen and not reachable else 0
+        if gone_for >= GONE_AFTER:
+            out("every endpoint has stopped answering: the run is over")
+            return 0
         time.sleep(interval)

@@ -112,6 +112,7 @@ def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
         lines: list[str] = []
         assert follow([f"127.0.0.1:{port}"], 0.2, False, lines.append, count=2) == 0
         assert len(lines) == 2 and "endpoint" in lines[0] and f"127.0.0.1:{port}" in lines[1]
+        assert lines[0].startswith("HR: share") and "CIA" in lines[1]  # the legend comes once
         cli = subprocess.run(
             [sys.executable, "-m", "p2plab", "metrics", f"127.0.0.1:{port}"],
             capture_output=True,
@@ -119,6 +120,19 @@ def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
             timeout=30,
         )
         assert cli.returncode == 0 and "merges" in cli.stdout
+        # a follow that outlives the run says the endpoint is gone, then ends by itself
+        import threading
+
+        tail: list[str] = []
+        never = f"127.0.0.1:{free_ports(1)[0]}"
+        follower = threading.Thread(
+            target=follow, args=([f"127.0.0.1:{port}", never], 0.1, False, tail.append)
+        )
+        follower.start()
+        time.sleep(0.5)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    follower.join(timeout=15)
+    assert not follower.is_alive() and tail[-1].startswith("every endpoint has stopped")
+    assert "not up yet (" in tail[0] and any("gone (" in t for t in tail)
