@@ -97,7 +97,9 @@ async def launch(
             f"launched {config.nodes} nodes in {len(parts)} processes on "
             f"{', '.join(addresses)}; logs in {workdir}"
         )
-    watcher = asyncio.create_task(_watch(addresses, config, progress))
+    shown = {"round": 0}  #: the last round the watcher printed
+    t0 = time.perf_counter()
+    watcher = asyncio.create_task(_watch(addresses, config, progress, shown))
     try:
         codes = await asyncio.gather(*(p.wait() for p in procs))
     except asyncio.CancelledError:
@@ -118,16 +120,27 @@ async def launch(
     total = aggregate(results, metric.key)
     total.update(mode="launch", processes=len(parts), out=str(workdir), config=config.to_dict())
     if progress is not None:
+        if shown["round"] < total["round"]:  # the processes ended before the watcher saw the last round
+            progress(
+                f"round {total['round']:>4}/{config.rounds}  {metric.label} {total[metric.key]:.3f}  "
+                f"models {total['model_messages']:>7}  MB {total['bytes'] / 1e6:9.1f}  "
+                f"{time.perf_counter() - t0:7.1f}s"
+            )
         progress(summary(total, metric))
     (workdir / "summary.json").write_text(json.dumps(total, indent=1))
     return total
 
 
-async def _watch(addresses: list[str], config: RunConfig, progress: Callable[[str], None] | None) -> None:
-    """One line per round from the processes' ``/status``."""
+async def _watch(
+    addresses: list[str],
+    config: RunConfig,
+    progress: Callable[[str], None] | None,
+    shown: dict[str, int],
+) -> None:
+    """One line per round from the processes' ``/status``: utility, traffic, send failures and
+    refusals, and the adversaries' CIA accuracy when there are any."""
     if progress is None:
         return
-    seen = 0
     t0 = time.perf_counter()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
         while True:
@@ -142,14 +155,20 @@ async def _watch(addresses: list[str], config: RunConfig, progress: Callable[[st
             if not statuses or len(statuses) < len(addresses):
                 continue
             rnd = min(s["round"] for s in statuses)
-            if rnd <= seen:
+            if rnd <= shown["round"]:
                 continue
-            seen = rnd
+            shown["round"] = rnd
             hits = [n["hit"] for s in statuses for n in s["nodes"] if n["hit"] is not None]
             models = sum(n["models_sent"] for s in statuses for n in s["nodes"])
             nbytes = sum(n["bytes_sent"] for s in statuses for n in s["nodes"])
+            failures = sum(s.get("send_failures", 0) for s in statuses)
+            refused = sum(s.get("rejected", 0) for s in statuses)
+            cia = [s["cia"]["aac"] for s in statuses if s.get("cia")]
             hr = sum(hits) / len(hits) if hits else 0.0
             progress(
                 f"round {rnd:>4}/{config.rounds}  {metric_for(config).label} {hr:.3f}  "
                 f"models {models:>7}  MB {nbytes / 1e6:9.1f}  {time.perf_counter() - t0:7.1f}s"
+                + (f"  CIA AAC {sum(cia) / len(cia):.3f}" if cia else "")
+                + (f"  failed sends {failures}" if failures else "")
+                + (f"  refused {refused}" if refused else "")
             )

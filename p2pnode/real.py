@@ -149,13 +149,18 @@ class NodeProcess:
                 }
             )
         hits = [n.last_hit for n in self.host.nodes.values() if n.last_hit is not None]
+        cia = self.log.last.get("cia")
         return {
             "address": self.spec.address,
             "protocol": self.config.protocol,
             "sampling": self.config.sampling,
             "round": self.round,
-            "rounds": self.config.rounds,
+            "rounds": None if self.spec.forever else self.config.rounds,
             "hit_ratio": sum(hits) / len(hits) if hits else None,
+            "send_failures": sum(n.counters.send_failures for n in self.host.nodes.values()),
+            "rejected": sum(sum(n.counters.rejected.values()) for n in self.host.nodes.values()),
+            #: the adversaries' mean accuracy and bound at the last evaluation (None: no attack)
+            "cia": None if cia is None else {"aac": cia["aac"], "upper_bound": cia["upper_bound"]},
             "nodes": nodes,
         }
 

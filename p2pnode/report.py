@@ -133,6 +133,12 @@ def cia_line(cia: dict[str, Any]) -> str:
         f"(best 10% {100 * cia['best10_aac']:.1f}%, upper bound {100 * cia['upper_bound']:.1f}%, "
         f"random {100 * cia['random_bound']:.1f}%) over {cia['adversaries']} adversaries"
     )
+    if cia["upper_bound"] <= cia["random_bound"]:
+        line += (
+            "\n     (the adversaries heard from too few users: even a perfect attacker, who could name "
+            "only users it received models from, stays at the upper bound, below random guessing; "
+            "run more rounds, or let adversaries collude: --colluders)"
+        )
     proxy = cia.get("mia_proxy")
     if proxy:
         cells = ", ".join(
