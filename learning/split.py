@@ -69,7 +69,8 @@ def leave_one_out(data: Interactions, seed: int, n_negatives: int = TEST_NEGATIV
         if n_negatives > data.n_items - len(u_items):
             raise DataError(
                 f"user {data.raw_user_ids[u]}: only {data.n_items - len(u_items)} items left "
-                f"to draw {n_negatives} test negatives from"
+                f"to draw {n_negatives} test negatives from (a small catalogue: give --test-negatives "
+                f"at most {max(1, data.n_items - len(u_items))})"
             )
         test_item = int(seq[-1])
         keep = np.flatnonzero(seq != test_item)

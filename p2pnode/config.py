@@ -84,6 +84,12 @@ class LearningConfig:
     negatives: int = opt(4, "sampled negatives per positive", group="learning", check=_min(1))
     local_epochs: int = opt(1, "epochs over the local data per local update", group="learning", check=_min(1))
     top_k: int = opt(20, "K of HR@K (F1@K for PRME)", group="learning", check=_min(1))
+    test_negatives: int = opt(
+        100,
+        "items a user never touched that the held-out one is ranked among (NCF); fewer for small catalogues",
+        group="learning",
+        check=_min(1),
+    )
     share_less: bool = opt(
         False, "keep user embeddings private (CIA paper §III-D)", group="learning", switch=True
     )

@@ -60,7 +60,7 @@ def prepare(config: RunConfig) -> Prepared:
     if config.nodes > data.n_users:
         raise DataError(f"--nodes {config.nodes} exceeds the {data.n_users} users of {data.name}")
     data = data.subset_users(config.nodes)
-    users = leave_one_out(data, config.seed)
+    users = leave_one_out(data, config.seed, config.learning.test_negatives)
     if config.attack.mia_holdout:
         users = hold_out_nonmembers(users, config.attack.mia_holdout)
     if config.model == "prme":

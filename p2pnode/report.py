@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning.metrics import f1_at_k, random_hit_ratio
-from learning.split import TEST_NEGATIVES
 from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
 
@@ -24,7 +23,7 @@ class Metric:
 def metric_for(config: RunConfig) -> Metric:
     """HR@K for GMF, F1@K for PRME (docs/design.md, Learning and PRME), with K = ``learning.top_k``."""
     k = config.learning.top_k
-    hr = random_hit_ratio(k, TEST_NEGATIVES)
+    hr = random_hit_ratio(k, config.learning.test_negatives)
     if config.model == "prme":
         return Metric(f"f1_at_{k}", f"F1@{k}", hr * f1_at_k(True, k))
     return Metric(f"hit_ratio_at_{k}", f"HR@{k}", hr)

@@ -99,3 +99,19 @@ def test_synthetic_in_pool_share_controls_separation() -> None:
 def test_synthetic_rejects_impossible_sizes() -> None:
     with pytest.raises(DataError, match="pools need"):
         SyntheticConfig(items=100, communities=10, pool_size=40).validate()
+
+
+def test_a_small_catalogue_needs_fewer_test_negatives_and_says_so(tmp_path: Path) -> None:
+    from p2pnode.config import RunConfig
+    from p2pnode.prepare import prepare
+    from p2pnode.report import metric_for
+
+    rows = [f"u{u},movie_{(u * 7 + j) % 40},{j}" for u in range(12) for j in range(8)]
+    path = write(tmp_path, "small.csv", "user,item,ts\n" + "\n".join(rows) + "\n")
+    config = RunConfig(nodes=12, dataset=str(path))
+    with pytest.raises(DataError, match="give --test-negatives at most"):
+        prepare(config)  # 40 items: 100 negatives cannot be drawn
+    small = config.replace(**{"learning.test_negatives": 20})
+    prep = prepare(small)
+    assert all(len(u.test_negatives) == 20 for u in prep.users)
+    assert metric_for(small).random == pytest.approx(20 / 21)  # K = 20 of 21 items: say so honestly
