@@ -35,6 +35,8 @@ class RoundLog:
         self.nodes = nodes
         self.metric = metric_for(config)
         self.lab = lab_for(prep)
+        #: the dataset's own user ids (``u17``), by node id, for outputs that name users
+        self.raw_users: tuple[str, ...] | None = tuple(prep.data.raw_user_ids) if prep.data else None
         self.progress = progress
         self.wall_time = wall_time  #: stamp each evaluation with the wall clock (real runs)
         self.history: list[dict[str, Any]] = []
@@ -73,6 +75,12 @@ class RoundLog:
             result["dp_epsilon_by_node"] = epsilon_by_node(self.nodes.values())
         if self.lab.active:
             result["cia"] = self.lab.summary(self.nodes.values())
+            raw = self.raw_users
+            if raw is not None:
+                for p in result["cia"].get("predictions", []):
+                    a = p["adversary"]  # the dataset's own ids next to node ids (FedAvg's server is none)
+                    p["adversary_user"] = raw[a] if a < len(raw) else None
+                    p["community_users"] = [raw[u] for u in p["community"]]
         mia = self.lab.mia_summary()
         if mia is not None:
             result["mia"] = mia
