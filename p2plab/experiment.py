@@ -412,7 +412,9 @@ def run_experiment(
         document["other"] = {"mode": other, "rows": aggregate(exp, plan, other_results, partial=True)}
     write_text(out / "results.json", json.dumps(document, indent=2))
     write_csv(out / "results.csv", exp, table)
-    plots = write_plots(out, exp, table)
+    sizes = sorted({(c.nodes, c.rounds) for _row, _seed, c in plan})
+    size = "; ".join(f"{n} nodes, {r} rounds" for n, r in sizes) if len(sizes) <= 2 else "sizes vary by row"
+    plots = write_plots(out, exp, table, f"{size}; {len(seeds)} seed{'s' if len(seeds) != 1 else ''}")
     write_text(out / "report.md", report(exp, document, plots))
     return document
 
@@ -587,55 +589,71 @@ def _side_by_side(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> list[str]:
-    """PNG plots with titles, labelled axes and legends (matplotlib, no display needed)."""
+def write_plots(
+    out: Path, exp: Experiment, table: Sequence[dict[str, Any]], size: str = ""
+) -> list[str]:
+    """PNG plots with titles (and the runs' size, ``size``), labelled axes and legends
+    (matplotlib, no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    one_seed = size.endswith("; 1 seed")
+    spread = "one seed" if one_seed else "mean ± sd over seeds"
+    sub = f"\n{size}" if size else ""
     written = []
     if exp.curve_x and exp.curve_y:
         fig, ax = plt.subplots(figsize=(6.4, 4.8))
         for row in table:
             curve = row.get("curve", {})
             if curve.get("x"):
-                ax.plot(
-                    [100 * v for v in curve["x"]],
-                    [100 * v for v in curve["y"]],
-                    "o-",
-                    ms=3,
-                    label=row["label"],
-                )
+                xs_, ys_ = [100 * v for v in curve["x"]], [100 * v for v in curve["y"]]
+                (line,) = ax.plot(xs_, ys_, "o-", ms=3, label=row["label"])
+                ax.plot(xs_[:1], ys_[:1], "o", ms=9, mfc="none", color=line.get_color())  # round 1
         ax.set_xlabel(exp.curve_labels[0] or exp.curve_x)
         ax.set_ylabel(exp.curve_labels[1] or exp.curve_y)
-        ax.set_title(f"{exp.title}\none point per evaluated round, mean over seeds", fontsize=9)
+        ax.set_title(
+            f"{exp.title}\none point per evaluated round ({spread}); the ringed point is round 1{sub}",
+            fontsize=9,
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         written.append(save_figure(fig, out / "curves.png"))
     if exp.plot == "tradeoff" and exp.x and exp.y:
         cx = next(c for c in exp.columns if c.key == exp.x)
         cy = next(c for c in exp.columns if c.key == exp.y)
-        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        fig, ax = plt.subplots(figsize=(7.2, 5.2))
+        # labels "GROUP, VARIANT" (FL, ε = 100): one marker per group, one colour per variant, so
+        # the same ε has the same colour for every protocol
+        groups = list(dict.fromkeys(r["label"].split(", ", 1)[0] for r in table))
+        variants = list(dict.fromkeys(r["label"].split(", ", 1)[-1] for r in table))
+        markers, palette = "osD^vP*X", plt.get_cmap("viridis")
         for row in table:
             x, y = row["cells"][cx.key], row["cells"][cy.key]
             if "mean" in x and "mean" in y:
                 sx = 100.0 if cx.percent else 1.0
                 sy = 100.0 if cy.percent else 1.0
+                group, variant = row["label"].split(", ", 1)[0], row["label"].split(", ", 1)[-1]
                 ax.errorbar(
                     sx * x["mean"],
                     sy * y["mean"],
                     xerr=sx * x["std"],
                     yerr=sy * y["std"],
-                    fmt="o",
+                    fmt=markers[groups.index(group) % len(markers)],
+                    ms=8,
+                    mfc="none",
+                    mew=1.6,
+                    alpha=0.85,
+                    color=palette(variants.index(variant) / max(1, len(variants) - 1)),
                     label=row["label"],
                 )
         _draw_random_bound(ax, cy, table)
         ax.set_xlabel(cx.label + (" (%)" if cx.percent else ""))
         ax.set_ylabel(cy.label + (" (%)" if cy.percent else ""))
-        ax.set_title(exp.title, fontsize=10)
+        ax.set_title(f"{exp.title}\n{spread}{sub}", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, ncol=2)
         written.append(save_figure(fig, out / "tradeoff.png"))
     for col in exp.columns:
         fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(table)), 4.8))
@@ -646,7 +664,12 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
         paper = [r["cells"][col.key]["paper"] for r in table]
         xs = range(len(table))
         ax.bar(
-            [x - 0.2 for x in xs], ours, 0.4, yerr=err, label="ours (mean ± sd over seeds)", color="tab:blue"
+            [x - 0.2 for x in xs],
+            ours,
+            0.4,
+            yerr=None if one_seed else err,
+            label=f"ours ({spread})",
+            color="tab:blue",
         )
         if any(p is not None for p in paper):
             ax.bar(
@@ -659,7 +682,7 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> 
         _draw_random_bound(ax, col, table)
         ax.set_xticks(list(xs), labels, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(col.label + (" (%)" if col.percent else ""))
-        ax.set_title(f"{exp.title}: {col.label}", fontsize=10)
+        ax.set_title(f"{exp.title}: {col.label}{sub}", fontsize=10)
         ax.legend(fontsize=8)
         written.append(save_figure(fig, out / f"{col.key}.png"))
     return written
