@@ -170,3 +170,18 @@ def test_samo_buffer_drops_are_counted_as_rejections_by_the_runtime() -> None:
     drops = {n: r.node.protocol.stats.buffer_drops for n, r in sim.host.nodes.items()}
     counted = {n: r.counters.rejected.get("buffer-full", 0) for n, r in sim.host.nodes.items()}
     assert sum(drops.values()) > 0 and counted == drops
+
+
+def test_the_python_entry_point_runs_what_its_docstring_shows() -> None:
+    import p2pnode
+    from p2pnode.config import RunConfig
+    from p2pnode.sim import simulate
+
+    doc = p2pnode.__doc__ or ""
+    assert "from p2pnode.sim import simulate" in doc and "result[\"history\"]" in doc
+    config = RunConfig(nodes=20, rounds=2).replace(
+        **{"learning.lr": 0.01, "attack.kind": "cia", "attack.target_k": 3}
+    )
+    result = simulate(config)
+    assert 0 <= result["hit_ratio_at_20"] <= 1 and len(result["history"]) == 2
+    assert 0 <= result["cia"]["max_aac"] <= 1
