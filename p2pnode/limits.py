@@ -45,6 +45,30 @@ class Limits:
             raise ValueError("max_lag_s and the timeouts must be positive, page_cache_s not negative")
 
 
+class _CappedCounts:
+    """A count per key, each at most ``cap``; keys whose count falls to 0 are forgotten."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.counts: dict[str, int] = {}
+        self.refused = 0
+
+    def take(self, key: str) -> bool:
+        n = self.counts.get(key, 0)
+        if n >= self.cap:
+            self.refused += 1
+            return False
+        self.counts[key] = n + 1
+        return True
+
+    def give_back(self, key: str) -> None:
+        n = self.counts.get(key, 0) - 1
+        if n > 0:
+            self.counts[key] = n
+        else:
+            self.counts.pop(key, None)
+
+
 class AddressGuard:
     """Per remote address: connections open and requests in flight, each under its own cap.
 
@@ -55,48 +79,39 @@ class AddressGuard:
     """
 
     def __init__(self, max_connections: int, max_inflight: int) -> None:
-        self.max_connections = max_connections
-        self.max_inflight = max_inflight
-        self._open: dict[str, int] = {}
-        self._inflight: dict[str, int] = {}
-        self.refused_connections = 0
-        self.refused_requests = 0
+        self._open = _CappedCounts(max_connections)
+        self._inflight = _CappedCounts(max_inflight)
 
     def connect(self, address: str) -> bool:
-        n = self._open.get(address, 0)
-        if n >= self.max_connections:
-            self.refused_connections += 1
-            return False
-        self._open[address] = n + 1
-        return True
+        return self._open.take(address)
 
     def disconnect(self, address: str) -> None:
-        n = self._open.get(address, 0) - 1
-        if n > 0:
-            self._open[address] = n
-        else:
-            self._open.pop(address, None)
+        self._open.give_back(address)
 
     def enter(self, address: str) -> bool:
-        n = self._inflight.get(address, 0)
-        if n >= self.max_inflight:
-            self.refused_requests += 1
-            return False
-        self._inflight[address] = n + 1
-        return True
+        return self._inflight.take(address)
 
     def leave(self, address: str) -> None:
-        n = self._inflight.get(address, 0) - 1
-        if n > 0:
-            self._inflight[address] = n
-        else:
-            self._inflight.pop(address, None)
+        self._inflight.give_back(address)
 
     def connections(self, address: str) -> int:
-        return self._open.get(address, 0)
+        return self._open.counts.get(address, 0)
 
     def inflight(self, address: str) -> int:
-        return self._inflight.get(address, 0)
+        return self._inflight.counts.get(address, 0)
+
+    @property
+    def refused_connections(self) -> int:
+        return self._open.refused
+
+    @property
+    def refused_requests(self) -> int:
+        return self._inflight.refused
+
+    @property
+    def addresses(self) -> int:
+        """Addresses with a connection open (what the guard remembers)."""
+        return len(self._open.counts)
 
 
 class LagShedder:

@@ -17,23 +17,15 @@ from peer_sampling.base import StaticView
 from protocols.base_gl import BaseGossip
 from protocols.gossip import TimingConfig
 from protocols.messages import ModelMessage
+from tests.unit.fakes import FakeLearnerBase
 
 
-class StillLearner:
+class StillLearner(FakeLearnerBase):
     """A learner whose merges and updates change nothing (the observer is under test)."""
 
     def __init__(self) -> None:
         self.params = model(0.0, 0.0)
         self.version = 0
-
-    def snapshot(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.params.items()}
-
-    def finite(self) -> bool:
-        return True
-
-    def recover(self) -> None:
-        pass
 
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         self.version += 1

@@ -233,4 +233,3 @@ def test_quiet_prints_the_summary_line_only(capsys: pytest.CaptureFixture[str]) 
     assert len(lines) == 1 and lines[0].startswith("done: 20 nodes, 2 rounds")
     assert lab_main(argv) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 3  # two rounds, then the summary
-

@@ -11,6 +11,7 @@ from peer_sampling.base import StaticView
 from protocols.fedavg import ROUND_TIMER, FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, TimingConfig
 from protocols.messages import FedMessage
+from tests.unit.fakes import FakeLearnerBase
 
 
 def table(v: float) -> dict[str, np.ndarray]:
@@ -57,26 +58,13 @@ def test_server_rounds_follow_its_timer() -> None:
     assert SetTimer(ROUND_TIMER, 105.0) in effects
 
 
-class CountingLearner:
+class CountingLearner(FakeLearnerBase):
     def __init__(self) -> None:
         self.params = table(0.0)
         self.version = 0
 
-    def snapshot(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.params.items()}
-
-    def finite(self) -> bool:
-        return True
-
-    def recover(self) -> None:
-        pass
-
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         raise AssertionError("a FedAvg client never merges")
-
-    def load(self, params) -> None:  # type: ignore[no-untyped-def]
-        for k in self.params:
-            self.params[k][...] = params[k]
 
     def local_update(self) -> int:
         for v in self.params.values():

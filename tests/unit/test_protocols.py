@@ -13,24 +13,16 @@ from protocols.base_gl import BaseGossip
 from protocols.gossip import GossipNode, TimingConfig
 from protocols.messages import ModelMessage
 from protocols.samo import Samo
+from tests.unit.fakes import FakeLearnerBase
 
 
-class FakeLearner:
+class FakeLearner(FakeLearnerBase):
     """θ is one 2x2 table; a local update adds 1 to every entry."""
 
     def __init__(self, value: float) -> None:
         self.params = {"w": np.full((2, 2), value, np.float32)}
         self.version = 0
         self.updates = 0
-
-    def snapshot(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.params.items()}
-
-    def finite(self) -> bool:
-        return True
-
-    def recover(self) -> None:
-        pass
 
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         mean_into(self.params, list(models))

@@ -14,6 +14,7 @@ from protocols.base_gl import BaseGossip
 from protocols.gossip import GossipNode, TimingConfig
 from protocols.messages import ModelMessage
 from protocols.samo import Samo
+from tests.unit.fakes import FakeLearnerBase
 
 
 def models(values: list[float]) -> list[dict[str, np.ndarray]]:
@@ -50,29 +51,17 @@ def test_relative_distance_is_scaled_by_the_own_model_and_infinite_on_overflow()
     assert relative_distance(own, huge) > 1e30
 
 
-class Learner:
+class Learner(FakeLearnerBase):
     def __init__(self) -> None:
         self.version = 0
         self.params = {"q": np.ones((2, 3), dtype=np.float32)}
         self.merged: list[tuple[int, str]] = []
-
-    def snapshot(self):  # type: ignore[no-untyped-def]
-        return {k: v.copy() for k, v in self.params.items()}
-
-    def finite(self) -> bool:
-        return True
-
-    def recover(self) -> None:
-        pass
 
     def merge(self, models, how="mean") -> None:  # type: ignore[no-untyped-def]
         self.merged.append((len(models), how))
 
     def local_update(self) -> int:
         return 1
-
-    def load(self, params) -> None:  # type: ignore[no-untyped-def]
-        pass
 
 
 def test_a_model_far_from_the_own_one_is_vetted_away_and_a_near_one_is_not() -> None:
