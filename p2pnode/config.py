@@ -347,7 +347,7 @@ class RunConfig:
     )
     max_model_distance: float = opt(
         100.0,
-        "refuse a received model θ with ‖θ − θ_own‖ > D·‖θ_own‖ (honest models stay below 4; 0: no bound)",
+        "refuse a received model θ with ‖θ − θ_own‖ > D·‖θ_own‖ (honest models stay below 6; 0: no bound)",
         metavar="D",
         check=_min(0),
     )

@@ -60,7 +60,7 @@ class GossipProtocol(ABC):
 
     ``max_distance`` bounds what a member can push into the node (issue #18): a received model
     whose distance to the node's own, ‖θ_recv − θ_own‖ / ‖θ_own‖, exceeds it is refused before it
-    touches anything (:meth:`vet`; 0: no bound). Honest models stay below 4 in every measured
+    touches anything (:meth:`vet`; 0: no bound). Honest models stay below 6 in every measured
     setting (``python -m bench.model_distance``), so the default of 100 never fires on them.
     """
 
