@@ -71,17 +71,21 @@ def all_finite(params: Mapping[str, Array]) -> bool:
 
 def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
     """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
-    as one vector); a received model far from the receiver's by this measure is refused (#18)."""
+    as one vector); a received model far from the receiver's by this measure is refused (#18).
+
+    In float32, as the models are: ~50 µs for a 216 kB GMF model, on every model received (a
+    float64 copy took ten times as long); an overflow gives inf, which is refused as too far."""
     diff = 0.0
     norm = 0.0
-    for name, theirs in other.items():
-        mine = own.get(name)
-        if mine is None:
-            continue
-        d = np.subtract(theirs, mine, dtype=np.float64)
-        diff += float(np.dot(d.ravel(), d.ravel()))
-        m = mine.astype(np.float64, copy=False).ravel()
-        norm += float(np.dot(m, m))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for name, theirs in other.items():
+            mine = own.get(name)
+            if mine is None:
+                continue
+            d = (theirs - mine).ravel()
+            diff += float(np.dot(d, d))
+            m = mine.ravel()
+            norm += float(np.dot(m, m))
     if not math.isfinite(diff):
         return math.inf
     return math.sqrt(diff) / max(math.sqrt(norm), 1e-12)
