@@ -73,8 +73,10 @@ def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> f
     """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
     as one vector); a received model far from the receiver's by this measure is refused (#18).
 
-    In float32, as the models are: ~50 µs for a 216 kB GMF model, on every model received (a
-    float64 copy took ten times as long); an overflow gives inf, which is refused as too far."""
+    From three dot products per tensor, ‖b‖² − 2 a·b + ‖a‖², in float32 as the models are: no
+    temporary array, on every model received (a float64 difference took ten times as long). The
+    cancellation when the models are close costs nothing where it matters: the bound is ~100x
+    the honest distances. An overflow gives inf, refused as too far."""
     diff = 0.0
     norm = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
@@ -82,13 +84,13 @@ def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> f
             mine = own.get(name)
             if mine is None:
                 continue
-            d = (theirs - mine).ravel()
-            diff += float(np.dot(d, d))
-            m = mine.ravel()
-            norm += float(np.dot(m, m))
+            a, b = mine.ravel(), theirs.ravel()
+            aa = float(np.dot(a, a))
+            diff += float(np.dot(b, b)) - 2.0 * float(np.dot(a, b)) + aa
+            norm += aa
     if not math.isfinite(diff):
         return math.inf
-    return math.sqrt(diff) / max(math.sqrt(norm), 1e-12)
+    return math.sqrt(max(diff, 0.0)) / max(math.sqrt(norm), 1e-12)
 
 
 MERGES = ("mean", "trimmed", "median")  #: how a node aggregates several models (``--merge``)
