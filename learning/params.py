@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,16 @@ def mean_into(own: Mapping[str, Array], others: list[Mapping[str, Array]]) -> No
 def all_finite(params: Mapping[str, Array]) -> bool:
     """Whether every value is finite (one float64 sum per tensor: NaN and ±inf survive a sum)."""
     return all(math.isfinite(float(np.add.reduce(v, axis=None, dtype=np.float64))) for v in params.values())
+
+
+def l2_norm(params: Mapping[str, Array], names: Iterable[str] | None = None) -> float:
+    """‖params‖ over ``names`` (all tensors by default) as one vector; inf on overflow."""
+    total = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for name in names if names is not None else params:
+            v = params[name].ravel()
+            total += float(np.dot(v, v))
+    return math.sqrt(total) if math.isfinite(total) else math.inf
 
 
 def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:

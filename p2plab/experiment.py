@@ -589,9 +589,7 @@ def _side_by_side(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def write_plots(
-    out: Path, exp: Experiment, table: Sequence[dict[str, Any]], size: str = ""
-) -> list[str]:
+def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]], size: str = "") -> list[str]:
     """PNG plots with titles (and the runs' size, ``size``), labelled axes and legends
     (matplotlib, no display needed)."""
     import matplotlib

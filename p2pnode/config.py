@@ -303,9 +303,7 @@ class RunConfig:
     """One experiment: network, protocol, sampling, data, learning, wire and timing."""
 
     nodes: int = opt(943, "network size: nodes = users 0..N-1 of the dataset", check=_min(2))
-    rounds: int = opt(
-        20, "rounds to run (100 ticks each); run: until stopped unless given", check=_min(1)
-    )
+    rounds: int = opt(20, "rounds to run (100 ticks each); run: until stopped unless given", check=_min(1))
     model: str = opt("gmf", "gmf (utility HR@K) or prme (F1@K)", choices=MODELS)
     protocol: str = opt(
         "base", "base (002 Alg. 1), samo (Alg. 2) or fedavg (server id = nodes)", choices=PROTOCOLS

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from learning.params import relative_distance
+from learning.params import l2_norm
 from p2pcore.effects import (
     Delivered,
     Dropped,
@@ -58,10 +58,14 @@ class ProtocolStats:
 class GossipProtocol(ABC):
     """A gossip learning protocol for one node: reacts to wake-ups and received models.
 
-    ``max_distance`` bounds what a member can push into the node (issue #18): a received model
-    whose distance to the node's own, ‖θ_recv − θ_own‖ / ‖θ_own‖, exceeds it is refused before it
-    touches anything (:meth:`vet`; 0: no bound). Honest models stay below 6 in every measured
-    setting (``python -m bench.model_distance``), so the default of 100 never fires on them.
+    ``max_distance`` D bounds what a member can push into the node (issue #18): a received
+    model with ‖θ_recv‖ > (1 + D)·‖θ_own‖ is refused before it touches anything (:meth:`vet`; 0:
+    no bound). By the triangle inequality no model within D·‖θ_own‖ of the node's own is ever
+    refused, and every model farther than (D + 2)·‖θ_own‖ is: a bound on the distance, computed
+    from one norm of the received model (its bytes are in cache, just decoded) and the own
+    model's norm, kept per model version. Honest models stay within 6·‖θ_own‖ of the receiver's
+    in every measured setting (``python -m bench.model_distance``): the default of 100 never
+    fires on them.
     """
 
     name = "abstract"
@@ -82,6 +86,7 @@ class GossipProtocol(ABC):
         self.merger: Merger = merger or UniformMerge(learner)
         self.period = 0.0
         self.stats = ProtocolStats()
+        self._own_norm: tuple[int, tuple[str, ...], float] | None = None  #: (version, names, ‖θ‖)
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
         """Draw Δ_i and set the first wake-up."""
@@ -117,10 +122,14 @@ class GossipProtocol(ABC):
 
     def vet(self, message: ModelMessage | FedMessage) -> str | None:
         """Why a decoded model must be refused before it is taken (None: take it)."""
-        if (
-            self.max_distance > 0
-            and relative_distance(self.learner.params, message.params) > self.max_distance
-        ):
+        bound = self.max_distance
+        if bound <= 0:
+            return None
+        names = tuple(message.params)
+        version = self.learner.version
+        if self._own_norm is None or self._own_norm[:2] != (version, names):
+            self._own_norm = (version, names, l2_norm(self.learner.params, names))
+        if l2_norm(message.params) > (1 + bound) * self._own_norm[2]:
             return "too-far"
         return None
 
@@ -129,6 +138,7 @@ class GossipProtocol(ABC):
         return {"stats": dataclasses.asdict(self.stats)}
 
     def restore(self, state: dict[str, Any]) -> None:
+        self._own_norm = None
         for k, v in state["stats"].items():
             if hasattr(self.stats, k):
                 setattr(self.stats, k, int(v))

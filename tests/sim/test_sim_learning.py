@@ -178,7 +178,7 @@ def test_the_python_entry_point_runs_what_its_docstring_shows() -> None:
     from p2pnode.sim import simulate
 
     doc = p2pnode.__doc__ or ""
-    assert "from p2pnode.sim import simulate" in doc and "result[\"history\"]" in doc
+    assert "from p2pnode.sim import simulate" in doc and 'result["history"]' in doc
     config = RunConfig(nodes=20, rounds=2).replace(
         **{"learning.lr": 0.01, "attack.kind": "cia", "attack.target_k": 3}
     )
