@@ -113,10 +113,22 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
     cfg = cfg.replace(**changes).validate()
+    if "dataset" in changes and "nodes" not in changes and cfg.nodes == RunConfig().nodes:
+        cfg = _nodes_from_dataset(cfg)
     for name, flag in given:  # a flag that would change nothing is a mistake: say which one is missing
         if flag.needs is not None and not flag.needs[0](cfg):
             raise ConfigError(f"{flag.flag_name(name)} has no effect without {flag.needs[1]}")
     return cfg
+
+
+def _nodes_from_dataset(cfg: RunConfig) -> RunConfig:
+    """A file dataset without ``--nodes``: one node per user of the file (after its filter)."""
+    if cfg.dataset in ("ml-100k", "synthetic") or not Path(cfg.dataset).is_file():
+        return cfg  # a missing file is refused, saying so, when the run prepares its data
+    from p2pnode.prepare import load_data
+
+    data, _ = load_data(cfg)
+    return cfg.replace(nodes=data.n_users).validate()
 
 
 def _from_json(path: Path) -> RunConfig:

@@ -302,7 +302,11 @@ class SimConfig:
 class RunConfig:
     """One experiment: network, protocol, sampling, data, learning, wire and timing."""
 
-    nodes: int = opt(943, "network size: nodes = users 0..N-1 of the dataset", check=_min(2))
+    nodes: int = opt(
+        943,
+        "network size: nodes = users 0..N-1 of the dataset (a --dataset file: all its users)",
+        check=_min(2),
+    )
     rounds: int = opt(20, "rounds to run (100 ticks each); run: until stopped unless given", check=_min(1))
     model: str = opt("gmf", "gmf (utility HR@K) or prme (F1@K)", choices=MODELS)
     protocol: str = opt(

@@ -233,3 +233,13 @@ def test_quiet_prints_the_summary_line_only(capsys: pytest.CaptureFixture[str]) 
     assert len(lines) == 1 and lines[0].startswith("done: 20 nodes, 2 rounds")
     assert lab_main(argv) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 3  # two rounds, then the summary
+
+
+def test_nodes_follow_a_dataset_file_unless_given(tmp_path: Path) -> None:
+    rows = [f"u{u},movie_{(u * 5 + j) % 150}" for u in range(40) for j in range(10)]
+    data = tmp_path / "mine.csv"
+    data.write_text("user,item\n" + "\n".join(rows) + "\n")
+    parse = build_parser().parse_args
+    assert config_from_args(parse(["simulate", "--dataset", str(data)])).nodes == 40  # every user
+    assert config_from_args(parse(["simulate", "--dataset", str(data), "--nodes", "12"])).nodes == 12
+    assert config_from_args(parse(["simulate"])).nodes == 943  # ml-100k: its 943 users
