@@ -44,6 +44,7 @@ GROUPS = {
     "attack": "attack (CIA paper §IV)",
     "wire": "wire",
     "sim": "simulated network",
+    "churn": "churn (simulator; p2pcore/churn.py)",
 }
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 
@@ -363,8 +364,9 @@ def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, 
         return
 
     printable = {k: v for k, v in result.items() if k != "history"}
+    key = metric_for(config).key
     printable["history"] = [  # the name result.json and the Python result use; its main columns
-        {k: h[k] for k in ("round", metric_for(config).key, "messages", "bytes", "dp_epsilon") if k in h}
+        {k: h[k] for k in ("round", key, "messages", "bytes", "dp_epsilon", "churn") if k in h}
         for h in result.get("history", [])
     ]
     print(json.dumps(printable))

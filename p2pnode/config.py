@@ -14,6 +14,7 @@ from typing import Any
 
 from adversary.momentum import ESTIMATORS
 from learning.params import MERGES
+from p2pcore.churn import CHURN_MODELS, ChurnModel
 
 PROTOCOLS = ("base", "samo", "fedavg")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
@@ -298,6 +299,72 @@ class SimConfig:
     )
 
 
+_CHURNS: Check = (lambda c: c.churn.model != "off", "--churn exp|weibull")
+_WEIBULL: Check = (lambda c: c.churn.model == "weibull", "--churn weibull")
+
+
+@dataclass(frozen=True)
+class ChurnConfig:
+    """Nodes going and coming while the network runs (p2pcore/churn.py; simulator only).
+
+    Honest nodes churn; adversaries stay online throughout (they want to hear every model)."""
+
+    model: str = opt(
+        "off",
+        "on/off times of each honest node: exponential or Weibull (as measured in deployed P2P "
+        "networks), with the means below",
+        name="--churn",
+        group="churn",
+        only="sim",
+        choices=CHURN_MODELS,
+    )
+    uptime: float = opt(
+        50.0,
+        "mean session (online) length in rounds",
+        group="churn",
+        only="sim",
+        check=_POSITIVE,
+        needs=_CHURNS,
+    )
+    downtime: float = opt(
+        10.0, "mean time offline in rounds", group="churn", only="sim", check=_POSITIVE, needs=_CHURNS
+    )
+    shape: float = opt(
+        0.5,
+        "Weibull shape k of both (k < 1: heavy-tailed sessions)",
+        name="--weibull-shape",
+        group="churn",
+        only="sim",
+        check=_POSITIVE,
+        needs=_WEIBULL,
+    )
+    crash: float = opt(
+        0.5,
+        "share of departures that are crashes (no leave message)",
+        name="--crashes",
+        group="churn",
+        only="sim",
+        check=_SHARE,
+        needs=_CHURNS,
+    )
+    late: float = opt(
+        0.0,
+        "share of honest nodes absent at the start that join at a uniform time in the first half",
+        name="--late-joiners",
+        group="churn",
+        only="sim",
+        check=_SHARE,
+    )
+
+    def schedule_model(self) -> ChurnModel:
+        """The pure churn model of this section."""
+        return ChurnModel(self.model, self.uptime, self.downtime, self.shape, self.crash, self.late)
+
+    @property
+    def active(self) -> bool:
+        return self.model != "off" or self.late > 0
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One experiment: network, protocol, sampling, data, learning, wire and timing."""
@@ -358,6 +425,7 @@ class RunConfig:
     learning: LearningConfig = field(default_factory=LearningConfig)
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
+    churn: ChurnConfig = field(default_factory=ChurnConfig)
     synthetic: SyntheticSection = field(default_factory=SyntheticSection)
     attack: AttackConfig = field(default_factory=AttackConfig)
 
@@ -402,6 +470,13 @@ class RunConfig:
             _check(size * a.colluder_groups <= self.nodes, "colluder-groups", "groups do not fit the network")
         s = self.sim
         _check(s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")
+        if self.churn.active:
+            _check(
+                self.sampling == "cyclon" and self.protocol != "fedavg",
+                "churn" if self.churn.model != "off" else "late-joiners",
+                f"needs --sampling cyclon and a gossip protocol (open membership), got --sampling "
+                f"{self.sampling} --protocol {self.protocol}",
+            )
         return self
 
     def get(self, path: str) -> Any:

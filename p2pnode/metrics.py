@@ -51,6 +51,15 @@ class Metrics:
             "Checkpoint saves that failed (a full disk); the previous checkpoints are kept",
             registry=r,
         )
+        self.live_nodes = Gauge(
+            "p2pnode_live_nodes", "Nodes online now (the simulator under churn)", registry=r
+        )
+        self.churn_events = Counter(
+            "p2pnode_churn_events_total",
+            "Nodes that joined, left (telling peers) or crashed (the simulator under churn)",
+            ["event"],
+            registry=r,
+        )
         self.refused_connections = Counter(
             "p2pnode_refused_connections_total",
             "Connections closed as they were accepted: their remote address held its cap",

@@ -195,6 +195,8 @@ class NodeRuntime:
             "incarnation": self.incarnation,
             "rng": [version, list(internal), gauss],
             "observer": node["observer"],
+            #: when it was taken (a real process's wall clock): a restart ages the views by the gap
+            "saved_at": None if self.wall is None else self.wall(),
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -230,9 +232,13 @@ class NodeRuntime:
             self.execute(self.node.leave())
 
     def stop(self) -> None:
-        """Stop for good: no timers, and later frames are answered 503."""
+        """Stop: no timers, and later frames are answered 503."""
         self.stopped = True
         self.pause()
+
+    def resume(self) -> None:
+        """Undo :meth:`stop` (a node of the simulator coming back); :meth:`start` sets its timers."""
+        self.stopped = False
 
     def set_attack_gauges(self, accuracy: float, bound: float) -> None:
         """Publish this adversary's latest CIA accuracy and upper bound."""

@@ -232,6 +232,9 @@ class NodeProcess:
             if state is not None:
                 try:
                     runtime.restore_state(state)
+                    if state.get("saved_at") is not None:  # its views aged while it was down
+                        away = max(0.0, time.time() - float(state["saved_at"]))
+                        runtime.node.sampler.away(away / self.config.tick_seconds)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise StartupError(
                         f"node {runtime.node_id}: cannot resume from its checkpoint: {exc}"

@@ -104,7 +104,13 @@ def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seco
             else ""
         )
         + (f"  MIA acc {stats['mia']['accuracy']:.3f}" if "mia" in stats else "")
+        + (_churn_text(stats["churn"]) if "churn" in stats else "")
     )
+
+
+def _churn_text(churn: dict[str, int]) -> str:
+    joined, left, crashed = churn["joins"], churn["leaves"], churn["crashes"]
+    return f"  live {churn['live']} ({joined} joined, {left} left, {crashed} crashed)"
 
 
 def summary(stats: dict[str, Any], metric: Metric) -> str:

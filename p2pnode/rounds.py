@@ -30,6 +30,7 @@ class RoundLog:
         nodes: Mapping[int, NodeRuntime],
         progress: Callable[[str], None] | None = None,
         wall_time: bool = False,
+        extra: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.config = config
         self.nodes = nodes
@@ -39,6 +40,7 @@ class RoundLog:
         self.raw_users: tuple[str, ...] | None = tuple(prep.data.raw_user_ids) if prep.data else None
         self.progress = progress
         self.wall_time = wall_time  #: stamp each evaluation with the wall clock (real runs)
+        self.extra = extra  #: the driver's own figures for each evaluation (the simulator's churn)
         self.history: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}  #: this run's latest evaluation
 
@@ -56,6 +58,8 @@ class RoundLog:
         mia = self.lab.evaluate_mia(round_no, victims(nodes))
         if mia is not None:
             stats["mia"] = mia
+        if self.extra is not None:
+            stats.update(self.extra())
         stats["seconds"] = seconds
         if self.wall_time:
             stats["time"] = time.time()  # lines rounds up with outside events (faults, logs)

@@ -6,10 +6,13 @@ only the transport (``MemoryNetwork``) and the clock (``VirtualClock``) differ.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from p2pcore.churn import ChurnEvent, Schedule, schedule
 from p2pnode.build import make_node, make_server
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
@@ -38,8 +41,11 @@ class Simulation:
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
         n = self.config.nodes
+        self.churn = Churn(self, n) if self.config.churn.active else None
+        live = [i for i in range(n) if self.churn is None or i not in self.churn.schedule.absent]
+        first, second = live[:2] if len(live) >= 2 else (0, 1)
         for node_id in range(n):
-            seed_peer = 1 if node_id == 0 else 0
+            seed_peer = second if node_id == first else first  # a node online at the start
             runtime = make_node(
                 self.prep,
                 node_id,
@@ -55,7 +61,10 @@ class Simulation:
             self.host.add(server)
             self.network.register(server.node_id, self.host)
         for runtime in self.host.nodes.values():
-            runtime.start()
+            if self.churn is None or runtime.node_id not in self.churn.schedule.absent:
+                runtime.start()
+        if self.churn is not None:
+            self.churn.begin()
         self.round = 0
 
     def run_round(self) -> None:
@@ -66,11 +75,77 @@ class Simulation:
         return round_stats(self.round, self.host.nodes.values(), metric_for(self.config))
 
 
+class Churn:
+    """Applies the run's churn schedule (p2pcore/churn.py) to the simulated nodes, with the node
+    code's own departure and return: a leaving node tells its peers (a crashing one does not),
+    then stops and is unreachable; a returning node restores the checkpoint it had when it went,
+    is given a few live contacts (as a restarted process is given ``--peers``) and starts again."""
+
+    def __init__(self, sim: Simulation, nodes: int) -> None:
+        cfg = sim.config
+        self.sim = sim
+        self.rng = random.Random(f"churn-{cfg.seed}")
+        self.schedule: Schedule = schedule(cfg.churn.schedule_model(), range(nodes), cfg.rounds, self.rng)
+        self.down = sim.network.down
+        self.saved: dict[int, tuple[dict[str, Any], float]] = {}  #: checkpoint, and when it went
+        #: the nodes down now, and since when (ticks; 0: absent from the start)
+        self.down_since: dict[int, float] = dict.fromkeys(self.schedule.absent, 0.0)
+        self.counts = dict.fromkeys(("joins", "leaves", "crashes"), 0)
+        self.gauge = sim.metrics.live_nodes
+        self.events = sim.metrics.churn_events
+        self.users = nodes
+
+    def begin(self) -> None:
+        """Mark the nodes absent at the start and put every event on the virtual clock."""
+        self.down.update(self.schedule.absent)
+        self.gauge.set(self.users - len(self.down))
+        for event in self.schedule.events:
+            self.sim.clock.call_at(event.at * ROUND_TICKS, partial(self.apply, event))
+
+    def apply(self, event: ChurnEvent) -> None:
+        runtime = self.sim.host.nodes[event.node]
+        if event.kind == "join":
+            if event.node not in self.down:
+                return
+            self.down.discard(event.node)
+            del self.down_since[event.node]
+            saved = self.saved.pop(event.node, None)
+            if saved is not None:
+                state, left_at = saved
+                runtime.restore_state(state)
+                runtime.node.sampler.away(self.sim.clock.now() - left_at)
+            runtime.resume()
+            live = sorted(set(range(self.users)) - self.down - {event.node})
+            contacts = self.rng.sample(live, min(len(live), self.sim.config.view_size))
+            runtime.node.sampler.add_seeds([(c, f"{c}@sim") for c in contacts])
+            runtime.start()
+            self.counts["joins"] += 1
+        else:
+            if event.node in self.down:
+                return
+            if event.kind == "leave":
+                runtime.leave()
+            self.saved[event.node] = (runtime.checkpoint_state(), self.sim.clock.now())
+            runtime.stop()
+            self.down.add(event.node)
+            self.down_since[event.node] = self.sim.clock.now()
+            self.counts["leaves" if event.kind == "leave" else "crashes"] += 1
+        self.events.labels(event.kind).inc()
+        self.gauge.set(self.users - len(self.down))
+
+    def report(self) -> dict[str, Any]:
+        """Live nodes now, and the joins, leaves and crashes since the last report."""
+        out = {"live": self.users - len(self.down), **self.counts}
+        self.counts = dict.fromkeys(self.counts, 0)
+        return {"churn": out}
+
+
 def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run ``config.rounds`` rounds; return the final summary with per-round history."""
     t0 = time.perf_counter()
     sim = Simulation(config)
-    runner = RoundRunner(RoundLog(config, sim.prep, sim.host.nodes, progress), config.rounds)
+    extra = sim.churn.report if sim.churn is not None else None
+    runner = RoundRunner(RoundLog(config, sim.prep, sim.host.nodes, progress, extra=extra), config.rounds)
     while (r := runner.next_round()) is not None:
         sim.clock.run_until(r * ROUND_TICKS)  # the virtual clock jumps to the round's end
         sim.round = r

@@ -50,6 +50,11 @@ class PeerSampler(ABC):
         process's bootstrap. Samplers whose views are fixed at the start ignore them."""
         return None
 
+    def away(self, ticks: float) -> None:
+        """The node was offline for ``ticks`` (it comes back from a checkpoint): what it knew of
+        its peers is that much older. Samplers of a fixed population ignore it."""
+        return None
+
     def record_scores(self, scores: Mapping[NodeId, float]) -> None:
         """How well peers' models scored on this node's data (Pers-Gossip's merge reports them);
         samplers that do not choose peers by score ignore them."""

@@ -12,6 +12,7 @@ entry per id counts.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,17 +77,28 @@ class Cyclon(PeerSampler):
         self._sent = {}
 
     def add_seeds(self, seeds: Sequence[tuple[NodeId, str]]) -> None:
-        """Seeds learned after construction (a real process learns them at bootstrap)."""
-        known = {n for n, _ in self.seeds}
-        fresh = [(n, a) for n, a in seeds if n != self.node_id and n not in known]
-        if fresh:  # rotate so that nodes given the same seed list start from different seeds
-            k = self.node_id % len(fresh)
-            fresh = fresh[k:] + fresh[:k]
-        self.seeds += fresh
+        """Contacts given after construction (a real process's peers at bootstrap, a node coming
+        back after churn): the freshest come first in the seed list, which the node falls back on
+        when its cache runs dry, and fill the cache's free slots."""
+        given = [(n, a) for n, a in dict(seeds).items() if n != self.node_id]
+        if given:  # rotate so that nodes given the same seed list start from different seeds
+            k = self.node_id % len(given)
+            given = given[k:] + given[:k]
+        ids = {n for n, _ in given}
+        self.seeds = given + [(n, a) for n, a in self.seeds if n not in ids]
         for n, a in self.seeds:
             if len(self.cache) >= self.config.capacity:
                 break
             self.cache.setdefault(n, (a, 0))
+
+    def away(self, ticks: float) -> None:
+        """Back after ``ticks`` offline: every entry ages by the shuffles missed, and those past
+        ``max_age`` go, so a returning node does not bring back peers that left meanwhile."""
+        missed = math.ceil(ticks / self.config.period_ticks)  # at least the shuffles it missed
+        if missed > 0:
+            limit = self.config.max_age
+            self.cache = {n: (a, age + missed) for n, (a, age) in self.cache.items() if age + missed <= limit}
+        self._sent = {}
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
         first = now + rng.uniform(0, self.config.period_ticks)
@@ -141,6 +153,8 @@ class Cyclon(PeerSampler):
         self.cache.pop(peer, None)
         self._sent.pop(peer, None)
         self.failures.pop(peer, None)  # out of the cache: a later shuffle may bring it back afresh
+        if any(n == peer for n, _ in self.seeds):  # a seed that failed is tried last
+            self.seeds = [s for s in self.seeds if s[0] != peer] + [s for s in self.seeds if s[0] == peer]
         return self._reseed() if not self.cache else []
 
     def _reseed(self) -> list[Effect]:

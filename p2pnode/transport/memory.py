@@ -57,6 +57,9 @@ class MemoryNetwork:
             return
 
         def deliver() -> None:
+            if dst in self.down:  # went down while the frame was on its way
+                on_done(Outcome(UNREACHABLE, "no such node"))
+                return
             on_done(receiver.receive(dst, channel, data))
 
         self.clock.call_at(self.clock.now() + delay, deliver)

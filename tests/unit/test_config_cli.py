@@ -185,7 +185,12 @@ def _other_value(f: Any, flag: Flag, default: Any) -> tuple[list[str], Any]:
     return [name, str(value)], value
 
 
-NEEDS = {"attack.mia_holdout": ["--mia"], "attack.mia_proxy": ["--attack", "cia"]}  #: rules across fields
+NEEDS = {  #: rules across fields
+    "attack.mia_holdout": ["--mia"],
+    "attack.mia_proxy": ["--attack", "cia"],
+    "churn.model": ["--sampling", "cyclon"],
+    "churn.late": ["--sampling", "cyclon"],
+}
 #: the words that give what a flag's ``needs`` names
 BRINGS = {
     "--attack cia": ["--attack", "cia"],
@@ -199,6 +204,8 @@ BRINGS = {
     "--protocol samo or fedavg": ["--protocol", "samo"],
     "--sampling peerswap": [],
     "--sampling pers": ["--sampling", "pers"],
+    "--churn exp|weibull": ["--churn", "exp", "--sampling", "cyclon"],
+    "--churn weibull": ["--churn", "weibull", "--sampling", "cyclon"],
 }
 
 
