@@ -20,7 +20,7 @@ from p2pnode.config import ConfigError
 
 
 def _launch_flags(launch: argparse.ArgumentParser) -> None:
-    cli.experiment_flags(launch, real=True)
+    cli.experiment_flags(launch, real=True, network=True)
     launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
     launch.add_argument(
         "--cluster-key-file", type=Path, help="keyring file for all processes (default: a fresh one)"

@@ -241,9 +241,11 @@ def run_key(config: RunConfig) -> str:
 
     Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key, nor
     are the attack settings that cannot act: what colluders send where there are none, and the
-    reading of eq. 4 where there is no attack or β = 0.
+    reading of eq. 4 where there is no attack or β = 0; nor the churn settings of a run without churn.
     """
     identity = config.to_dict()
+    if not config.churn.active:  # runs from before churn existed keep their keys
+        identity.pop("churn")
     for name in UNUSED_BY_MODEL.get(config.model, ()):
         identity["learning"].pop(name, None)
     attack = identity["attack"]

@@ -10,18 +10,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import secrets
 import signal
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from p2pcore.churn import ChurnEvent, schedule
 from p2plab.merge import aggregate
 from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import RunConfig
@@ -69,9 +71,21 @@ async def launch(
             key_file = workdir / "cluster.key"
             save_keyring(key_file, Keyring.generate(f"launch-{secrets.token_hex(4)}"))
         key_args = ["--cluster-key-file", str(key_file)]
-    procs: list[asyncio.subprocess.Process] = []
-    for k, users in enumerate(parts):
-        args = [
+    churn = config.churn.active
+    plan = (
+        schedule(
+            config.churn.schedule_model(),
+            range(1, len(parts)),
+            config.rounds,
+            random.Random(f"churn-{config.seed}"),
+        )
+        if churn
+        else None
+    )
+
+    def command(k: int) -> list[str]:
+        users = parts[k]
+        return [
             sys.executable,
             "-m",
             "p2pnode",
@@ -88,37 +102,65 @@ async def launch(
             *key_args,
             "--out",
             str(workdir / f"proc{k}"),
+            # under churn a crash loses at most the round under way, as in the simulator
+            *(
+                ["--state-dir", str(workdir / f"proc{k}" / "state"), "--checkpoint-every", "1"]
+                if churn
+                else []
+            ),
             "--quiet",
         ]
-        log = (workdir / f"proc{k}.log").open("w")
-        procs.append(await asyncio.create_subprocess_exec(*args, stdout=log, stderr=log, env=env))
+
+    async def spawn(k: int) -> asyncio.subprocess.Process:
+        log = (workdir / f"proc{k}.log").open("a")
+        return await asyncio.create_subprocess_exec(*command(k), stdout=log, stderr=log, env=env)
+
+    procs: dict[int, asyncio.subprocess.Process] = {}
+    for k in range(len(parts)):
+        if plan is None or k not in plan.absent:
+            procs[k] = await spawn(k)
     if progress is not None:
         progress(
             f"launched {config.nodes} nodes in {len(parts)} processes on "
             f"{', '.join(addresses)}; logs in {workdir}"
+            + (f"; churn: processes 1-{len(parts) - 1} come and go, process 0 stays" if churn else "")
         )
     shown = {"round": 0}  #: the last round the watcher printed
     t0 = time.perf_counter()
-    watcher = asyncio.create_task(_watch(addresses, config, progress, shown))
+    watcher = asyncio.create_task(_watch(addresses, config, progress, shown, procs if churn else None))
+    applied: list[dict[str, Any]] = []
     try:
-        codes = await asyncio.gather(*(p.wait() for p in procs))
+        if plan is None:
+            codes = dict(enumerate(await asyncio.gather(*(p.wait() for p in procs.values()))))
+        else:
+            codes = await _run_churn(plan.events, addresses, procs, spawn, config, applied, progress)
     except asyncio.CancelledError:
-        for p in procs:
+        for p in procs.values():
             if p.returncode is None:
                 p.send_signal(signal.SIGTERM)
-        await asyncio.gather(*(p.wait() for p in procs))
+        await asyncio.gather(*(p.wait() for p in procs.values()))
         raise
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-    failed = [k for k, c in enumerate(codes) if c != 0]
+    failed = [k for k, c in sorted(codes.items()) if c != 0]
     if failed:
         tail = (workdir / f"proc{failed[0]}.log").read_text()[-2000:]
         raise RuntimeError(f"process {failed[0]} exited with {codes[failed[0]]}:\n{tail}")
-    results = [json.loads((workdir / f"proc{k}" / "result.json").read_text()) for k in range(len(parts))]
+    # under churn: the processes up at the end (each summary is its own nodes' last evaluation)
+    results = [json.loads((workdir / f"proc{k}" / "result.json").read_text()) for k in sorted(codes)]
     metric = metric_for(config)
     total = aggregate(results, metric.key)
     total.update(mode="launch", processes=len(parts), out=str(workdir), config=config.to_dict())
+    if plan is not None:
+        kinds = [e["kind"] for e in applied]
+        total["churn"] = {
+            "live_processes_at_end": len(codes),
+            "joins": kinds.count("join"),
+            "leaves": kinds.count("leave"),
+            "crashes": kinds.count("crash"),
+            "events": applied,
+        }
     if progress is not None:
         if shown["round"] < total["round"]:  # the processes ended before the watcher saw the last round
             progress(
@@ -131,11 +173,74 @@ async def launch(
     return total
 
 
+async def _wait_up(addresses: list[str], procs: dict[int, asyncio.subprocess.Process]) -> None:
+    """Wait until every address answers ``/status`` (at most a minute; a process that exits
+    meanwhile is reported when launch collects the exit codes)."""
+    deadline = time.perf_counter() + 60
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+        for a in addresses:
+            while time.perf_counter() < deadline and all(p.returncode is None for p in procs.values()):
+                try:
+                    async with session.get(f"http://{a}/status") as resp:
+                        if resp.status == 200:
+                            break
+                except (TimeoutError, aiohttp.ClientError, OSError):
+                    pass
+                await asyncio.sleep(0.2)
+
+
+async def _run_churn(
+    events: Sequence[ChurnEvent],
+    addresses: list[str],
+    procs: dict[int, asyncio.subprocess.Process],
+    spawn: Callable[[int], Awaitable[asyncio.subprocess.Process]],
+    config: RunConfig,
+    applied: list[dict[str, Any]],
+    progress: Callable[[str], None] | None,
+) -> dict[int, int]:
+    """Apply the churn schedule to the processes on the wall clock (p2pcore/churn.py): a leave is
+    SIGTERM (the nodes tell their peers), a crash SIGKILL, a join restarts the process from its
+    checkpoints (``--state-dir``) with every other process as ``--peers``. At the run's end every
+    process still up is stopped; returns their exit codes (a crash's -9 is not a failure)."""
+    round_s = 100 * config.tick_seconds
+    await _wait_up([addresses[k] for k in procs], procs)  # round 0 of the schedule: all serve
+    t0 = time.perf_counter()
+    for event in events:
+        await asyncio.sleep(max(0.0, t0 + event.at * round_s - time.perf_counter()))
+        k = event.node
+        proc = procs.get(k)
+        if event.kind == "join":
+            if proc is not None and proc.returncode is None:
+                continue
+            procs[k] = await spawn(k)
+        else:
+            if proc is None or proc.returncode is not None:
+                continue
+            proc.send_signal(signal.SIGTERM if event.kind == "leave" else signal.SIGKILL)
+            await proc.wait()
+            del procs[k]
+        applied.append({"at_round": round(event.at, 2), "process": k, "kind": event.kind})
+        if progress is not None:
+            progress(f"churn: process {k} {_PAST[event.kind]} at round {event.at:.1f}")
+    # the run's end: process 0 stops by itself after its rounds; the others were set back by
+    # their time away, so they are stopped when it is done
+    first = procs[0]
+    await first.wait()
+    for p in procs.values():
+        if p.returncode is None:
+            p.send_signal(signal.SIGTERM)
+    return {k: await p.wait() for k, p in procs.items()}
+
+
+_PAST = {"join": "joined", "leave": "left", "crash": "crashed"}
+
+
 async def _watch(
     addresses: list[str],
     config: RunConfig,
     progress: Callable[[str], None] | None,
     shown: dict[str, int],
+    up: dict[int, asyncio.subprocess.Process] | None = None,
 ) -> None:
     """One line per round from the processes' ``/status``: utility, traffic, send failures and
     refusals, and the adversaries' CIA accuracy when there are any."""
@@ -146,15 +251,16 @@ async def _watch(
         while True:
             await asyncio.sleep(config.tick_seconds * 100 / 2)
             statuses = []
-            for a in addresses:
+            polled = addresses if up is None else [addresses[k] for k in sorted(up)]  # churn: those up
+            for a in polled:
                 try:
                     async with session.get(f"http://{a}/status") as resp:
                         statuses.append(await resp.json())
                 except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
                     pass
-            if not statuses or len(statuses) < len(addresses):
+            if not statuses or len(statuses) < len(polled):
                 continue
-            rnd = min(s["round"] for s in statuses)
+            rnd = statuses[0]["round"] if up is not None else min(s["round"] for s in statuses)
             if rnd <= shown["round"]:
                 continue
             shown["round"] = rnd
@@ -171,4 +277,5 @@ async def _watch(
                 + (f"  CIA AAC {sum(cia) / len(cia):.3f}" if cia else "")
                 + (f"  failed sends {failures}" if failures else "")
                 + (f"  refused {refused}" if refused else "")
+                + (f"  processes up {len(polled)}/{len(addresses)}" if up is not None else "")
             )

@@ -44,12 +44,12 @@ GROUPS = {
     "attack": "attack (CIA paper §IV)",
     "wire": "wire",
     "sim": "simulated network",
-    "churn": "churn (simulator; p2pcore/churn.py)",
+    "churn": "churn (simulate: user nodes; launch: processes; p2pcore/churn.py)",
 }
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 
 
-def experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
+def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = False) -> None:
     """The flags of a run: ``--config`` and ``--preset``, then one flag per configuration field
     that declares one (p2pnode/config.py), then the output flags."""
     groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()}
@@ -64,7 +64,7 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool) -> None:
     defaults = RunConfig()
     for path, f in config_fields():
         flag: Flag | None = f.metadata.get("flag")
-        if flag is None or flag.only == ("sim" if real else "real"):
+        if flag is None or not flag.offered(real, network):
             continue
         kw: dict[str, Any] = {"dest": _dest(path), "default": None}
         default = defaults.get(path)

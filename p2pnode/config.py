@@ -40,10 +40,19 @@ class Flag:
     metavar: str | None = None
     switch: bool | None = None  #: a bare flag that sets the field to this value (``--share-less``)
     const: str | None = None  #: the value of the flag given without one (``--mia-proxy``)
-    only: str = ""  #: "real" or "sim": the commands that have it (default: all)
+    #: the commands that have it: "real" (run, launch), "sim" (simulate), "network" (simulate and
+    #: launch, which run a whole network); default: all
+    only: str = ""
     check: Check | None = None
     #: what the flag is inert without, and the flag that brings it: giving it without is an error
     needs: Check | None = None
+
+    def offered(self, real: bool, network: bool) -> bool:
+        """Whether a command has this flag (``real``: it runs real processes; ``network``: it
+        runs the whole network, as simulate and launch do)."""
+        if self.only == "network":
+            return network or not real
+        return self.only != ("sim" if real else "real")
 
     def flag_name(self, field_name: str) -> str:
         return self.name or "--" + field_name.replace("_", "-")
@@ -305,36 +314,35 @@ _WEIBULL: Check = (lambda c: c.churn.model == "weibull", "--churn weibull")
 
 @dataclass(frozen=True)
 class ChurnConfig:
-    """Nodes going and coming while the network runs (p2pcore/churn.py; simulator only).
-
-    Honest nodes churn; adversaries stay online throughout (they want to hear every model)."""
+    """Nodes going and coming while the network runs (p2pcore/churn.py): every user node in the
+    simulator; in ``launch``, whole processes (all but the first, which stays as the seed)."""
 
     model: str = opt(
         "off",
-        "on/off times of each honest node: exponential or Weibull (as measured in deployed P2P "
+        "on/off times of each node (launch: process): exponential or Weibull (as measured in deployed P2P "
         "networks), with the means below",
         name="--churn",
         group="churn",
-        only="sim",
+        only="network",
         choices=CHURN_MODELS,
     )
     uptime: float = opt(
         50.0,
         "mean session (online) length in rounds",
         group="churn",
-        only="sim",
+        only="network",
         check=_POSITIVE,
         needs=_CHURNS,
     )
     downtime: float = opt(
-        10.0, "mean time offline in rounds", group="churn", only="sim", check=_POSITIVE, needs=_CHURNS
+        10.0, "mean time offline in rounds", group="churn", only="network", check=_POSITIVE, needs=_CHURNS
     )
     shape: float = opt(
         0.5,
         "Weibull shape k of both (k < 1: heavy-tailed sessions)",
         name="--weibull-shape",
         group="churn",
-        only="sim",
+        only="network",
         check=_POSITIVE,
         needs=_WEIBULL,
     )
@@ -343,16 +351,16 @@ class ChurnConfig:
         "share of departures that are crashes (no leave message)",
         name="--crashes",
         group="churn",
-        only="sim",
+        only="network",
         check=_SHARE,
         needs=_CHURNS,
     )
     late: float = opt(
         0.0,
-        "share of honest nodes absent at the start that join at a uniform time in the first half",
+        "share of nodes (launch: processes) absent at first, joining at a uniform time in the first half",
         name="--late-joiners",
         group="churn",
-        only="sim",
+        only="network",
         check=_SHARE,
     )
 

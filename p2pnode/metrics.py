@@ -51,6 +51,12 @@ class Metrics:
             "Checkpoint saves that failed (a full disk); the previous checkpoints are kept",
             registry=r,
         )
+        self.peers_left = Counter(
+            "p2pnode_peers_left_total",
+            "Leave messages taken: peers that said they leave the network (Cyclon)",
+            ["node"],
+            registry=r,
+        )
         self.live_nodes = Gauge(
             "p2pnode_live_nodes", "Nodes online now (the simulator under churn)", registry=r
         )

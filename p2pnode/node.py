@@ -36,6 +36,7 @@ from p2pnode.wire.codec import (
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType
+from peer_sampling.messages import Leave
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
 
@@ -166,6 +167,7 @@ class NodeRuntime:
         self._m_view = metrics.view_size.labels(label)
         self._m_version = metrics.model_version.labels(label)
         self._m_recoveries = metrics.recoveries.labels(label)
+        self._m_peers_left = metrics.peers_left.labels(label)
         self._m_round = metrics.round.labels(label)
         self._m_hit = metrics.hit_ratio.labels(label)
         self._m_merges = metrics.merges.labels(label)
@@ -392,6 +394,8 @@ class NodeRuntime:
         if isinstance(message, ModelMessage | FedMessage):
             self._m_models_received.inc()
             self.last_version.take(sender, message.version)
+        elif isinstance(message, Leave):
+            self._m_peers_left.inc()
         self.execute(self.node.handle(Received(sender, message), self.clock.now(), self.rng))
         return Outcome(200)
 

@@ -365,6 +365,9 @@ class NodeProcess:
                     except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
                         still.append(peer)
                 pending = still
+                if pending and seeds and not need_all:  # open membership: one live process will do
+                    log.info("joining through the peers that answered; not reachable: %s", ", ".join(pending))
+                    break
                 if pending:
                     if time.monotonic() > deadline:
                         raise StartupError(f"peers not reachable: {', '.join(pending)}")

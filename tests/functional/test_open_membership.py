@@ -16,7 +16,7 @@ import pytest
 
 from p2pnode.auth import Keyring, save_keyring
 from tests.functional.test_http_nodes import ports
-from tests.functional.test_kill_processes import get
+from tests.functional.test_kill_processes import counter, get
 
 pytestmark = pytest.mark.functional
 TICK = 0.005  # 0.5 s rounds
@@ -93,6 +93,8 @@ def test_a_network_grows_from_one_seed_and_a_leaver_drops_out_of_every_view(tmp_
         wait_for(gone, 4 * (MAX_AGE + 2) * 100 * TICK + 10, "the leaver stayed in a live view", 0.05)
         elapsed_rounds = max((last_seen[n] - left_at[n] + 1 for n in last_seen), default=0)
         assert all(views(addr) for addr in (a, c))  # the others run on
+        left_msgs = sum(counter(addr, "p2pnode_peers_left_total") for addr in (a, c))
+        assert left_msgs >= 1  # the leaver's Leave messages arrived and were counted
     finally:
         for p in procs.values():
             if p.poll() is None:
