@@ -45,7 +45,7 @@ def _plan(prep: Prepared) -> AttackPlan | None:
         seed=cfg.seed,
         fedavg=cfg.protocol == "fedavg",
         target_k=a.target_k,
-        attackers=a.attackers,
+        attackers=_node_ids(prep, a.attackers),
         colluders=a.colluders,
         colluder_groups=a.colluder_groups,
         multicast=a.multicast,
@@ -56,6 +56,23 @@ def _plan(prep: Prepared) -> AttackPlan | None:
         return make_plan(settings, own, n_items, explicit_target(prep))
     except PlanError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _node_ids(prep: Prepared, attackers: str) -> str:
+    """``--attackers`` in node ids. A dataset file names its users by its own ids (``u17``), and
+    so does ``--attackers`` with it; ML-100k and synthetic data take node ids (0..N-1)."""
+    cfg = prep.config
+    if attackers == "all" or prep.data is None or cfg.dataset in ("ml-100k", "synthetic"):
+        return attackers
+    index = {raw: node for node, raw in enumerate(prep.data.raw_user_ids)}
+    wanted = [x.strip() for x in attackers.split(",") if x.strip()]
+    unknown = [x for x in wanted if x not in index]
+    if unknown:
+        raise ConfigError(
+            f"--attackers {', '.join(unknown[:5])}: no such user in {cfg.dataset} among the "
+            f"{len(index)} users kept (a dataset file's --attackers are its own user ids)"
+        )
+    return ",".join(str(index[x]) for x in wanted)
 
 
 def lab_for(prep: Prepared) -> AttackLab:

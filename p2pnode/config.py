@@ -208,7 +208,8 @@ class AttackConfig:
     )
     attackers: str = opt(
         "all",
-        "gossip: 'all' (every node, own items as target) or node ids '3,17'",
+        "gossip: 'all' (every node, own items as target), node ids '3,17', or with a dataset file "
+        "its own user ids 'u3,u17'",
         group="attack",
         needs=_CIA,
     )

@@ -11,7 +11,7 @@ import pytest
 
 from p2pnode import attack as attack_mod
 from p2pnode.attack import plan_for
-from p2pnode.config import RunConfig
+from p2pnode.config import ConfigError, RunConfig
 from p2pnode.prepare import prepare
 from p2pnode.sim import Simulation, simulate
 from p2pnode.transport.memory import MemoryNetwork
@@ -193,3 +193,24 @@ def test_mia_proxy_precision_at_an_open_threshold_is_the_base_rate() -> None:
     assert proxy["precision"][0] > 1.5 * base, proxy["precision"]
     assert proxy["max_aac"][0] > 2 * result["cia"]["random_bound"], proxy["max_aac"]
     assert len(proxy["aac"]) == 8 and all(len(row) == 2 for row in proxy["aac"])
+
+
+def test_a_dataset_file_names_its_attackers_by_its_own_user_ids(tmp_path: Any) -> None:
+    rows = [f"u{u},movie_{(u * 7 + j) % 200}" for u in range(30) for j in range(12)]
+    data = tmp_path / "mine.csv"
+    data.write_text("user,item\n" + "\n".join(rows) + "\n")
+    cfg = RunConfig(nodes=30, rounds=2, seed=1, dataset=str(data)).replace(
+        **{
+            "attack.kind": "cia",
+            "attack.target_k": 5,
+            "attack.attackers": "u3,u17",
+            "attack.target_items": "movie_3,movie_10",  # an explicit target: predictions are listed
+            "learning.lr": 0.01,
+        }
+    )
+    result = simulate(cfg.validate())
+    assert sorted(p["adversary_user"] for p in result["cia"]["predictions"]) == ["u17", "u3"]
+    assert all(u.startswith("u") for p in result["cia"]["predictions"] for u in p["community_users"])
+    with pytest.raises(ConfigError, match="--attackers zz: no such user"):
+        prepare_plan = cfg.replace(**{"attack.attackers": "u3,zz"}).validate()
+        plan_for(prepare(prepare_plan))
