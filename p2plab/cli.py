@@ -36,7 +36,11 @@ def _metrics_flags(metrics: argparse.ArgumentParser) -> None:
 
 
 def _experiment_flags(exp: argparse.ArgumentParser) -> None:
-    exp.add_argument("name", help="experiment name, or 'list'")
+    exp.add_argument(
+        "name",
+        help="experiment name, a TOML file, 'list', or (with --report-only) the --out folder of a "
+        "finished simulate or launch run",
+    )
     exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
     exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
     exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
@@ -123,6 +127,7 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _experiment(args: argparse.Namespace) -> int:
     from p2plab import experiment as ex
+    from p2plab.run_report import report_run, run_file
     from p2pnode.process import tune_process
 
     tune_process()
@@ -130,6 +135,14 @@ def _experiment(args: argparse.Namespace) -> int:
     if args.name == "list":
         for name in ex.names():
             print(f"{name:20s} {ex.load(name).title}")
+        return 0
+    folder = Path(args.name)
+    if folder.is_dir() and run_file(folder) is not None:  # one finished simulate/launch run
+        if not args.report_only:
+            raise ConfigError(f"{folder} holds a finished run: add --report-only to report it")
+        written = report_run(folder)
+        if not args.quiet:
+            print(f"{folder}: wrote {', '.join(written)}", flush=True)
         return 0
     exp = ex.load(args.name)
     if exp.mixing is not None:

@@ -321,3 +321,36 @@ def test_the_short_prediction_probe_runs_and_caps_accuracy(capsys: pytest.Captur
     assert out.count("  round ") == 2
     with pytest.raises(SystemExit):
         namespace["main"](["--k", "10", "--predict", "11"])
+
+
+def test_a_finished_simulate_run_folder_gets_its_report(tmp_path: Path) -> None:
+    from p2plab.cli import main as lab_main
+
+    out = tmp_path / "run"
+    argv = ["simulate", "--nodes", "24", "--rounds", "3", "--sampling", "cyclon", "--churn", "exp"]
+    argv += [
+        "--uptime",
+        "3",
+        "--downtime",
+        "1",
+        "--attack",
+        "cia",
+        "--target-k",
+        "3",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    assert lab_main(argv) == 0
+    assert lab_main(["experiment", str(out)]) == 2  # says: add --report-only
+    assert lab_main(["experiment", "--report-only", str(out), "--quiet"]) == 0
+    report = (out / "report.md").read_text()
+    assert (
+        "24 nodes, 3 rounds, seed 0 (simulate)" in report and "HR@20" in report and "CIA: Max AAC" in report
+    )
+    for png in ("utility.png", "cia.png", "churn.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in report
+    with pytest.raises(ConfigError, match="no result.json or summary.json"):
+        from p2plab.run_report import report_run
+
+        report_run(tmp_path)

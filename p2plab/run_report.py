@@ -1,0 +1,136 @@
+"""The report of one finished run: ``p2pnode experiment --report-only DIR`` on the folder that
+``simulate --out DIR`` (``result.json``) or ``launch --out DIR`` (``summary.json``) wrote.
+
+It writes ``report.md`` (the run's figures, its settings and the command to re-run it) and, per
+evaluated round, ``utility.png`` (HR@K or F1@K with the random ranking's value), ``cia.png``
+(the adversaries' mean accuracy and upper bound with the random bound K/N, when they attacked)
+and ``churn.png`` (nodes online, when nodes came and went).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from p2plab.figures import save_figure
+from p2pnode.config import ConfigError, RunConfig, from_mapping
+from p2pnode.report import metric_for, summary
+
+RUN_FILES = ("result.json", "summary.json")
+
+
+def run_file(folder: Path) -> Path | None:
+    """The summary a finished simulate or launch run left in ``folder`` (None: not a run's)."""
+    for name in RUN_FILES:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def report_run(folder: Path) -> list[str]:
+    """Write the report and plots of the run in ``folder``; returns the files written."""
+    path = run_file(folder)
+    if path is None:
+        raise ConfigError(f"{folder}: no {' or '.join(RUN_FILES)} (not the --out of simulate or launch)")
+    try:
+        result = json.loads(path.read_text())
+        config = from_mapping(result["config"], RunConfig(), source=str(path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a run summary ({exc})") from None
+    metric = metric_for(config)
+    history = [h for h in result.get("history", []) if metric.key in h]
+    mode = result.get("mode", "simulate")
+    size = f"{config.nodes} nodes, {result.get('round', config.rounds)} rounds, seed {config.seed} ({mode})"
+    written = _plots(folder, result, history, config, size)
+    lines = [
+        f"# {config.protocol} over {config.sampling}, {config.model}: {size}",
+        "",
+        "```",
+        summary(result, metric),
+        "```",
+        "",
+        f"Settings: `{json.dumps(_changed(config), sort_keys=True)}` (the rest are the defaults).",
+        "",
+        *(f"![{name}]({name})" for name in written),
+        "",
+    ]
+    (folder / "report.md").write_text("\n".join(lines))
+    return ["report.md", *written]
+
+
+def _changed(config: RunConfig) -> dict[str, Any]:
+    """The settings that differ from the defaults (dotted keys)."""
+    out: dict[str, Any] = {}
+    base = RunConfig().to_dict()
+    for section, value in config.to_dict().items():
+        if isinstance(value, dict):
+            out.update({f"{section}.{k}": v for k, v in value.items() if base[section].get(k) != v})
+        elif base.get(section) != value:
+            out[section] = value
+    return out
+
+
+def _plots(
+    folder: Path, result: dict[str, Any], history: list[dict[str, Any]], config: RunConfig, size: str
+) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = metric_for(config)
+    written: list[str] = []
+    rounds = [h["round"] for h in history]
+    if history:
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        ax.plot(rounds, [100 * h[metric.key] for h in history], "o-", ms=3, label=f"mean {metric.label}")
+        ax.axhline(
+            100 * metric.random,
+            color="tab:red",
+            linestyle="--",
+            label=f"random ranking ({100 * metric.random:.1f})",
+        )
+        ax.set_xlabel("round")
+        ax.set_ylabel(f"{metric.label} (%)")
+        ax.set_title(f"{metric.label} per round\n{size}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        written.append(save_figure(fig, folder / "utility.png"))
+    cia = result.get("cia")
+    if isinstance(cia, dict) and cia.get("aac") and cia.get("rounds"):
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        ax.plot(cia["rounds"], [100 * v for v in cia["aac"]], "o-", ms=3, label="mean accuracy (AAC)")
+        if cia.get("upper_bounds"):
+            ax.plot(
+                cia["rounds"],
+                [100 * v for v in cia["upper_bounds"]],
+                "s--",
+                ms=3,
+                label="upper bound (heard from)",
+            )
+        rnd = 100 * cia["random_bound"]
+        ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
+        ax.set_xlabel("round")
+        ax.set_ylabel("%")
+        ax.set_title(
+            f"CIA, {cia['adversaries']} adversaries, K = {cia.get('k', config.attack.target_k)}: "
+            f"Max AAC {100 * cia['max_aac']:.1f}% at round {cia['round_of_max']}\n{size}",
+            fontsize=10,
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        written.append(save_figure(fig, folder / "cia.png"))
+    live = [(h["round"], h["churn"]["live"]) for h in result.get("history", []) if "churn" in h]
+    if live:
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        ax.plot([r for r, _ in live], [n for _, n in live], "o-", ms=3)
+        ax.axhline(config.nodes, color="tab:gray", linestyle=":", label=f"all nodes ({config.nodes})")
+        ax.set_xlabel("round")
+        ax.set_ylabel("nodes online")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"Churn ({config.churn.model}): nodes online per round\n{size}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        written.append(save_figure(fig, folder / "churn.png"))
+    return written
