@@ -184,6 +184,16 @@ def _experiment(args: argparse.Namespace) -> int:
             raise ConfigError(f"--rows: no row {', '.join(map(repr, missing))} in {exp.name} (rows: {known})")
         exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
     out = args.out or Path("results") / exp.name
+    if args.nodes is not None and exp.rows:  # a quick look at a smaller size: is K still small?
+        first = exp.config(exp.rows[0], (seeds or list(exp.seeds))[0], overrides)
+        if first.attack.kind and first.attack.target_k * 5 > first.nodes:
+            print(
+                f"p2pnode: note: K = {first.attack.target_k} of {first.nodes} nodes: communities that "
+                "large tell little (random guessing scores K/N); for a quick look at this size add "
+                f"--set attack.target_k={max(1, first.nodes // 10)}",
+                file=sys.stderr,
+                flush=True,
+            )
     progress = None if args.quiet else (lambda line: print(line, flush=True))
     doc = ex.run_experiment(
         exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress, args.report_only
