@@ -134,9 +134,30 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
             if "dp_epsilon" in stats
             else ""
         )
+        + _trouble_line(stats)
         + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
     )
+
+
+def _trouble_line(stats: dict[str, Any]) -> str:
+    """What did not go through, when anything did not: failed sends, refused messages by
+    reason, aborted view swaps (empty for a run where everything arrived)."""
+    parts = []
+    if stats.get("send_failures"):
+        parts.append(f"{stats['send_failures']} failed sends")
+    rejected = stats.get("rejected") or {}
+    if rejected:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items(), key=lambda kv: -kv[1]))
+        parts.append(f"{sum(rejected.values())} messages refused ({reasons})")
+    swaps = stats.get("view_swaps") or {}
+    if swaps.get("aborted"):
+        tried = swaps["aborted"] + swaps.get("committed", 0)
+        parts.append(f"{swaps['aborted']} of {tried} view swaps aborted")
+    churn = stats.get("churn")
+    if isinstance(churn, dict) and "live" in churn:
+        parts.append(f"{churn['live']} nodes online at the end")
+    return ("\n      " + "; ".join(parts)) if parts else ""
 
 
 def cia_line(cia: dict[str, Any]) -> str:

@@ -350,7 +350,7 @@ def test_a_finished_simulate_run_folder_gets_its_report(tmp_path: Path) -> None:
     )
     for png in ("utility.png", "cia.png", "churn.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in report
-    with pytest.raises(ConfigError, match="no result.json or summary.json"):
+    with pytest.raises(ConfigError, match=r"no result\.json or summary\.json"):
         from p2plab.run_report import report_run
 
         report_run(tmp_path)
