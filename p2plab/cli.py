@@ -67,6 +67,12 @@ def _experiment_flags(exp: argparse.ArgumentParser) -> None:
         "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
     )
     exp.add_argument("--quiet", action="store_true", help="no progress lines")
+    exp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="simulations run in this many processes at once, if they fit in free memory (default 1)",
+    )
 
 
 def _deploy_flags(dep: argparse.ArgumentParser) -> None:
@@ -173,6 +179,8 @@ def _experiment(args: argparse.Namespace) -> int:
             raise ConfigError(f"--seeds {args.seeds!r}: expected integers '0,1,2'") from None
     if args.real and args.processes < 1:
         raise ConfigError("--processes must be at least 1")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     mode = "real" if args.real else "simulate"
     runner = ex.real_network(args.processes) if args.real else ex.simulator
     if args.rows:
@@ -196,7 +204,16 @@ def _experiment(args: argparse.Namespace) -> int:
             )
     progress = None if args.quiet else (lambda line: print(line, flush=True))
     doc = ex.run_experiment(
-        exp, out, overrides, seeds, runner, mode, ex.command_line(sys.argv[1:]), progress, args.report_only
+        exp,
+        out,
+        overrides,
+        seeds,
+        runner,
+        mode,
+        ex.command_line(sys.argv[1:]),
+        progress,
+        args.report_only,
+        args.workers,
     )
     if progress:
         progress(

@@ -350,10 +350,12 @@ def run_experiment(
     command: str = "",
     progress: Callable[[str], None] | None = None,
     report_only: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Run every (row, seed) not yet on disk, then write the results and the report.
 
     ``report_only``: run nothing; report the runs already on disk (rows may have fewer seeds).
+    ``workers``: simulations run in that many processes at once (p2plab/fanout.py).
     """
     overrides = dict(overrides or {})
     seeds = tuple(seeds) if seeds is not None else exp.seeds
@@ -365,10 +367,11 @@ def run_experiment(
     done = 0
     t_all = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
+    pending: dict[str, tuple[Row, int, RunConfig, Path]] = {}
     for row, seed, config in plan:
         key = run_key(config)
         path = runs_dir / f"{mode}-{key}.json"
-        if key in results:
+        if key in results or key in pending:
             continue
         if not path.is_file() and key in older:
             path = older[key]
@@ -377,18 +380,37 @@ def run_experiment(
             done += 1
             if progress:
                 progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: already done, kept")
-            continue
-        if report_only:
-            continue
-        t0 = time.perf_counter()
-        summary = _slim(runner(config, throttled(progress) if progress else None))
+        elif not report_only:
+            pending[key] = (row, seed, config, path)
+
+    def finished(key: str, summary: dict[str, Any], seconds: float) -> None:
+        nonlocal done
+        row, seed, _config, path = pending[key]
         summary["_row"] = row.label
         summary["_seed"] = seed
         write_text(path, json.dumps(summary))
         results[key] = summary
         done += 1
         if progress:
-            progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {time.perf_counter() - t0:.0f} s")
+            progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {seconds:.0f} s")
+
+    if workers > 1 and len(pending) > 1:
+        if runner is not simulator:
+            raise ConfigError("--workers runs simulations; real-network runs go one at a time")
+        from p2plab.fanout import check_memory, run_parallel
+        from p2pnode.prepare import prepare
+
+        configs = [c for _r, _s, c, _p in pending.values()]
+        check_memory(configs, workers, lambda c: prepare(c).model_bytes)
+        if progress:
+            progress(f"{len(pending)} runs in {min(workers, len(pending))} worker processes")
+        for key, summary, seconds in run_parallel([(k, v[2]) for k, v in pending.items()], workers):
+            finished(key, summary, seconds)
+    else:
+        for key, (_row, _seed, config, _path) in pending.items():
+            t0 = time.perf_counter()
+            summary = _slim(runner(config, throttled(progress) if progress else None))
+            finished(key, summary, time.perf_counter() - t0)
     table = aggregate(exp, plan, results, partial=report_only)
     other = "real" if mode == "simulate" else "simulate"
     other_older = _older_runs(runs_dir, other, keys)

@@ -354,3 +354,27 @@ def test_a_finished_simulate_run_folder_gets_its_report(tmp_path: Path) -> None:
         from p2plab.run_report import report_run
 
         report_run(tmp_path)
+
+
+def test_workers_give_the_runs_a_sequential_experiment_gives(tmp_path: Path) -> None:
+    exp = dataclasses.replace(ex.load("churn"), rows=ex.load("churn").rows[:3])
+    seq = ex.run_experiment(exp, tmp_path / "seq", TINY, seeds=[0])
+    par = ex.run_experiment(exp, tmp_path / "par", TINY, seeds=[0], workers=2)
+    assert [r["cells"] for r in par["rows"]] == [r["cells"] for r in seq["rows"]]
+    for f in sorted((tmp_path / "seq" / "runs").glob("*.json")):
+        a, b = json.loads(f.read_text()), json.loads((tmp_path / "par" / "runs" / f.name).read_text())
+        for run in (a, b):  # wall-clock times aside
+            run.pop("seconds")
+            for h in run["history"]:
+                h.pop("seconds")
+        assert a == b
+
+
+def test_workers_that_would_not_fit_in_memory_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from p2plab import fanout
+
+    monkeypatch.setattr(fanout, "available_bytes", lambda: 3 << 30)
+    configs = [RunConfig(nodes=943)] * 4
+    fanout.check_memory(configs, 1, lambda c: 215_000)  # one at a time: nothing to check
+    with pytest.raises(ConfigError, match=r"--workers 4: 4 runs of 943 nodes need about .* use --workers 1"):
+        fanout.check_memory(configs, 4, lambda c: 215_000)
