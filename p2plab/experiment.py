@@ -386,6 +386,7 @@ def run_experiment(
     def finished(key: str, summary: dict[str, Any], seconds: float) -> None:
         nonlocal done
         row, seed, _config, path = pending[key]
+        summary = _slim(summary)
         summary["_row"] = row.label
         summary["_seed"] = seed
         write_text(path, json.dumps(summary))
@@ -409,7 +410,7 @@ def run_experiment(
     else:
         for key, (_row, _seed, config, _path) in pending.items():
             t0 = time.perf_counter()
-            summary = _slim(runner(config, throttled(progress) if progress else None))
+            summary = runner(config, throttled(progress) if progress else None)
             finished(key, summary, time.perf_counter() - t0)
     table = aggregate(exp, plan, results, partial=report_only)
     other = "real" if mode == "simulate" else "simulate"

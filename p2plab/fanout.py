@@ -61,13 +61,12 @@ def check_memory(configs: Sequence[RunConfig], workers: int, model_bytes: Callab
 
 
 def _simulate(config: RunConfig) -> tuple[dict[str, Any], float]:
-    from p2plab.experiment import _slim
     from p2pnode.process import tune_process
     from p2pnode.sim import simulate
 
     tune_process()
     t0 = time.perf_counter()
-    summary = _slim(simulate(config))
+    summary = simulate(config)
     return summary, time.perf_counter() - t0
 
 
