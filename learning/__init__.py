@@ -3,9 +3,10 @@ DP-SGD, utility.
 
 Two halves, checked by tests/unit/test_layering.py. numpy only (the pure packages may import
 these): ``params``, ``gmf``, ``prme``, ``interactions``, ``split``, ``negatives``, ``metrics``,
-``synthetic``. With torch (imported by the shell only): ``dp`` (the DP-SGD noise generator and
-Opacus's accountant), ``learner`` (the torch reference backend), and through them ``gmf_numpy``,
-``prme_numpy`` and ``prme_learner``.
+``synthetic`` (``negatives`` also compiles two small loops with numba). With torch (imported by
+the shell only): ``dp`` (the DP-SGD noise generator and Opacus's accountant), ``learner`` (the
+torch reference backend), and through them ``gmf_numpy``, ``gmf_fused``, ``prme_numpy`` and
+``prme_learner``.
 """
 
 #: the modules that import torch themselves (everything importing them loads it too)

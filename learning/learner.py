@@ -18,6 +18,7 @@ import torch
 
 from learning import gmf
 from learning.dp import DPConfig, PrivateStepper, poisson_batch
+from learning.gmf_fused import FusedGMF, draw_negatives, shuffled_examples
 from learning.gmf_numpy import NumpyGMF
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
@@ -33,7 +34,7 @@ from learning.params import (
 )
 from learning.split import UserData
 
-BACKENDS = ("numpy", "torch")
+BACKENDS = ("fused", "numpy", "torch")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,9 @@ class TrainConfig:
     local_epochs: int = 1
     top_k: int = 20
     sparse_items: bool = True  #: SparseAdam on the item rows of each batch; False: dense Adam
-    backend: str = "numpy"  #: "numpy" (analytic gradients, fast) or "torch" (autograd reference)
+    #: "fused" (compiled epochs, fastest), "numpy" (analytic gradients in numpy calls) or "torch"
+    #: (the autograd reference); learning/gmf_fused.py says how the first two round differently
+    backend: str = "fused"
     share_less_tau: float = 0.0  #: weight τ of the Share-less item regulariser (eq. 2); 0: off
     dp: DPConfig = field(
         default_factory=DPConfig
@@ -124,6 +127,7 @@ class BaseLearner(ABC):
         self.shared_names = shared
         self.version = 0
         self._excluded = data.interacted
+        self._free = int(self._excluded.size - np.count_nonzero(self._excluded))  #: allowed negatives
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
         self._val_items = [
             (np.concatenate(([item], data.validation_negatives)).astype(np.int64), float(t))
@@ -306,19 +310,21 @@ class GMFLearner(BaseLearner):
             raise ValueError(f"unknown training backend {config.backend!r}")
         super().__init__(data, init, shared, rng, config.top_k)
         self.config = config
-        self._backend: NumpyGMF | TorchGMF = (
-            NumpyGMF(self.params, config.lr, config.sparse_items)
-            if config.backend == "numpy"
-            else TorchGMF(self.params, config.lr, config.sparse_items)
-        )
+        self._backend: NumpyGMF | TorchGMF
+        if config.backend == "fused":
+            self._backend = FusedGMF(self.params, config.lr, config.sparse_items)
+        elif config.backend == "numpy":
+            self._backend = NumpyGMF(self.params, config.lr, config.sparse_items)
+        else:
+            self._backend = TorchGMF(self.params, config.lr, config.sparse_items)
         self._positives = data.train_items
         n_pos = len(self._positives)
         self._labels = np.concatenate(
             (np.ones(n_pos, np.float32), np.zeros(n_pos * config.negatives, np.float32))
         )
         if config.dp.enabled:
-            if config.backend != "numpy":
-                raise ValueError("DP-SGD runs on the numpy backend only")
+            if config.backend == "torch":
+                raise ValueError("DP-SGD runs on the numpy backends only")
             rows = n_pos * (1 + config.negatives)
             self.dp = PrivateStepper(config.dp, rows, config.batch_size, int(rng.integers(2**62)))
 
@@ -352,14 +358,21 @@ class GMFLearner(BaseLearner):
             st.v[...] = state[k]["v"]
             st.step = int(state[k]["step"])
 
-    def batches(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
-        """One epoch: every positive and ``negatives`` fresh negatives each, shuffled, batched."""
+    def examples(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """One epoch's examples in training order: every positive and ``negatives`` fresh
+        negatives each (NCF §4.1), shuffled."""
         cfg = self.config
         n_pos = len(self._positives)
-        negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives)
+        if self._free <= 0:
+            raise ValueError("no item is left to sample negatives from")
+        negs = draw_negatives(self.rng, self._excluded, n_pos * cfg.negatives, self._free)
         perm = self.rng.permutation(n_pos * (1 + cfg.negatives))
-        items = np.concatenate((self._positives, negs))[perm]
-        labels = self._labels[perm]
+        return shuffled_examples(self._positives, negs, perm)
+
+    def batches(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+        """One epoch of :meth:`examples`, ``batch_size`` at a time."""
+        cfg = self.config
+        items, labels = self.examples()
         for start in range(0, len(items), cfg.batch_size):
             yield items[start : start + cfg.batch_size], labels[start : start + cfg.batch_size]
 
@@ -375,6 +388,13 @@ class GMFLearner(BaseLearner):
         if self.dp is not None:
             return self._private_update(before, tau)
         steps = 0
+        backend = self._backend
+        if isinstance(backend, FusedGMF):
+            for _ in range(self.config.local_epochs):
+                items, labels = self.examples()
+                steps += backend.epoch(items, labels, self.config.batch_size, before, tau)
+            self.version += 1
+            return steps
         for _ in range(self.config.local_epochs):
             for idx, y in self.batches():
                 anchor = before[idx] if before is not None else None
@@ -391,7 +411,7 @@ class GMFLearner(BaseLearner):
         n_pos = len(self._positives)
         steps = 0
         for _ in range(cfg.local_epochs):
-            negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives)
+            negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives, self._free)
             items = np.concatenate((self._positives, negs))
             for _ in range(dp.steps_per_epoch):
                 if not dp.may_step():

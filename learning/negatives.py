@@ -7,11 +7,19 @@ import numpy.typing as npt
 
 
 def sample_negatives(
-    rng: np.random.Generator, excluded: npt.NDArray[np.bool_], count: int
+    rng: np.random.Generator,
+    excluded: npt.NDArray[np.bool_],
+    count: int,
+    free: int | None = None,
 ) -> npt.NDArray[np.int64]:
-    """``count`` item ids drawn uniformly (with replacement) among items where ``excluded`` is False."""
+    """``count`` item ids drawn uniformly (with replacement) among items where ``excluded`` is False.
+
+    Rejection sampling: each pass draws about enough ids for what is missing and keeps the allowed
+    ones in the order drawn. ``free`` is the number of allowed items, when the caller knows it.
+    learning.gmf_fused.draw_negatives draws the same ids with one compiled pass per draw."""
     n_items = excluded.shape[0]
-    free = n_items - int(excluded.sum())
+    if free is None:
+        free = n_items - int(np.count_nonzero(excluded))
     if free <= 0:
         raise ValueError("no item is left to sample negatives from")
     out = np.empty(count, dtype=np.int64)

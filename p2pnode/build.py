@@ -122,6 +122,7 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
         lc.local_epochs,
         lc.top_k,
         share_less_tau=tau,
+        backend=lc.backend,
         dp=dp,
     )
     return GMFLearner(prep.users[node_id], prep.init, train, rng, shared_names(cfg))

@@ -94,6 +94,14 @@ class LearningConfig:
     negatives: int = opt(4, "sampled negatives per positive", group="learning", check=_min(1))
     local_epochs: int = opt(1, "epochs over the local data per local update", group="learning", check=_min(1))
     top_k: int = opt(20, "K of HR@K (F1@K for PRME)", group="learning", check=_min(1))
+    backend: str = opt(
+        "fused",
+        "GMF training code: fused (compiled epochs, fastest) or numpy (one numpy call per "
+        "operation, as runs before the fused kernel; they round differently in the last bits)",
+        group="learning",
+        choices=("fused", "numpy"),
+        needs=_GMF,
+    )
     test_negatives: int = opt(
         100,
         "items a user never touched that the held-out one is ranked among (NCF); fewer for small catalogues",

@@ -1,10 +1,20 @@
-"""Prometheus metrics: one registry per process, every hosted node labelled ``node``."""
+"""Prometheus metrics: one registry per process, every hosted node labelled ``node``.
+
+Counters that move on every message (frames and bytes sent and taken, models, the view size and
+model version) are plain ints on each node (:class:`NodeCounters`) that a collector reads when
+``/metrics`` is scraped: a prometheus_client child's ``inc`` takes a lock and costs microseconds,
+which a simulated round of 4,000 messages pays 30,000 times. The rest are ordinary
+prometheus_client metrics, set where they change.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 
 class Metrics:
@@ -13,25 +23,6 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.models_sent = Counter("p2pnode_models_sent_total", "Models sent to peers", ["node"], registry=r)
-        self.models_received = Counter(
-            "p2pnode_models_received_total", "Models accepted from peers", ["node"], registry=r
-        )
-        self.delta_sent = Counter(
-            "p2pnode_delta_models_sent_total", "Models sent as row deltas", ["node"], registry=r
-        )
-        self.bytes_sent = Counter(
-            "p2pnode_bytes_sent_total", "Frame bytes sent (all message types)", ["node"], registry=r
-        )
-        self.bytes_received = Counter(
-            "p2pnode_bytes_received_total", "Frame bytes accepted", ["node"], registry=r
-        )
-        self.messages_sent = Counter(
-            "p2pnode_messages_sent_total",
-            "Frames sent, by channel",
-            ["node", "channel"],
-            registry=r,
-        )
         self.merges = Counter("p2pnode_merges_total", "Model aggregations", ["node"], registry=r)
         self.local_steps = Counter("p2pnode_local_steps_total", "Local optimizer steps", ["node"], registry=r)
         self.rejected = Counter(
@@ -84,7 +75,6 @@ class Metrics:
             registry=r,
         )
         self.round = Gauge("p2pnode_round", "Current round", ["node"], registry=r)
-        self.view_size = Gauge("p2pnode_view_size", "Out-view size", ["node"], registry=r)
         self.hit_ratio = Gauge(
             "p2pnode_hit_ratio",
             "HR@K of the node's model on its held-out item (0 or 1)",
@@ -115,18 +105,79 @@ class Metrics:
             ["node"],
             registry=r,
         )
-        self.model_version = Gauge("p2pnode_model_version", "Local model version", ["node"], registry=r)
+        #: the per-message counters, kept by each node as plain ints and read at scrape time
+        self.nodes: dict[str, NodeReadings] = {}
+        r.register(_NodeCollector(self.nodes))
+
+    def watch(self, label: str, readings: NodeReadings) -> None:
+        """Export ``readings`` (a hosted node's counters) under ``node=label``."""
+        self.nodes[label] = readings
 
 
 @dataclass
 class NodeCounters:
-    """Plain counters a node keeps for reports (cheap to read, no registry walk)."""
+    """Plain counters a node keeps for reports and ``/metrics`` (cheap to bump and to read)."""
 
     messages_sent: int = 0
     bytes_sent: int = 0
     models_sent: int = 0
     delta_models_sent: int = 0
     bytes_received: int = 0
+    models_received: int = 0
+    gossip_sent: int = 0  #: frames sent on the gossip channel (models)
+    sampling_sent: int = 0  #: frames sent on the peer-sampling channel
+    collude_sent: int = 0  #: frames sent on the colluders' channel
     rejected: dict[str, int] = field(default_factory=dict)
     send_failures: int = 0
     multicasts_sent: int = 0
+
+
+@dataclass(frozen=True)
+class NodeReadings:
+    """What the collector reads from one node at scrape time."""
+
+    counters: NodeCounters
+    view_size: Callable[[], int]
+    model_version: Callable[[], int]
+
+
+_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("p2pnode_models_sent_total", "Models sent to peers", "models_sent"),
+    ("p2pnode_models_received_total", "Models accepted from peers", "models_received"),
+    ("p2pnode_delta_models_sent_total", "Models sent as row deltas", "delta_models_sent"),
+    ("p2pnode_bytes_sent_total", "Frame bytes sent (all message types)", "bytes_sent"),
+    ("p2pnode_bytes_received_total", "Frame bytes accepted", "bytes_received"),
+)
+_CHANNELS = (("gossip", "gossip_sent"), ("sampling", "sampling_sent"), ("collude", "collude_sent"))
+
+
+class _NodeCollector(Collector):
+    """The per-message families, read from every watched node's :class:`NodeCounters`."""
+
+    def __init__(self, nodes: dict[str, NodeReadings]) -> None:
+        self.nodes = nodes
+
+    def collect(self) -> Iterator[Metric]:
+        nodes = list(self.nodes.items())
+        for name, help_text, attr in _COUNTERS:
+            family = CounterMetricFamily(name.removesuffix("_total"), help_text, labels=["node"])
+            for label, r in nodes:
+                family.add_metric([label], getattr(r.counters, attr))
+            yield family
+        sent = CounterMetricFamily(
+            "p2pnode_messages_sent", "Frames sent, by channel", labels=["node", "channel"]
+        )
+        for label, r in nodes:
+            for channel, attr in _CHANNELS:
+                sent.add_metric([label, channel], getattr(r.counters, attr))
+        yield sent
+        view = GaugeMetricFamily("p2pnode_view_size", "Out-view size", labels=["node"])
+        version = GaugeMetricFamily("p2pnode_model_version", "Local model version", labels=["node"])
+        for label, r in nodes:
+            view.add_metric([label], r.view_size())
+            version.add_metric([label], r.model_version())
+        yield view
+        yield version
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

@@ -26,7 +26,7 @@ from p2pcore.effects import (
     Unreachable,
 )
 from p2pnode.clock import Clock, TimerHandle
-from p2pnode.metrics import Metrics, NodeCounters
+from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
 from p2pnode.transport.base import Outcome, Transport
 from p2pnode.wire.codec import (
     encode_model_frame,
@@ -152,20 +152,12 @@ class NodeRuntime:
         #: per sender: newest model version taken, forgotten PIN_TTL_TICKS after it was taken
         self.last_version = VersionPins(clock)
         label = str(self.node_id)
-        self._m_models_sent = metrics.models_sent.labels(label)
-        self._m_models_received = metrics.models_received.labels(label)
-        self._m_delta_sent = metrics.delta_sent.labels(label)
-        self._m_bytes_sent = metrics.bytes_sent.labels(label)
-        self._m_bytes_received = metrics.bytes_received.labels(label)
-        self._m_msgs = {
-            Channel.GOSSIP: metrics.messages_sent.labels(label, "gossip"),
-            Channel.SAMPLING: metrics.messages_sent.labels(label, "sampling"),
-            Channel.COLLUDE: metrics.messages_sent.labels(label, "collude"),
-        }
+        metrics.watch(
+            label,
+            NodeReadings(self.counters, lambda: len(node.sampler.out_view()), lambda: learner.version),
+        )
         self._metrics = metrics
         self._label = label
-        self._m_view = metrics.view_size.labels(label)
-        self._m_version = metrics.model_version.labels(label)
         self._m_recoveries = metrics.recoveries.labels(label)
         self._m_peers_left = metrics.peers_left.labels(label)
         self._m_round = metrics.round.labels(label)
@@ -286,8 +278,6 @@ class NodeRuntime:
                 log.warning("node %s: its model went non-finite; back to its last good model", self.node_id)
             elif isinstance(effect, Dropped):
                 self.reject(effect.reason)
-        self._m_view.set(len(self.node.sampler.out_view()))
-        self._m_version.set(self.learner.version)
 
     def _set_timer(self, key: str, at: float) -> None:
         old = self._timers.pop(key, None)
@@ -337,10 +327,8 @@ class NodeRuntime:
             data = encode_model_frame(self.node_id, peer, encoded)
         self._account(Channel.GOSSIP, len(data))
         self.counters.models_sent += 1
-        self._m_models_sent.inc()
         if encoded.is_delta:
             self.counters.delta_models_sent += 1
-            self._m_delta_sent.inc()
 
         def done(outcome: Outcome) -> None:
             self._model_sent(peer, message, encoded, outcome)
@@ -369,10 +357,15 @@ class NodeRuntime:
             self.execute(self.node.handle(Unreachable(peer), self.clock.now(), self.rng))
 
     def _account(self, channel: Channel, nbytes: int) -> None:
-        self.counters.messages_sent += 1
-        self.counters.bytes_sent += nbytes
-        self._m_bytes_sent.inc(nbytes)
-        self._m_msgs[channel].inc()
+        c = self.counters
+        c.messages_sent += 1
+        c.bytes_sent += nbytes
+        if channel is Channel.GOSSIP:
+            c.gossip_sent += 1
+        elif channel is Channel.SAMPLING:
+            c.sampling_sent += 1
+        else:
+            c.collude_sent += 1
 
     # -- incoming -------------------------------------------------------------------------------
 
@@ -390,9 +383,8 @@ class NodeRuntime:
         """Take a message ``wire.codec.decode`` accepted for this node: count it and hand it to
         the pure node."""
         self.counters.bytes_received += nbytes
-        self._m_bytes_received.inc(nbytes)
         if isinstance(message, ModelMessage | FedMessage):
-            self._m_models_received.inc()
+            self.counters.models_received += 1
             self.last_version.take(sender, message.version)
         elif isinstance(message, Leave):
             self._m_peers_left.inc()

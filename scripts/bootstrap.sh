@@ -15,3 +15,5 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+
 fi
 .venv/bin/python -m pip install --quiet -e '.[dev,fast,deploy]'
 .venv/bin/p2pnode data get ml-100k
+# compile the fused training kernels once (numba caches them beside learning/; ~10 s the first time)
+.venv/bin/python -m learning.gmf_fused

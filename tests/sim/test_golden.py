@@ -25,6 +25,7 @@ GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 _BASE = RunConfig(nodes=40, rounds=4, seed=11).replace(
     **{
         "learning.lr": 0.01,
+        "learning.backend": "numpy",
         "attack.momentum": 0.99,
         "attack.momentum_estimator": "first",
         "attack.multicast": "v",
@@ -64,6 +65,16 @@ CASES: dict[str, dict[str, Any]] = {
         "attack.multicast": "theta",
         "attack.momentum_estimator": "debiased",
         "attack.target_items": "50,172,181,1,100,258",
+    },
+    # the default training code (learning/gmf_fused.py); the cases above pin the numpy one
+    "fused-base-peerswap": {"learning.backend": "fused"},
+    "fused-samo-static": {"protocol": "samo", "sampling": "static", "learning.backend": "fused"},
+    "fused-share-less-colluders": {
+        **_CIA,
+        "learning.share_less": True,
+        "learning.backend": "fused",
+        "attack.colluders": 0.2,
+        "attack.colluder_groups": 2,
     },
     "gossip-target-init": {**_CIA, "attack.momentum_estimator": "init", "attack.target_items": "50,172,181"},
     "fedavg-target-zero": {

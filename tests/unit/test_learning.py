@@ -58,7 +58,7 @@ def test_hit_at_k_counts_ties_against_the_test_item() -> None:
 
 
 @pytest.mark.parametrize(("sparse", "tau"), [(True, 0.0), (False, 0.0), (True, 0.05), (False, 0.05)])
-def test_numpy_backend_matches_torch_reference(sparse: bool, tau: float) -> None:
+def test_numpy_and_fused_backends_match_torch_reference(sparse: bool, tau: float) -> None:
     users = leave_one_out(toy(), seed=0)
     init = gmf.init_params(toy().n_items, 8, seed=3)
     learners = [
@@ -70,15 +70,18 @@ def test_numpy_backend_matches_torch_reference(sparse: bool, tau: float) -> None
             ),
             np.random.default_rng(7),
         )
-        for b in ("numpy", "torch")
+        for b in ("numpy", "torch", "fused")
     ]
     for _ in range(5):
         steps = [learner.local_update() for learner in learners]
-        assert steps[0] == steps[1] == 11
-    fast, ref = learners
+        assert steps[0] == steps[1] == steps[2] == 11
+    fast, ref, fused = learners
     for k in init:
         assert not np.allclose(fast.params[k], init[k])
         np.testing.assert_allclose(fast.params[k], ref.params[k], rtol=2e-4, atol=2e-6)
+        np.testing.assert_allclose(fused.params[k], ref.params[k], rtol=2e-4, atol=2e-6)
+        # the same arithmetic in another order: the fused kernel is within rounding of numpy's
+        np.testing.assert_allclose(fused.params[k], fast.params[k], rtol=1e-4, atol=1e-6)
 
 
 def test_training_lowers_the_rank_of_held_out_items(ml100k: Interactions) -> None:
@@ -136,3 +139,27 @@ def test_share_less_merge_leaves_the_user_embedding_alone() -> None:
     lrn.merge([other])
     np.testing.assert_array_equal(lrn.params["user"], user_before)
     np.testing.assert_allclose(lrn.params["item"], item_before + 0.5, rtol=1e-6)
+
+
+def test_compiled_negatives_are_the_numpy_ones() -> None:
+    from learning.gmf_fused import draw_negatives
+
+    excluded = np.zeros(50, dtype=bool)
+    excluded[[0, 3, 4, 10, 11, 12, 49]] = True
+    for seed in range(20):
+        want = sample_negatives(np.random.default_rng(seed), excluded, 137)
+        got = draw_negatives(np.random.default_rng(seed), excluded, 137, 43)
+        np.testing.assert_array_equal(got, want)
+        assert not excluded[got].any()
+
+
+def test_shuffled_examples_is_the_permuted_concatenation() -> None:
+    from learning.gmf_fused import shuffled_examples
+
+    pos = np.array([5, 9, 2], np.int64)
+    neg = np.array([1, 7, 7, 3, 0, 4], np.int64)
+    perm = np.random.default_rng(3).permutation(9)
+    items, labels = shuffled_examples(pos, neg, perm)
+    np.testing.assert_array_equal(items, np.concatenate((pos, neg))[perm])
+    np.testing.assert_array_equal(labels, np.concatenate((np.ones(3), np.zeros(6)))[perm].astype(np.float32))
+    assert labels.dtype == np.float32
