@@ -1,9 +1,9 @@
 """Simulator scale: seconds per round and peak memory against the number of nodes, with fits.
 
-Synthetic data of ML-100k's shape (1,682 items, 106 interactions a user, communities of about 20
-users), Base GL over PeerSwap, GMF, one thread. Each size runs in its own process, so its peak
-RSS is its own. Prints a table, the least-squares line of time and of memory against N, and the
-log-log slope (1.0 is linear growth).
+Synthetic data of ML-100k's shape (1,682 items, 106 interactions a user; 20 planted communities
+with pools of 100 items), Base GL over PeerSwap, GMF, one thread. Each size runs in its own
+process, so its peak RSS is its own. Prints a table, the least-squares line of time and of memory
+against N, and the log-log slope (1.0 is linear growth).
 
     .venv/bin/python -m bench.scale [--nodes 1000,2000,4000] [--rounds 2]
 """
@@ -35,8 +35,8 @@ def one(nodes: int, rounds: int) -> dict[str, float]:
         **{
             "synthetic.items": 1682,
             "synthetic.per_user": 106,
-            "synthetic.communities": max(1, nodes // 20),
-            "synthetic.pool_size": 200,
+            "synthetic.communities": 20,
+            "synthetic.pool_size": 100,
             "synthetic.pool_overlap": 20,
         }
     )
