@@ -170,6 +170,10 @@ def epoch_kernel(
     tau: np.float32,
     sparse: bool,
 ) -> int:
+    """Train on ``items``/``labels`` in order, ``batch_size`` examples a step, in place on the
+    parameters and moments; ``steps`` holds the item, user, h and b step counts. ``anchor``
+    (empty: none) is the Share-less anchor table, weighted by ``tau``; ``sparse`` picks
+    SparseAdam (else Adam) for the item table. Returns the number of steps taken."""
     n_items, f = item.shape
     pu = user[0]
     user_flat = user.reshape(-1)
