@@ -282,10 +282,11 @@ def epoch_kernel(
 
 
 def warm() -> None:
-    """Compile (or load from the cache) every kernel of the fused path on a tiny model, so that
-    node processes started together do not each compile them."""
-    from learning import gmf
+    """Compile (or load from the cache) every kernel of the fused path on a tiny model, and the
+    snapshot kernels, so that node processes started together do not each compile them."""
+    from learning import gmf, snapshots
 
+    snapshots.warm()
     params = gmf.init_params(8, 2, seed=0)
     excluded = np.zeros(8, dtype=bool)
     excluded[0] = True

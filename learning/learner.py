@@ -31,7 +31,9 @@ from learning.params import (
     mean_into,
     robust_into,
     spec_of,
+    widen_into,
 )
+from learning.snapshots import copy_checked, truncate_into
 from learning.split import UserData
 
 BACKENDS = ("fused", "numpy", "torch")
@@ -123,7 +125,9 @@ class BaseLearner(ABC):
         self.top_k = top_k
         self.params: Params = copy_params(init)
         self._init = init  #: θ_0, what :meth:`recover` goes back to before any good snapshot
-        self._good: tuple[Params, Params] | None = None  #: last finite (shared, private) parameters
+        #: last finite parameters: the shared ones truncated to 16 bits (truncate16), the private
+        #: ones (a few values) exact
+        self._good: tuple[Params, Params] | None = None
         self.shared_names = shared
         self.version = 0
         self._excluded = data.interacted
@@ -160,13 +164,18 @@ class BaseLearner(ABC):
     def snapshot(self) -> Params:
         """A copy of the shared parameters, safe to send while this model keeps changing.
 
-        A finite snapshot is also the last good model :meth:`recover` goes back to (kept by
-        reference: the message, and the delta encoder's base, hold the same arrays)."""
-        snap = copy_params(self.params, self.shared_names)
-        if all_finite(snap):
+        A finite snapshot is also the last good model :meth:`recover` goes back to, kept in 16
+        bits in buffers reused from one snapshot to the next (learning/snapshots.py)."""
+        snap: Params = {}
+        finite = True
+        for k in self.shared_names:
+            snap[k], ok = copy_checked(self.params[k])
+            finite = finite and ok
+        if finite:
             private = {k: v.copy() for k, v in self.params.items() if k not in snap}
             if all_finite(private):
-                self._good = (snap, private)
+                old = self._good[0] if self._good is not None else {}
+                self._good = ({k: truncate_into(v, old.get(k)) for k, v in snap.items()}, private)
         return snap
 
     def finite(self) -> bool:
@@ -175,11 +184,12 @@ class BaseLearner(ABC):
 
     def recover(self) -> None:
         """Go back to the last good model after training or a merge left a non-finite value:
-        the parameters of the last finite snapshot (θ_0 before the first) and a fresh optimizer."""
+        the parameters of the last finite snapshot (its shared ones to 8 significant bits; θ_0
+        before the first) and a fresh optimizer."""
         good = self._good
         for k, arr in self.params.items():
             if good is not None:
-                arr[...] = good[0][k] if k in good[0] else good[1][k]
+                widen_into(arr, good[0][k] if k in good[0] else good[1][k])
             else:
                 arr[...] = self._init[k]
         self._reset_optimizer()

@@ -113,9 +113,11 @@ def test_a_model_gone_non_finite_goes_back_to_its_last_good_snapshot() -> None:
     assert not learner.finite()
     learner.recover()
     assert learner.finite()
-    for k, v in good.items():
-        np.testing.assert_array_equal(learner.params[k], v)
-    np.testing.assert_array_equal(learner.params["user"], user)
+    for k, v in good.items():  # kept in 16 bits: the upper half of each float32, exactly
+        back = learner.params[k]
+        np.testing.assert_array_equal(back.view(np.uint32), v.view(np.uint32) & 0xFFFF0000)
+        np.testing.assert_allclose(back, v, rtol=2**-7)
+    np.testing.assert_allclose(learner.params["user"], user, rtol=2**-7)
     assert learner.local_update() > 0 and learner.finite()  # it trains on from there
 
 
@@ -140,3 +142,41 @@ def test_a_protocol_whose_training_diverges_recovers_and_says_so() -> None:
     effects = protocol.on_model(1, ModelMessage(1, learner.snapshot()), 0.0, random.Random(0))
     assert effects == [Dropped("non-finite")] and learner.recovered
     assert protocol.stats.recoveries == 1 and np.isfinite(learner.params["q"]).all()
+
+
+def test_the_16_bit_recovery_point_keeps_finite_values_finite_and_close() -> None:
+    from learning.params import truncate16, widen_into
+
+    big = np.finfo(np.float32).max
+    values = np.array([[0.0, -0.0, 1e-40, -3.5, 1.2345678, big, -big]], dtype=np.float32)
+    kept = truncate16({"q": values, "n": np.array([3], dtype=np.int64)})
+    assert kept["q"].dtype == np.uint16 and kept["q"].nbytes * 2 == values.nbytes
+    back = np.empty_like(values)
+    widen_into(back, kept["q"])
+    assert np.isfinite(back).all()
+    np.testing.assert_allclose(back, values, rtol=2**-7, atol=np.finfo(np.float32).tiny)
+    assert (np.abs(back) <= np.abs(values)).all()  # truncation: towards zero, never past the value
+    n = np.zeros(1, dtype=np.int64)
+    widen_into(n, kept["n"])
+    assert n[0] == 3
+
+
+def test_compiled_snapshot_copies_check_and_truncate_bit_for_bit() -> None:
+    from learning.params import truncate16
+    from learning.snapshots import copy_checked, truncate_into
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 8)).astype(np.float32)
+    x[0, :5] = [-0.0, 1e-42, np.finfo(np.float32).max, -np.finfo(np.float32).max, 0.0]
+    copy, ok = copy_checked(x)
+    assert ok and copy is not x and copy.view(np.uint32).tolist() == x.view(np.uint32).tolist()
+    for bad in (np.nan, np.inf, -np.inf):
+        y = x.copy()
+        y[7, 3] = bad
+        assert copy_checked(y)[1] is False
+        assert copy_checked(y[:, 1::2])[1] is False  # strided: the numpy path says the same
+    kept = truncate_into(x, None)
+    np.testing.assert_array_equal(kept, truncate16({"x": x})["x"])
+    again = truncate_into(x * 0.5, kept)
+    assert again is kept  # the buffer is reused
+    np.testing.assert_array_equal(again, truncate16({"x": x * 0.5})["x"])
