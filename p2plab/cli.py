@@ -70,8 +70,15 @@ def _experiment_flags(exp: argparse.ArgumentParser) -> None:
     exp.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="simulations run in this many processes at once, if they fit in free memory (default 1)",
+        default=None,
+        help="simulations run in this many processes at once, if they fit in free memory (default 1; "
+        "with --ray: at most this many on the cluster, default its CPUs)",
+    )
+    exp.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the simulations on this Ray cluster (host:port of its head, or auto); "
+        "needs the cluster extra and this checkout on every machine",
     )
 
 
@@ -179,8 +186,10 @@ def _experiment(args: argparse.Namespace) -> int:
             raise ConfigError(f"--seeds {args.seeds!r}: expected integers '0,1,2'") from None
     if args.real and args.processes < 1:
         raise ConfigError("--processes must be at least 1")
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.ray and args.real:
+        raise ConfigError("--ray runs simulations; --real runs go one at a time on this machine")
     mode = "real" if args.real else "simulate"
     runner = ex.real_network(args.processes) if args.real else ex.simulator
     if args.rows:
@@ -213,7 +222,8 @@ def _experiment(args: argparse.Namespace) -> int:
         ex.command_line(sys.argv[1:]),
         progress,
         args.report_only,
-        args.workers,
+        args.workers or (0 if args.ray else 1),
+        args.ray,
     )
     if progress:
         progress(

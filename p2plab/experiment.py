@@ -341,6 +341,12 @@ def throttled(progress: Progress, seconds: float = 15.0) -> Progress:
     return out
 
 
+def _model_bytes(config: RunConfig) -> int:
+    from p2pnode.prepare import prepare
+
+    return prepare(config).model_bytes
+
+
 def run_experiment(
     exp: Experiment,
     out: Path,
@@ -352,11 +358,14 @@ def run_experiment(
     progress: Callable[[str], None] | None = None,
     report_only: bool = False,
     workers: int = 1,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run every (row, seed) not yet on disk, then write the results and the report.
 
     ``report_only``: run nothing; report the runs already on disk (rows may have fewer seeds).
     ``workers``: simulations run in that many processes at once (p2plab/fanout.py).
+    ``ray_address``: the simulations run on that Ray cluster instead, ``workers`` at once (0: as
+    many as the cluster has CPUs).
     """
     overrides = dict(overrides or {})
     seeds = tuple(seeds) if seeds is not None else exp.seeds
@@ -396,14 +405,21 @@ def run_experiment(
         if progress:
             progress(f"[{done}/{len(keys)}] {row.label}, seed {seed}: {seconds:.0f} s")
 
-    if workers > 1 and len(pending) > 1:
-        if runner is not simulator:
-            raise ConfigError("--workers runs simulations; real-network runs go one at a time")
+    if (ray_address or workers > 1) and runner is not simulator:
+        raise ConfigError("--workers and --ray run simulations; real-network runs go one at a time")
+    if ray_address and pending:
+        from p2plab.fanout import run_on_ray
+
+        if progress:
+            progress(f"{len(pending)} runs on the Ray cluster at {ray_address}")
+        tasks = [(k, v[2]) for k, v in pending.items()]
+        for key, summary, seconds in run_on_ray(tasks, ray_address, workers or None, _model_bytes):
+            finished(key, summary, seconds)
+    elif workers > 1 and len(pending) > 1:
         from p2plab.fanout import check_memory, run_parallel
-        from p2pnode.prepare import prepare
 
         configs = [c for _r, _s, c, _p in pending.values()]
-        check_memory(configs, workers, lambda c: prepare(c).model_bytes)
+        check_memory(configs, workers, _model_bytes)
         if progress:
             progress(f"{len(pending)} runs in {min(workers, len(pending))} worker processes")
         for key, summary, seconds in run_parallel([(k, v[2]) for k, v in pending.items()], workers):

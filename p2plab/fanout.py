@@ -1,16 +1,26 @@
-"""Experiments fanned out over worker processes on this machine (``experiment --workers N``).
+"""Experiments fanned out over worker processes on this machine (``experiment --workers N``) or
+over a Ray cluster (``experiment --ray ADDRESS``, the ``cluster`` extra).
 
 Each worker runs whole simulations, one at a time, and hands back the summary; the parent writes
-every run file, so a run is on disk only when it is complete, as in a sequential run. The
-simulator is deterministic given its configuration, so the results are the ones a sequential run
-gives. Before anything starts, the memory the runs need is checked against what the machine has
-free: ``workers`` runs of the largest configuration must fit, or the experiment is refused with
-the number of workers that would fit (an OOM kill halfway through loses every run under way).
+every run file, so a run is on disk only when it is complete, as in a sequential run (an
+interrupted experiment resumes from the files). The simulator is deterministic given its
+configuration and its code, so the results are the ones a sequential run gives.
+
+Memory is checked before anything starts (an OOM kill halfway through loses every run under way).
+On this machine, ``workers`` runs of the largest configuration must fit in free memory, or the
+experiment is refused with the number of workers that would fit. On Ray, every run reserves its
+expected memory as Ray's ``memory`` resource, so the scheduler never places more runs on a
+machine than it offers; a run larger than every machine is refused before anything is submitted.
+Every Ray run also reports a digest of the code and libraries it ran with (:func:`code_digest`):
+a machine that runs different code is named, and its result is not written.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import multiprocessing
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -60,6 +70,28 @@ def check_memory(configs: Sequence[RunConfig], workers: int, model_bytes: Callab
         )
 
 
+#: the packages a simulation executes, whose code must match across the machines of a cluster
+SIM_PACKAGES = ("p2pnode", "p2pcore", "learning", "protocols", "peer_sampling", "adversary")
+
+
+def code_digest() -> str:
+    """A digest of the simulator's source files and of the numerical libraries' versions: two
+    machines with the same digest give the same run for the same configuration."""
+    import numba
+    import numpy
+    import torch
+
+    import p2pnode
+
+    root = Path(p2pnode.__file__).resolve().parents[1]
+    h = hashlib.sha256(f"{numpy.__version__} {numba.__version__} {torch.__version__}".encode())
+    for pkg in SIM_PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _simulate(config: RunConfig) -> tuple[dict[str, Any], float]:
     from p2pnode.process import tune_process
     from p2pnode.sim import simulate
@@ -81,3 +113,79 @@ def run_parallel(
         for future in as_completed(started):
             summary, seconds = future.result()
             yield started[future], summary, seconds
+
+
+def _simulate_on_ray(config: RunConfig) -> tuple[dict[str, Any], float, str, str]:
+    summary, seconds = _simulate(config)
+    return summary, seconds, code_digest(), socket.gethostname()
+
+
+def run_on_ray(
+    tasks: Sequence[tuple[str, RunConfig]],
+    address: str,
+    workers: int | None,
+    model_bytes: Callable[[RunConfig], int],
+) -> Iterator[tuple[str, dict[str, Any], float]]:
+    """Run every (key, config) on the Ray cluster at ``address`` (``auto``: the one this machine
+    belongs to), at most ``workers`` at once (default: the cluster's CPUs), each reserving its
+    expected memory; yields as :func:`run_parallel` does."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--ray needs Ray: pip install 'p2pnode[cluster]'") from None
+    _reachable(address)
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise ConfigError(f"--ray {address}: no Ray cluster there ({e})") from None
+    try:
+        yield from _ray_runs(ray, tasks, workers, model_bytes)
+    finally:
+        ray.shutdown()
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse a ``host:port`` nobody listens on (Ray's own connect retries for a minute or more)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # auto, or a ray:// client address: Ray resolves and reports those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"--ray {address}: no Ray cluster there ({e.strerror or e})") from None
+
+
+def _ray_runs(
+    ray: Any,
+    tasks: Sequence[tuple[str, RunConfig]],
+    workers: int | None,
+    model_bytes: Callable[[RunConfig], int],
+) -> Iterator[tuple[str, dict[str, Any], float]]:
+    offered = max((n["Resources"].get("memory", 0.0) for n in ray.nodes() if n["Alive"]), default=0.0)
+    needs = {key: run_bytes(config, model_bytes(config)) for key, config in tasks}
+    for key, config in tasks:
+        if needs[key] > offered:
+            raise ConfigError(
+                f"--ray: a run of {config.nodes} nodes needs about {needs[key] / 2**30:.1f} GiB and the "
+                f"largest machine of the cluster offers {offered / 2**30:.1f} GiB to Ray tasks "
+                "(ray start --memory)"
+            )
+    limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    here = code_digest()
+    remote = ray.remote(_simulate_on_ray)
+    queue = list(tasks)
+    in_flight: dict[Any, str] = {}
+    while queue or in_flight:
+        while queue and len(in_flight) < limit:
+            key, config = queue.pop(0)
+            ref = remote.options(num_cpus=1, memory=needs[key], max_retries=0).remote(config)
+            in_flight[ref] = key
+        done, _ = ray.wait(list(in_flight), num_returns=1)
+        key = in_flight.pop(done[0])
+        summary, seconds, digest, host = ray.get(done[0])
+        if digest != here:
+            raise ConfigError(
+                f"--ray: {host} runs other p2pnode code or libraries (digest {digest}, here {here}); "
+                "install this checkout there, or its results would not be this machine's"
+            )
+        yield key, summary, seconds
