@@ -5,7 +5,11 @@ with pools of 100 items), Base GL over PeerSwap, GMF, one thread. Each size runs
 process, so its peak RSS is its own. Prints a table, the least-squares line of time and of memory
 against N, and the log-log slope (1.0 is linear growth).
 
-    .venv/bin/python -m bench.scale [--nodes 1000,2000,4000] [--rounds 2]
+    .venv/bin/python -m bench.scale [--nodes 1000,2000,4000,10000] [--rounds 2] [--no-delta]
+
+Per node a GMF run holds its model (216 kB), Adam's moments for it (432 kB), its last finite
+snapshot in 16 bits (108 kB) and, with row deltas on (the default), the last models of up to
+3 senders as delta bases (up to 648 kB); ``--no-delta`` measures without those.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 import numpy as np
 
 
-def one(nodes: int, rounds: int) -> dict[str, float]:
+def one(nodes: int, rounds: int, delta: bool = True) -> dict[str, float]:
     """Build and run one simulation of ``nodes`` nodes; its timings and peak RSS."""
     import torch
 
@@ -38,6 +42,7 @@ def one(nodes: int, rounds: int) -> dict[str, float]:
             "synthetic.communities": 20,
             "synthetic.pool_size": 100,
             "synthetic.pool_overlap": 20,
+            "wire.delta": delta,
         }
     )
     sim = Simulation(config)
@@ -56,15 +61,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default="1000,2000,4000", help="comma-separated sizes")
     ap.add_argument("--rounds", type=int, default=2, help="measured rounds per size (after one)")
+    ap.add_argument("--no-delta", action="store_true", help="full models only (no delta bases kept)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.rounds)))
+        print(json.dumps(one(args.one, args.rounds, not args.no_delta)))
         return
+    print("row deltas " + ("off (--no-delta)" if args.no_delta else "on (the default)"), flush=True)
     rows = []
     for n in (int(x) for x in args.nodes.split(",")):
         out = subprocess.run(
-            [sys.executable, "-m", "bench.scale", "--one", str(n), "--rounds", str(args.rounds)],
+            [sys.executable, "-m", "bench.scale", "--one", str(n), "--rounds", str(args.rounds)]
+            + (["--no-delta"] if args.no_delta else []),
             capture_output=True,
             text=True,
             check=True,

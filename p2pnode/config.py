@@ -152,7 +152,12 @@ class WireConfig:
     """How models travel."""
 
     delta: bool = opt(
-        True, "always send full models (no row deltas)", name="--no-delta", group="wire", switch=False
+        True,
+        "always send full models (no row deltas); saves the receivers' delta bases, up to 0.65 MB a "
+        "GMF node (bench/scale.py)",
+        name="--no-delta",
+        group="wire",
+        switch=False,
     )  #: send row deltas against an acknowledged base when smaller
     float16: bool = opt(
         False, "send tensors in half precision (lossy; both sides agree)", group="wire", switch=True
