@@ -162,6 +162,14 @@ class WireConfig:
     float16: bool = opt(
         False, "send tensors in half precision (lossy; both sides agree)", group="wire", switch=True
     )
+    local_delivery: bool = opt(
+        False,
+        "frames between nodes of one process skip HTTP (decoded and checked as over HTTP); "
+        "frames to other processes are posted",
+        group="wire",
+        switch=True,
+        only="real",
+    )
     delta_peers: int = field(  #: senders whose last model a node keeps as a base (0: from the budget)
         default=0, metadata={"check": (lambda v: v >= 0, "must be >= 0 (0: from the budget)")}
     )

@@ -172,7 +172,12 @@ class NodeProcess:
     async def start(self) -> None:
         """Build the nodes, serve, learn the peers, then start the nodes' timers."""
         self._client_ssl = client_context(self.spec.tls) if self.spec.tls is not None else None
-        self.transport = HttpTransport(self.addresses, keys=self.keys, ssl_context=self._client_ssl)
+        self.transport = HttpTransport(
+            self.addresses,
+            keys=self.keys,
+            ssl_context=self._client_ssl,
+            local=self.host if self.config.wire.local_delivery else None,
+        )
         clock = MonotonicClock(self.config.tick_seconds)
         seeds: list[tuple[int, str]] = []
         # this life of the nodes: peers take their models as newer than any before the restart
@@ -410,6 +415,7 @@ class NodeProcess:
             users=list(self.spec.users),
             late_rounds=self.late_rounds,
             resumes=self.resumes,
+            local_frames=self.transport.delivered_locally if self.transport is not None else 0,
         )
 
     def _after_round(self, round_no: int) -> None:

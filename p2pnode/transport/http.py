@@ -46,7 +46,13 @@ CLIENT_KEEPALIVE_S = 4.0  #: idle client connections are dropped before the serv
 
 
 class HttpTransport:
-    """Posts frames to ``http://host:port/v1/nodes/{dst}/{channel}``; tracks every in-flight send."""
+    """Posts frames to ``http://host:port/v1/nodes/{dst}/{channel}``; tracks every in-flight send.
+
+    With ``local`` (``--local-delivery``), a frame for a node that host holds (one of this
+    process's own nodes) skips HTTP: it goes to ``Host.receive`` on the next turn of the event
+    loop, decoded and checked as a frame off the network would be, with the sender's id as its
+    authenticated sender (the sender is this process). Frames to other processes are posted.
+    """
 
     def __init__(
         self,
@@ -57,8 +63,11 @@ class HttpTransport:
         retries: int = 2,
         backoff_s: float = 0.2,
         ssl_context: ssl.SSLContext | None = None,
+        local: Host | None = None,
     ) -> None:
         self.addresses = addresses
+        self.local = local
+        self.delivered_locally = 0
         self.scheme = "https" if ssl_context is not None else "http"
         self.retries = retries  #: extra attempts after no answer or a 503, with doubling backoff
         self.backoff_s = backoff_s
@@ -94,6 +103,9 @@ class HttpTransport:
         return await asyncio.shield(task)
 
     def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
+        if self.local is not None and dst in self.local.nodes and not self.closed:
+            asyncio.get_running_loop().call_soon(self._deliver, src, dst, channel, data, on_done)
+            return
         address = self.addresses.get(dst)
         if address is None or self.closed:
             reason = "closing" if self.closed else "unknown address"
@@ -104,6 +116,11 @@ class HttpTransport:
         task = asyncio.create_task(self._post(address, path, src, dst, body, on_done))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
+
+    def _deliver(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
+        assert self.local is not None
+        self.delivered_locally += 1
+        on_done(self.local.receive(dst, channel, data, src))
 
     def _headers(self, path: str, src: int, body: Payload) -> dict[str, str]:
         """Signed afresh for every attempt: a retry is a new request (new nonce and time)."""

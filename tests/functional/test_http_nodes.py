@@ -67,6 +67,27 @@ async def test_real_nodes_exchange_models_and_learn() -> None:
     assert np.mean([r["hit_ratio_at_20"] for r in results]) > 0.4
 
 
+async def test_local_delivery_skips_http_between_nodes_of_one_process_only() -> None:
+    config = cfg(nodes=12, rounds=8).replace(**{"wire.local_delivery": True})
+    procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
+    nodes = [n for p in procs for n in p.host.nodes.values()]
+    rank_before = np.mean([n.learner.test_rank() for n in nodes])
+    sent_before = [p.transport.delivered_locally for p in procs if p.transport is not None]
+    results = await finish(procs)
+    rank_after = np.mean([n.learner.test_rank() for n in nodes])
+    for r in results:  # about half of the frames stay in their process, the rest are posted
+        assert 0 < r["local_frames"] < r["messages"], (r["local_frames"], r["messages"])
+    assert sent_before == [0, 0]
+    assert rank_after < rank_before - 0.1, (rank_before, rank_after)
+    assert np.mean([r["hit_ratio_at_20"] for r in results]) > 0.4
+
+
+async def test_without_local_delivery_every_frame_is_posted() -> None:
+    procs, _ = await run_cluster(cfg(nodes=8, rounds=3), [tuple(range(8))])
+    results = await finish(procs)
+    assert results[0]["local_frames"] == 0 and results[0]["messages"] > 0
+
+
 def frame(msg_type: int, src: int, dst: int, body: Any) -> bytes:
     return bytes(
         msgpack.packb(
