@@ -24,6 +24,8 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         key: sum(r[key] * r["nodes"] for r in results) / max(nodes, 1),
         "late_rounds": max(r.get("late_rounds", 0) for r in results),
         "local_frames": sum(r.get("local_frames", 0) for r in results),
+        "batched_frames": sum(r.get("batched_frames", 0) for r in results),
+        "batches": sum(r.get("batches", 0) for r in results),
     }
     for k in (
         "messages",

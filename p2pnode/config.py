@@ -162,6 +162,14 @@ class WireConfig:
     float16: bool = opt(
         False, "send tensors in half precision (lossy; both sides agree)", group="wire", switch=True
     )
+    batch: bool = opt(
+        True,
+        "post every frame alone: no batches of one node's small frames to one process",
+        name="--no-batch",
+        group="wire",
+        switch=False,
+        only="real",
+    )
     local_delivery: bool = opt(
         False,
         "frames between nodes of one process skip HTTP (decoded and checked as over HTTP); "

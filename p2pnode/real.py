@@ -177,6 +177,7 @@ class NodeProcess:
             keys=self.keys,
             ssl_context=self._client_ssl,
             local=self.host if self.config.wire.local_delivery else None,
+            batch_bytes=self.host.max_frame_bytes if self.config.wire.batch else 0,
         )
         clock = MonotonicClock(self.config.tick_seconds)
         seeds: list[tuple[int, str]] = []
@@ -416,6 +417,8 @@ class NodeProcess:
             late_rounds=self.late_rounds,
             resumes=self.resumes,
             local_frames=self.transport.delivered_locally if self.transport is not None else 0,
+            batched_frames=self.transport.batched if self.transport is not None else 0,
+            batches=self.transport.batches if self.transport is not None else 0,
         )
 
     def _after_round(self, round_no: int) -> None:

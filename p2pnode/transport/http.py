@@ -2,7 +2,8 @@
 
 The HTTP layer only moves bytes (docs/design.md, rule 3): bounded read, hand to ``Host.receive``,
 answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling`` and ``/collude``
-(msgpack frames), ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
+(msgpack frames), ``POST /v1/batch`` (several frames of one sender, p2pnode/transport/batch.py),
+``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
 
 What a stranger gets for free is bounded (p2pnode.limits): :func:`listen` closes a remote
 address's connections past its cap as they are accepted and any connection that does not complete
@@ -32,7 +33,15 @@ from p2pnode.host import Host
 from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
-from p2pnode.wire.schema import Channel
+from p2pnode.transport.batch import (
+    MAX_FRAMES,
+    SMALL_SHARE,
+    pack_batch,
+    pack_outcomes,
+    parse_batch,
+    parse_outcomes,
+)
+from p2pnode.wire.schema import Channel, WireError
 
 log = logging.getLogger("p2pnode.http")
 REASON_HEADER = "X-P2P-Reason"
@@ -52,6 +61,11 @@ class HttpTransport:
     process's own nodes) skips HTTP: it goes to ``Host.receive`` on the next turn of the event
     loop, decoded and checked as a frame off the network would be, with the sender's id as its
     authenticated sender (the sender is this process). Frames to other processes are posted.
+
+    With ``batch_bytes`` (the receivers' body limit), the small frames one node sends to one
+    address in one turn of the event loop go in one ``POST /v1/batch`` (p2pnode/transport/batch.py);
+    a lone frame is posted as before, and an address that answers a batch with 404 gets single
+    posts from then on.
     """
 
     def __init__(
@@ -64,10 +78,17 @@ class HttpTransport:
         backoff_s: float = 0.2,
         ssl_context: ssl.SSLContext | None = None,
         local: Host | None = None,
+        batch_bytes: int = 0,
     ) -> None:
         self.addresses = addresses
         self.local = local
         self.delivered_locally = 0
+        self.batch_bytes = batch_bytes
+        self.batches = 0  #: batch requests posted
+        self.batched = 0  #: frames that went in them
+        #: per (sender, address): the frames collected this turn and their size in bytes
+        self._pending: dict[tuple[int, str], tuple[list[tuple[int, Channel, bytes, OnDone]], list[int]]] = {}
+        self._single_only: set[str] = set()  #: addresses without /v1/batch
         self.scheme = "https" if ssl_context is not None else "http"
         self.retries = retries  #: extra attempts after no answer or a 503, with doubling backoff
         self.backoff_s = backoff_s
@@ -111,11 +132,57 @@ class HttpTransport:
             reason = "closing" if self.closed else "unknown address"
             asyncio.get_running_loop().call_soon(on_done, Outcome(UNREACHABLE, reason))
             return
-        path = f"/v1/nodes/{dst}/{_PATH[channel]}"
         body = data if self.keys is None else bytes(data)
-        task = asyncio.create_task(self._post(address, path, src, dst, body, on_done))
+        if (
+            self.batch_bytes
+            and len(body) * SMALL_SHARE <= self.batch_bytes
+            and address not in self._single_only
+        ):
+            self._collect(src, address, dst, channel, bytes(body), on_done)
+            return
+        self._spawn(self._post(address, src, dst, channel, body, on_done))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
+
+    def _collect(
+        self, src: int, address: str, dst: int, channel: Channel, frame: bytes, on_done: OnDone
+    ) -> None:
+        """Add a small frame to this turn's batch for (src, address); posted at the end of the turn,
+        or at once when the batch is full."""
+        key = (src, address)
+        pending = self._pending.get(key)
+        if pending is not None and (
+            len(pending[0]) >= MAX_FRAMES or pending[1][0] + len(frame) + 64 > self.batch_bytes
+        ):
+            self._flush(key)
+            pending = None
+        if pending is None:
+            pending = self._pending[key] = ([], [0])
+            asyncio.get_running_loop().call_soon(self._flush, key, pending[0])
+        pending[0].append((dst, channel, frame, on_done))
+        pending[1][0] += len(frame) + 16
+
+    def _flush(
+        self, key: tuple[int, str], entries: list[tuple[int, Channel, bytes, OnDone]] | None = None
+    ) -> None:
+        pending = self._pending.get(key)
+        if pending is None or (entries is not None and pending[0] is not entries):
+            return  # already posted (it filled up), or a newer batch for the key
+        del self._pending[key]
+        src, address = key
+        batch = pending[0]
+        if self.closed:
+            for entry in batch:
+                entry[3](Outcome(UNREACHABLE, "closing"))
+            return
+        if len(batch) == 1:
+            dst, channel, frame, on_done = batch[0]
+            self._spawn(self._post(address, src, dst, channel, frame, on_done))
+        else:
+            self._spawn(self._post_batch(address, src, batch))
 
     def _deliver(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         assert self.local is not None
@@ -132,40 +199,67 @@ class HttpTransport:
         return headers
 
     async def _post(
-        self, address: str, path: str, src: int, dst: int, data: Payload, on_done: OnDone
+        self, address: str, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone
     ) -> None:
+        try:
+            outcome, _ = await self._request(address, f"/v1/nodes/{dst}/{_PATH[channel]}", src, (dst,), data)
+        except asyncio.CancelledError:
+            on_done(Outcome(UNREACHABLE, "cancelled"))
+            raise
+        on_done(outcome)
+
+    async def _post_batch(
+        self, address: str, src: int, batch: list[tuple[int, Channel, bytes, OnDone]]
+    ) -> None:
+        body = pack_batch([(dst, channel, frame) for dst, channel, frame, _ in batch])
+        try:
+            outcome, answer = await self._request(address, "/v1/batch", src, tuple(e[0] for e in batch), body)
+        except asyncio.CancelledError:
+            for entry in batch:
+                entry[3](Outcome(UNREACHABLE, "cancelled"))
+            raise
+        if outcome.status == 404 and outcome.reason == "no-route" and not self.closed:
+            self._single_only.add(address)  # a process from before batches: one post per frame
+            for dst, channel, frame, on_done in batch:
+                self._spawn(self._post(address, src, dst, channel, frame, on_done))
+            return
+        outcomes = parse_outcomes(answer, len(batch)) if outcome.ok else None
+        if outcome.ok and outcomes is None:
+            outcome = Outcome(UNREACHABLE, "bad-batch-answer")
+        self.batches += 1
+        self.batched += len(batch)
+        for k, entry in enumerate(batch):
+            entry[3](outcomes[k] if outcomes is not None else outcome)
+
+    async def _request(
+        self, address: str, path: str, src: int, dsts: tuple[int, ...], data: Payload
+    ) -> tuple[Outcome, bytes]:
         """POST with bounded retries: no answer or 503 (busy) are tried again after 0.2 s, 0.4 s
         (± half, so that many senders do not retry in step); any other answer is final."""
         url = f"{self.scheme}://{address}{path}"
         attempt = 0
+        answer = b""
         while True:
             try:
-                if self._ssl is not None and dst not in await self.server_ids(address):
-                    on_done(Outcome(UNREACHABLE, "cert-mismatch"))
-                    return
+                if self._ssl is not None and not set(dsts) <= await self.server_ids(address):
+                    return Outcome(UNREACHABLE, "cert-mismatch"), b""
                 async with self.session.post(url, data=data, headers=self._headers(path, src, data)) as resp:
-                    await resp.read()
+                    answer = await resp.read()
                     outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
-            except asyncio.CancelledError:
-                on_done(Outcome(UNREACHABLE, "cancelled"))
-                raise
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 outcome = Outcome(UNREACHABLE, type(exc).__name__)
             retry = outcome.status in (UNREACHABLE, 503) and attempt < self.retries and not self.closed
             if not retry:
-                break
+                return outcome, answer
             delay = self.backoff_s * 2**attempt * random.uniform(0.5, 1.5)
             attempt += 1
             self.retried += 1
-            try:
-                await asyncio.sleep(delay)
-            except asyncio.CancelledError:
-                on_done(Outcome(UNREACHABLE, "cancelled"))
-                raise
-        on_done(outcome)
+            await asyncio.sleep(delay)
 
     async def drain(self, timeout_s: float) -> None:
-        """Wait for in-flight sends to finish, then cancel what is left."""
+        """Post this turn's batches, wait for in-flight sends to finish, then cancel what is left."""
+        for key in list(self._pending):
+            self._flush(key)
         pending = set(self._inflight)
         if pending:
             _done, still = await asyncio.wait(pending, timeout=timeout_s)
@@ -176,6 +270,9 @@ class HttpTransport:
 
     async def close(self) -> None:
         self.closed = True
+        for key in list(self._pending):  # frames collected and never posted: they fail, once each
+            for entry in self._pending.pop(key)[0]:
+                entry[3](Outcome(UNREACHABLE, "closing"))
         await self.session.close()
 
 
@@ -243,6 +340,37 @@ def make_app(
             dest = -1
         if channel is None or dest < 0:
             return _answer(Outcome(404, "no-route"), close=True)
+
+        def deliver(data: bytes, sender: int | None, allowed: set[int] | None) -> web.Response:
+            return _answer(host.receive(dest, channel, data, sender, allowed))
+
+        return await serve(request, dest, deliver)
+
+    async def post_batch(request: web.Request) -> web.StreamResponse:
+        def deliver(data: bytes, sender: int | None, allowed: set[int] | None) -> web.Response:
+            try:
+                entries = parse_batch(data)
+            except WireError as err:
+                host.refuse(-1, err.reason)
+                return _answer(Outcome(err.status, err.reason), close=True)
+            now = time.time()
+            outcomes = []
+            for dst, channel, frame in entries:  # each judged as if it had come alone
+                if sender is not None and not rate.allow(sender, dst, now):
+                    host.refuse(dst, "rate-limited")
+                    outcomes.append(Outcome(429, "rate-limited"))
+                else:
+                    outcomes.append(host.receive(dst, channel, frame, sender, allowed))
+            return web.Response(body=pack_outcomes(outcomes), content_type="application/msgpack")
+
+        return await serve(request, -1, deliver)
+
+    async def serve(
+        request: web.Request,
+        dest: int,
+        deliver: Callable[[bytes, int | None, set[int] | None], web.Response],
+    ) -> web.StreamResponse:
+        """The admission every POST goes through (``dest`` -1: a batch, rate-limited per frame)."""
         sender = None
         if keys is not None:  # from the headers alone: a stranger's body is never read
             now = time.time()
@@ -252,7 +380,7 @@ def make_app(
                 host.refuse(dest, verdict.reason)
                 return _answer(Outcome(verdict.status, verdict.reason), close=True)
             sender = verdict.sender
-            if sender is not None and not rate.allow(sender, dest, now):
+            if sender is not None and dest >= 0 and not rate.allow(sender, dest, now):
                 host.refuse(dest, "rate-limited")
                 return _answer(Outcome(429, "rate-limited"), close=True)
         address = request.remote or "?"
@@ -266,15 +394,24 @@ def make_app(
                 host.refuse(dest, "busy")
                 return _answer(Outcome(503, "busy"), close=True)
             try:
-                return await _read_and_receive(request, dest, channel, sender)
+                data = await _read_body(request, dest)
+                if isinstance(data, web.Response):
+                    return data
+                allowed = None
+                if tls:  # mutual TLS: a frame's sender must be one of the ids the peer's certificate names
+                    transport = request.transport
+                    allowed = certified_nodes(
+                        transport.get_extra_info("peercert") if transport is not None else None
+                    )
+                return deliver(data, sender, allowed)
             finally:
                 gate.leave()
         finally:
             guard.leave(address)
 
-    async def _read_and_receive(
-        request: web.Request, dest: int, channel: Channel, sender: int | None
-    ) -> web.StreamResponse:
+    async def _read_body(request: web.Request, dest: int) -> bytes | web.Response:
+        """The body, read within the body timeout and matched against the signed digest; or the
+        answer that refuses it."""
         length = request.content_length
         if length is not None and length > host.max_frame_bytes:
             host.refuse(dest, "too-large")
@@ -294,11 +431,7 @@ def make_app(
         if keys is not None and not body_matches(request.headers, data):
             host.refuse(dest, "bad-digest")
             return _answer(Outcome(401, "bad-digest"), close=True)
-        allowed = None
-        if tls:  # mutual TLS: the frame's sender must be one of the ids the peer's certificate names
-            transport = request.transport
-            allowed = certified_nodes(transport.get_extra_info("peercert") if transport is not None else None)
-        return _answer(host.receive(dest, channel, data, sender, allowed))
+        return data
 
     pages: dict[str, tuple[float, bytes]] = {}
 
@@ -326,6 +459,7 @@ def make_app(
         return lambda: _dumps(source()).encode()
 
     app.router.add_post("/v1/nodes/{node}/{channel}", post_frame)
+    app.router.add_post("/v1/batch", post_batch)
     app.router.add_get("/v1/members", bounded("members", render_json(members), JSON))
     app.router.add_get("/status", bounded("status", render_json(status), JSON))
     app.router.add_get(

@@ -392,3 +392,33 @@ def test_a_version_may_not_jump_within_a_life_and_a_new_incarnation_is_always_ne
     inbox.newest_incarnation = 1_800_000_005  # a real node: no sender can have started after now
     assert post(2**64 - 1) == "version-jump"
     assert post((1_800_000_005 << INCARNATION_SHIFT) + 2) == "ok"
+
+
+def test_batches_round_trip_and_refuse_anything_else_whole() -> None:
+    from p2pnode.transport.base import Outcome
+    from p2pnode.transport.batch import MAX_FRAMES, pack_batch, pack_outcomes, parse_batch, parse_outcomes
+
+    entries = [(1, Channel.SAMPLING, b"\x01\x02"), (7, Channel.GOSSIP, b"")]
+    assert parse_batch(pack_batch(entries)) == entries
+    bad = [
+        b"",
+        b"\xc1",
+        msgpack.packb([[1, 2, b"x"]]),  # one entry
+        msgpack.packb([[1, 2, b"x"]] * (MAX_FRAMES + 1)),
+        msgpack.packb([[1, 2, "x"], [1, 2, b"x"]]),  # a str, not bytes
+        msgpack.packb([[1, 4, b"x"], [1, 2, b"x"]]),  # no channel 4
+        msgpack.packb([[1.0, 2, b"x"], [1, 2, b"x"]]),
+        msgpack.packb([[True, 2, b"x"], [1, 2, b"x"]]),
+        msgpack.packb([[1, 2, b"x", 0], [1, 2, b"x"]]),
+        msgpack.packb({1: 2}),
+        msgpack.packb([[1, 2, b"x"], [1, 2, b"x"]]) + b"\x00",  # trailing bytes
+    ]
+    for body in bad:
+        with pytest.raises(WireError) as err:
+            parse_batch(body)
+        assert err.value.reason == "bad-batch" and err.value.status == 400
+    outcomes = [Outcome(200), Outcome(409, "no-base")]
+    assert parse_outcomes(pack_outcomes(outcomes), 2) == outcomes
+    assert parse_outcomes(pack_outcomes(outcomes), 3) is None
+    assert parse_outcomes(b"\xc1", 2) is None
+    assert parse_outcomes(msgpack.packb([[200, 1], [200, ""]]), 2) is None

@@ -1,0 +1,139 @@
+"""``POST /v1/batch`` over real HTTP: each frame judged as if it came alone, a bad batch refused
+whole, a batch signed as one sender carries only that sender's frames, and the client batches
+one node's small frames to one process and falls back to single posts where batches are unknown."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import aiohttp
+import msgpack
+import pytest
+from aiohttp import web
+
+from p2pnode.auth import Keyring, save_keyring, sign
+from p2pnode.transport.base import Outcome
+from p2pnode.transport.batch import MAX_FRAMES, pack_batch, parse_outcomes
+from p2pnode.transport.http import HttpTransport
+from p2pnode.wire.codec import encode_sampling_frame
+from p2pnode.wire.schema import Channel
+from peer_sampling.messages import LockRequest
+from tests.functional.test_auth_http import keyed_cluster
+from tests.functional.test_http_nodes import cfg, finish, ports, run_cluster
+
+pytestmark = pytest.mark.functional
+
+
+def lock_request(src: int, dst: int, counter: int) -> bytes:
+    """A PeerSwap lock request of initiator ``src`` (a small sampling frame)."""
+    return encode_sampling_frame(src, dst, LockRequest((src, counter)))
+
+
+async def test_a_signed_batch_is_judged_frame_by_frame(tmp_path: Path) -> None:
+    ring = Keyring.generate("lab-b")
+    save_keyring(tmp_path / "k", ring)
+    config = cfg(nodes=6, rounds=1000)
+    procs, addrs = await keyed_cluster(config, [tuple(range(6))], [tmp_path / "k"])
+    for n in procs[0].host.nodes.values():
+        n.pause()
+    path = "/v1/batch"
+    url = f"http://{addrs[0]}{path}"
+    entries = [
+        (1, Channel.SAMPLING, lock_request(2, 1, 1)),
+        (3, Channel.SAMPLING, lock_request(2, 3, 1)),
+        (4, Channel.SAMPLING, lock_request(5, 4, 1)),  # another sender's frame: refused alone
+        (9, Channel.SAMPLING, lock_request(2, 9, 1)),  # no node 9 here
+        (1, Channel.SAMPLING, b"\xc1garbage"),  # not a frame
+    ]
+    body = pack_batch(entries)
+    refused_before = sum(sum(n.counters.rejected.values()) for n in procs[0].host.nodes.values())
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(
+                url, data=body, headers=sign(ring, "POST", path, 2, body, int(time.time() * 1000))
+            ) as r:
+                assert r.status == 200
+                outcomes = parse_outcomes(await r.read(), len(entries))
+            assert outcomes is not None
+            assert [o.status for o in outcomes[:2]] == [200, 200]
+            assert outcomes[2] == Outcome(403, "sender-mismatch")
+            assert outcomes[3] == Outcome(404, "unknown-node")
+            assert outcomes[4].status == 400
+            # nodes 1 and 3 granted their locks to node 2's transaction
+            assert procs[0].host.nodes[1].node.sampler.lock == (2, 1)  # type: ignore[attr-defined]
+            assert procs[0].host.nodes[4].node.sampler.lock is None  # type: ignore[attr-defined]
+            after = sum(sum(n.counters.rejected.values()) for n in procs[0].host.nodes.values())
+            assert after - refused_before == 2  # the mismatch and the garbage, counted at their nodes
+
+            await asyncio.sleep(0.3)  # node 2 unlocks the locks it did not ask for
+            taken = procs[0].host.nodes[1].counters.bytes_received
+            # a body that is not a batch is refused whole, before any frame is delivered
+            bad_bodies = [
+                msgpack.packb({"a": 1}),
+                msgpack.packb([[1, 2, lock_request(2, 1, 2)]]),  # one entry: post it alone
+                msgpack.packb([[1, 9, lock_request(2, 1, 2)]] * 2),  # no channel 9
+                msgpack.packb([[-1, 2, lock_request(2, 1, 2)]] * 2),
+                msgpack.packb([[1, 2, lock_request(2, 1, 2)]] * (MAX_FRAMES + 1)),
+                b"\x92\x93\x01\x02",  # truncated
+            ]
+            for bad in bad_bodies:
+                headers = sign(ring, "POST", path, 2, bad, int(time.time() * 1000))
+                async with s.post(url, data=bad, headers=headers) as r:
+                    assert (r.status, r.headers.get("X-P2P-Reason")) == (400, "bad-batch"), bad[:20]
+            assert procs[0].host.nodes[1].counters.bytes_received == taken  # no frame of them arrived
+            # a stranger's batch is refused from its headers
+            async with s.post(url, data=body) as r:
+                assert (r.status, r.headers.get("X-P2P-Reason")) == (401, "no-auth")
+    finally:
+        for p in procs:
+            p.stop()
+        await asyncio.gather(*(p.shutdown() for p in procs))
+
+
+async def test_nodes_batch_their_small_frames_and_learn_as_without() -> None:
+    config = cfg(nodes=12, rounds=8)
+    procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
+    results = await finish(procs)
+    assert sum(r["batches"] for r in results) > 0
+    assert sum(r["batched_frames"] for r in results) >= 2 * sum(r["batches"] for r in results)
+    assert sum(r["view_swaps"]["committed"] for r in results) > 0
+    assert sum(r["send_failures"] for r in results) <= 0.05 * sum(r["messages"] for r in results)
+    assert sum(r["hit_ratio_at_20"] for r in results) / 2 > 0.4
+    procs, _ = await run_cluster(
+        config.replace(**{"wire.batch": False}), [tuple(range(0, 6)), tuple(range(6, 12))]
+    )
+    assert all(r["batches"] == 0 for r in await finish(procs))
+
+
+async def test_a_process_without_batches_gets_single_posts() -> None:
+    got: list[str] = []
+
+    async def single(request: web.Request) -> web.Response:
+        got.append(request.path)
+        return web.Response(text="ok")
+
+    async def no_route(request: web.Request) -> web.Response:
+        return web.Response(status=404, text="no-route", headers={"X-P2P-Reason": "no-route"})
+
+    app = web.Application()
+    app.router.add_post("/v1/nodes/{node}/{channel}", single)
+    app.router.add_post("/v1/batch", no_route)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = ports(1)[0]
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    transport = HttpTransport({1: f"127.0.0.1:{port}", 3: f"127.0.0.1:{port}"}, batch_bytes=100_000)
+    outcomes: list[Outcome] = []
+    try:
+        for round_no in range(2):
+            for dst in (1, 3):
+                transport.send(2, dst, Channel.SAMPLING, lock_request(2, dst, round_no), outcomes.append)
+            await transport.drain(5.0)
+    finally:
+        await transport.close()
+        await runner.cleanup()
+    assert [o.status for o in outcomes] == [200] * 4
+    assert got == ["/v1/nodes/1/sampling", "/v1/nodes/3/sampling"] * 2  # the 404 is remembered
+    assert transport.batches == 0
