@@ -1,16 +1,20 @@
-"""Batches: several frames of one sender to nodes of one process in one HTTP request.
+"""Batches: the small frames a process sends to another process in one turn, in one request.
 
-A node often sends several small frames to the nodes of another process at once: a PeerSwap
+Nodes often send several small frames to the nodes of another process at once: a PeerSwap
 initiator asks every neighbour for its lock in one go, and commits or unlocks them in one go
-(002 §2.4); a colluder multicasts to its partners. The transport collects, per (sender, address),
-the small frames of one turn of the event loop and posts them together to ``POST /v1/batch``,
-where each is judged as if it had come alone (decoded, checked, rate-limited and answered with its
-own status). The request is signed once, as the sender: every frame in it must name that sender,
-which ``Host.receive`` checks per frame as for a single post.
+(002 §2.4), and the neighbours of one process answer a batch of lock requests in the same turn;
+a colluder multicasts to its partners. The transport collects, per destination address, the small
+frames of one turn of the event loop and posts them together to ``POST /v1/batch``, where each is
+judged as if it had come alone: with a cluster key every entry carries the authentication headers
+its own post would have carried (its sender, time, nonce, body digest and MAC over its own path),
+checked as those headers would be, then rate-limited, decoded and answered with its own status.
+The request itself is signed too (by its first entry's sender), so a stranger's batch is refused
+from its headers before its body is read.
 
-Body: a msgpack array of ``[dst, channel, frame]`` (2 to :data:`MAX_FRAMES` entries); answer: a
-msgpack array of ``[status, reason]``, one per entry, in order. A body that is not exactly that is
-refused whole (400 ``bad-batch``) before any frame is delivered.
+Body: a msgpack array of ``[dst, channel, frame, auth]`` (2 to :data:`MAX_FRAMES` entries; ``auth``
+a map of header name to value, empty in an open cluster); answer: a msgpack array of
+``[status, reason]``, one per entry, in order. A body that is not exactly that is refused whole
+(400 ``bad-batch``) before any frame is delivered.
 """
 
 from __future__ import annotations
@@ -24,18 +28,31 @@ from p2pnode.wire.schema import Channel, WireError
 
 MAX_FRAMES = 64  #: frames in one batch
 SMALL_SHARE = 4  #: a frame joins a batch if it is at most 1/SMALL_SHARE of the body limit
+ENTRY_BYTES = 512  #: room an entry takes besides its frame (its auth headers and msgpack framing)
 _CHANNELS = {int(c) for c in Channel}
 
 
-def pack_batch(entries: list[tuple[int, Channel, bytes]]) -> bytes:
-    return bytes(msgpack.packb([[dst, int(ch), frame] for dst, ch, frame in entries], use_bin_type=True))
+Entry = tuple[int, Channel, bytes, dict[str, str]]  #: destination, channel, frame, its auth headers
+MAX_AUTH = 8  #: headers in one entry's auth map
+MAX_HEADER = 128  #: characters in one of them
 
 
-def parse_batch(data: bytes) -> list[tuple[int, Channel, bytes]]:
+def pack_batch(entries: list[Entry]) -> bytes:
+    return bytes(
+        msgpack.packb([[dst, int(ch), frame, auth] for dst, ch, frame, auth in entries], use_bin_type=True)
+    )
+
+
+def parse_batch(data: bytes) -> list[Entry]:
     """The entries of a batch body; raises WireError(bad-batch) unless it is exactly a batch."""
     try:
         obj: Any = msgpack.unpackb(
-            data, raw=False, max_array_len=MAX_FRAMES, max_map_len=0, max_str_len=0, max_ext_len=0
+            data,
+            raw=False,
+            max_array_len=MAX_FRAMES,
+            max_map_len=MAX_AUTH,
+            max_str_len=MAX_HEADER,
+            max_ext_len=0,
         )
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise WireError("bad-batch", f"not a msgpack array: {type(exc).__name__}") from None
@@ -45,15 +62,17 @@ def parse_batch(data: bytes) -> list[tuple[int, Channel, bytes]]:
     for entry in obj:
         if (
             not isinstance(entry, list)
-            or len(entry) != 3
+            or len(entry) != 4
             or type(entry[0]) is not int
             or entry[0] < 0
             or type(entry[1]) is not int
             or entry[1] not in _CHANNELS
             or not isinstance(entry[2], bytes)
+            or not isinstance(entry[3], dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in entry[3].items())
         ):
-            raise WireError("bad-batch", "an entry is [node id, channel 1-3, frame bytes]")
-        out.append((entry[0], Channel(entry[1]), entry[2]))
+            raise WireError("bad-batch", "an entry is [node id, channel 1-3, frame bytes, auth map]")
+        out.append((entry[0], Channel(entry[1]), entry[2], entry[3]))
     return out
 
 

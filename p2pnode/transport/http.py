@@ -28,12 +28,13 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from p2pnode.auth import KeyHolder, body_matches, sign
+from p2pnode.auth import KeyHolder, Verdict, body_matches, sign
 from p2pnode.host import Host
 from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
 from p2pnode.transport.batch import (
+    ENTRY_BYTES,
     MAX_FRAMES,
     SMALL_SHARE,
     pack_batch,
@@ -62,10 +63,10 @@ class HttpTransport:
     loop, decoded and checked as a frame off the network would be, with the sender's id as its
     authenticated sender (the sender is this process). Frames to other processes are posted.
 
-    With ``batch_bytes`` (the receivers' body limit), the small frames one node sends to one
-    address in one turn of the event loop go in one ``POST /v1/batch`` (p2pnode/transport/batch.py);
-    a lone frame is posted as before, and an address that answers a batch with 404 gets single
-    posts from then on.
+    With ``batch_bytes`` (the receivers' body limit), the small frames this process sends to one
+    address in one turn of the event loop go in one ``POST /v1/batch`` (p2pnode/transport/batch.py),
+    each with the authentication its own post would carry; a lone frame is posted as before, and
+    an address that answers a batch with 404 gets single posts from then on.
     """
 
     def __init__(
@@ -86,8 +87,9 @@ class HttpTransport:
         self.batch_bytes = batch_bytes
         self.batches = 0  #: batch requests posted
         self.batched = 0  #: frames that went in them
-        #: per (sender, address): the frames collected this turn and their size in bytes
-        self._pending: dict[tuple[int, str], tuple[list[tuple[int, Channel, bytes, OnDone]], list[int]]] = {}
+        #: per address: the frames collected this turn (sender, destination, channel, frame, on_done)
+        #: and their size in bytes
+        self._pending: dict[str, tuple[list[tuple[int, int, Channel, bytes, OnDone]], list[int]]] = {}
         self._single_only: set[str] = set()  #: addresses without /v1/batch
         self.scheme = "https" if ssl_context is not None else "http"
         self.retries = retries  #: extra attempts after no answer or a 503, with doubling backoff
@@ -150,39 +152,37 @@ class HttpTransport:
     def _collect(
         self, src: int, address: str, dst: int, channel: Channel, frame: bytes, on_done: OnDone
     ) -> None:
-        """Add a small frame to this turn's batch for (src, address); posted at the end of the turn,
+        """Add a small frame to this turn's batch for ``address``; posted at the end of the turn,
         or at once when the batch is full."""
-        key = (src, address)
-        pending = self._pending.get(key)
+        pending = self._pending.get(address)
         if pending is not None and (
-            len(pending[0]) >= MAX_FRAMES or pending[1][0] + len(frame) + 64 > self.batch_bytes
+            len(pending[0]) >= MAX_FRAMES or pending[1][0] + len(frame) + ENTRY_BYTES > self.batch_bytes
         ):
-            self._flush(key)
+            self._flush(address)
             pending = None
         if pending is None:
-            pending = self._pending[key] = ([], [0])
-            asyncio.get_running_loop().call_soon(self._flush, key, pending[0])
-        pending[0].append((dst, channel, frame, on_done))
-        pending[1][0] += len(frame) + 16
+            pending = self._pending[address] = ([], [0])
+            asyncio.get_running_loop().call_soon(self._flush, address, pending[0])
+        pending[0].append((src, dst, channel, frame, on_done))
+        pending[1][0] += len(frame) + ENTRY_BYTES
 
     def _flush(
-        self, key: tuple[int, str], entries: list[tuple[int, Channel, bytes, OnDone]] | None = None
+        self, address: str, entries: list[tuple[int, int, Channel, bytes, OnDone]] | None = None
     ) -> None:
-        pending = self._pending.get(key)
+        pending = self._pending.get(address)
         if pending is None or (entries is not None and pending[0] is not entries):
-            return  # already posted (it filled up), or a newer batch for the key
-        del self._pending[key]
-        src, address = key
+            return  # already posted (it filled up), or a newer batch for the address
+        del self._pending[address]
         batch = pending[0]
         if self.closed:
             for entry in batch:
-                entry[3](Outcome(UNREACHABLE, "closing"))
+                entry[4](Outcome(UNREACHABLE, "closing"))
             return
         if len(batch) == 1:
-            dst, channel, frame, on_done = batch[0]
+            src, dst, channel, frame, on_done = batch[0]
             self._spawn(self._post(address, src, dst, channel, frame, on_done))
         else:
-            self._spawn(self._post_batch(address, src, batch))
+            self._spawn(self._post_batch(address, batch))
 
     def _deliver(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         assert self.local is not None
@@ -208,19 +208,29 @@ class HttpTransport:
             raise
         on_done(outcome)
 
-    async def _post_batch(
-        self, address: str, src: int, batch: list[tuple[int, Channel, bytes, OnDone]]
-    ) -> None:
-        body = pack_batch([(dst, channel, frame) for dst, channel, frame, _ in batch])
+    def _entry_auth(self, src: int, dst: int, channel: Channel, frame: bytes) -> dict[str, str]:
+        """The authentication headers the frame's own post would carry (none in an open cluster)."""
+        if self.keys is None:
+            return {}
+        headers = self._headers(f"/v1/nodes/{dst}/{_PATH[channel]}", src, frame)
+        headers.pop("Content-Type", None)
+        return headers
+
+    async def _post_batch(self, address: str, batch: list[tuple[int, int, Channel, bytes, OnDone]]) -> None:
+        entries = [
+            (dst, ch, frame, self._entry_auth(src, dst, ch, frame)) for src, dst, ch, frame, _ in batch
+        ]
         try:
-            outcome, answer = await self._request(address, "/v1/batch", src, tuple(e[0] for e in batch), body)
+            outcome, answer = await self._request(
+                address, "/v1/batch", batch[0][0], tuple(e[1] for e in batch), pack_batch(entries)
+            )
         except asyncio.CancelledError:
             for entry in batch:
-                entry[3](Outcome(UNREACHABLE, "cancelled"))
+                entry[4](Outcome(UNREACHABLE, "cancelled"))
             raise
         if outcome.status == 404 and outcome.reason == "no-route" and not self.closed:
             self._single_only.add(address)  # a process from before batches: one post per frame
-            for dst, channel, frame, on_done in batch:
+            for src, dst, channel, frame, on_done in batch:
                 self._spawn(self._post(address, src, dst, channel, frame, on_done))
             return
         outcomes = parse_outcomes(answer, len(batch)) if outcome.ok else None
@@ -229,7 +239,7 @@ class HttpTransport:
         self.batches += 1
         self.batched += len(batch)
         for k, entry in enumerate(batch):
-            entry[3](outcomes[k] if outcomes is not None else outcome)
+            entry[4](outcomes[k] if outcomes is not None else outcome)
 
     async def _request(
         self, address: str, path: str, src: int, dsts: tuple[int, ...], data: Payload
@@ -272,7 +282,7 @@ class HttpTransport:
         self.closed = True
         for key in list(self._pending):  # frames collected and never posted: they fail, once each
             for entry in self._pending.pop(key)[0]:
-                entry[3](Outcome(UNREACHABLE, "closing"))
+                entry[4](Outcome(UNREACHABLE, "closing"))
         await self.session.close()
 
 
@@ -353,17 +363,31 @@ def make_app(
             except WireError as err:
                 host.refuse(-1, err.reason)
                 return _answer(Outcome(err.status, err.reason), close=True)
-            now = time.time()
-            outcomes = []
-            for dst, channel, frame in entries:  # each judged as if it had come alone
-                if sender is not None and not rate.allow(sender, dst, now):
-                    host.refuse(dst, "rate-limited")
-                    outcomes.append(Outcome(429, "rate-limited"))
-                else:
-                    outcomes.append(host.receive(dst, channel, frame, sender, allowed))
+            outcomes = [deliver_entry(*entry, allowed) for entry in entries]
             return web.Response(body=pack_outcomes(outcomes), content_type="application/msgpack")
 
         return await serve(request, -1, deliver)
+
+    def deliver_entry(
+        dst: int, channel: Channel, frame: bytes, auth: dict[str, str], allowed: set[int] | None
+    ) -> Outcome:
+        """One frame of a batch, judged as its own post would be: its authentication headers (for
+        its own path), its body digest and the rate limit, then ``Host.receive``."""
+        sender = None
+        if keys is not None:
+            now = time.time()
+            path = f"/v1/nodes/{dst}/{_PATH[channel]}"
+            verdict = keys.verifier.check_headers("POST", path, auth, int(now * 1000))
+            if verdict.ok and not body_matches(auth, frame):
+                verdict = Verdict(401, "bad-digest")
+            if not verdict.ok:
+                host.refuse(dst, verdict.reason)
+                return Outcome(verdict.status, verdict.reason)
+            sender = verdict.sender
+            if sender is not None and not rate.allow(sender, dst, now):
+                host.refuse(dst, "rate-limited")
+                return Outcome(429, "rate-limited")
+        return host.receive(dst, channel, frame, sender, allowed)
 
     async def serve(
         request: web.Request,

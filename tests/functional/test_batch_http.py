@@ -40,43 +40,53 @@ async def test_a_signed_batch_is_judged_frame_by_frame(tmp_path: Path) -> None:
         n.pause()
     path = "/v1/batch"
     url = f"http://{addrs[0]}{path}"
+
+    def signed(dst: int, frame: bytes, sender: int = 2, path_dst: int | None = None) -> dict[str, str]:
+        path = f"/v1/nodes/{dst if path_dst is None else path_dst}/sampling"
+        return sign(ring, "POST", path, sender, frame, int(time.time() * 1000))
+
+    first = lock_request(2, 1, 1)
+    first_auth = signed(1, first)
     entries = [
-        (1, Channel.SAMPLING, lock_request(2, 1, 1)),
-        (3, Channel.SAMPLING, lock_request(2, 3, 1)),
-        (4, Channel.SAMPLING, lock_request(5, 4, 1)),  # another sender's frame: refused alone
-        (9, Channel.SAMPLING, lock_request(2, 9, 1)),  # no node 9 here
-        (1, Channel.SAMPLING, b"\xc1garbage"),  # not a frame
+        (1, Channel.SAMPLING, first, first_auth),
+        (3, Channel.SAMPLING, lock_request(2, 3, 1), signed(3, lock_request(2, 3, 1))),
+        (4, Channel.SAMPLING, lock_request(5, 4, 1), signed(4, lock_request(5, 4, 1))),  # frame says 5
+        (9, Channel.SAMPLING, lock_request(2, 9, 1), signed(9, lock_request(2, 9, 1))),  # no node 9 here
+        (1, Channel.SAMPLING, b"\xc1garbage", signed(1, b"\xc1garbage")),  # not a frame
+        (3, Channel.SAMPLING, lock_request(2, 3, 2), {}),  # no authentication of its own
+        (3, Channel.SAMPLING, lock_request(2, 3, 3), signed(3, lock_request(2, 3, 3), path_dst=1)),
+        (1, Channel.SAMPLING, first, first_auth),  # the first entry again
     ]
     body = pack_batch(entries)
     refused_before = sum(sum(n.counters.rejected.values()) for n in procs[0].host.nodes.values())
     try:
         async with aiohttp.ClientSession() as s:
-            async with s.post(
-                url, data=body, headers=sign(ring, "POST", path, 2, body, int(time.time() * 1000))
-            ) as r:
+            headers = sign(ring, "POST", path, 2, body, int(time.time() * 1000))
+            async with s.post(url, data=body, headers=headers) as r:
                 assert r.status == 200
                 outcomes = parse_outcomes(await r.read(), len(entries))
             assert outcomes is not None
-            assert [o.status for o in outcomes[:2]] == [200, 200]
+            assert outcomes[:2] == [Outcome(200), Outcome(200)]
             assert outcomes[2] == Outcome(403, "sender-mismatch")
             assert outcomes[3] == Outcome(404, "unknown-node")
             assert outcomes[4].status == 400
-            # nodes 1 and 3 granted their locks to node 2's transaction
-            assert procs[0].host.nodes[1].node.sampler.lock == (2, 1)  # type: ignore[attr-defined]
-            assert procs[0].host.nodes[4].node.sampler.lock is None  # type: ignore[attr-defined]
+            assert outcomes[5:] == [Outcome(401, "no-auth"), Outcome(401, "bad-mac"), Outcome(409, "replay")]
             after = sum(sum(n.counters.rejected.values()) for n in procs[0].host.nodes.values())
-            assert after - refused_before == 2  # the mismatch and the garbage, counted at their nodes
+            assert after - refused_before == 5  # each counted at its own node (9 is nobody's)
 
             await asyncio.sleep(0.3)  # node 2 unlocks the locks it did not ask for
             taken = procs[0].host.nodes[1].counters.bytes_received
             # a body that is not a batch is refused whole, before any frame is delivered
+            again = lock_request(2, 1, 2)
+            auth = signed(1, again)
             bad_bodies = [
                 msgpack.packb({"a": 1}),
-                msgpack.packb([[1, 2, lock_request(2, 1, 2)]]),  # one entry: post it alone
-                msgpack.packb([[1, 9, lock_request(2, 1, 2)]] * 2),  # no channel 9
-                msgpack.packb([[-1, 2, lock_request(2, 1, 2)]] * 2),
-                msgpack.packb([[1, 2, lock_request(2, 1, 2)]] * (MAX_FRAMES + 1)),
-                b"\x92\x93\x01\x02",  # truncated
+                msgpack.packb([[1, 2, again, auth]]),  # one entry: post it alone
+                msgpack.packb([[1, 9, again, auth]] * 2),  # no channel 9
+                msgpack.packb([[-1, 2, again, auth]] * 2),
+                msgpack.packb([[1, 2, again]] * 2),  # no auth map
+                msgpack.packb([[1, 2, again, auth]] * (MAX_FRAMES + 1)),
+                b"\x92\x94\x01\x02",  # truncated
             ]
             for bad in bad_bodies:
                 headers = sign(ring, "POST", path, 2, bad, int(time.time() * 1000))

@@ -398,20 +398,25 @@ def test_batches_round_trip_and_refuse_anything_else_whole() -> None:
     from p2pnode.transport.base import Outcome
     from p2pnode.transport.batch import MAX_FRAMES, pack_batch, pack_outcomes, parse_batch, parse_outcomes
 
-    entries = [(1, Channel.SAMPLING, b"\x01\x02"), (7, Channel.GOSSIP, b"")]
+    entries = [(1, Channel.SAMPLING, b"\x01\x02", {"X-P2P-Sender": "3"}), (7, Channel.GOSSIP, b"", {})]
     assert parse_batch(pack_batch(entries)) == entries
+    ok = [1, 2, b"x", {}]
     bad = [
         b"",
         b"\xc1",
-        msgpack.packb([[1, 2, b"x"]]),  # one entry
-        msgpack.packb([[1, 2, b"x"]] * (MAX_FRAMES + 1)),
-        msgpack.packb([[1, 2, "x"], [1, 2, b"x"]]),  # a str, not bytes
-        msgpack.packb([[1, 4, b"x"], [1, 2, b"x"]]),  # no channel 4
-        msgpack.packb([[1.0, 2, b"x"], [1, 2, b"x"]]),
-        msgpack.packb([[True, 2, b"x"], [1, 2, b"x"]]),
-        msgpack.packb([[1, 2, b"x", 0], [1, 2, b"x"]]),
+        msgpack.packb([ok]),  # one entry
+        msgpack.packb([ok] * (MAX_FRAMES + 1)),
+        msgpack.packb([[1, 2, "x", {}], ok]),  # a str, not bytes
+        msgpack.packb([[1, 4, b"x", {}], ok]),  # no channel 4
+        msgpack.packb([[1.0, 2, b"x", {}], ok]),
+        msgpack.packb([[True, 2, b"x", {}], ok]),
+        msgpack.packb([[1, 2, b"x"], ok]),  # no auth map
+        msgpack.packb([[1, 2, b"x", {"a": 1}], ok]),  # a header that is not a string
+        msgpack.packb([[1, 2, b"x", {str(k): "v" for k in range(9)}], ok]),  # too many headers
+        msgpack.packb([[1, 2, b"x", {"a": "v" * 200}], ok]),  # too long a header
+        msgpack.packb([[1, 2, b"x", {}, 0], ok]),
         msgpack.packb({1: 2}),
-        msgpack.packb([[1, 2, b"x"], [1, 2, b"x"]]) + b"\x00",  # trailing bytes
+        msgpack.packb([ok, ok]) + b"\x00",  # trailing bytes
     ]
     for body in bad:
         with pytest.raises(WireError) as err:
