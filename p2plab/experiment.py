@@ -341,10 +341,20 @@ def throttled(progress: Progress, seconds: float = 15.0) -> Progress:
     return out
 
 
+#: model bytes per model and data: an experiment's rows and seeds share them (a prepare is ~0.4 s)
+_MODEL_BYTES: dict[tuple[object, ...], int] = {}
+
+
 def _model_bytes(config: RunConfig) -> int:
+    """Bytes of one model of ``config`` (what a run's memory is estimated from)."""
     from p2pnode.prepare import prepare
 
-    return prepare(config).model_bytes
+    lc = config.learning
+    key = (config.model, config.dataset, config.data_dir, config.min_interactions, config.nodes,
+           lc.factors, lc.prme_dim, config.synthetic)  # fmt: skip
+    if key not in _MODEL_BYTES:
+        _MODEL_BYTES[key] = prepare(config).model_bytes
+    return _MODEL_BYTES[key]
 
 
 def run_experiment(

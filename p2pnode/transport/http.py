@@ -2,7 +2,8 @@
 
 The HTTP layer only moves bytes (docs/design.md, rule 3): bounded read, hand to ``Host.receive``,
 answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling`` and ``/collude``
-(msgpack frames), ``POST /v1/batch`` (several frames of one sender, p2pnode/transport/batch.py),
+(msgpack frames), ``POST /v1/batch`` (the small frames a process sends to one other process in one
+turn, each with its own post's authentication; p2pnode/transport/batch.py),
 ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
 
 What a stranger gets for free is bounded (p2pnode.limits): :func:`listen` closes a remote
