@@ -31,6 +31,9 @@ class Host:
         self.max_frame_bytes = max_frame_bytes
         self.nodes: dict[int, NodeRuntime] = {}
         self.rejected_unknown = 0
+        #: False while a process learns its peers' addresses: its nodes could not answer yet, so a
+        #: frame is refused 503 "starting" (the sender tries again) rather than handled half-started
+        self.accepting = True
 
     def add(self, runtime: NodeRuntime) -> None:
         self.nodes[runtime.node_id] = runtime

@@ -48,6 +48,7 @@ SWAP_TIMER = "ps:swap"
 GRANTED_MEMORY = 16  #: transactions granted lately, whose commit or adopt is still expected
 TXN_TIMER = "ps:txn"
 LEASE_TIMER = "ps:lease"
+RETRY_TIMER = "ps:retry"
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ class PeerSwapConfig:
     round_ticks: float = 100.0
     txn_timeout_ticks: float = 50.0
     lease_ticks: float = 100.0
+    #: a swap that met a busy node tries again after ~Exp(mean retry_ticks), doubling the mean at
+    #: each of at most ``max_retries`` tries; 0 turns retries off
+    retry_ticks: float = 10.0
+    max_retries: int = 4
+    #: lock requests a busy node keeps waiting (wait-die: only those of a transaction that outranks
+    #: the one holding the lock); 0 refuses every request while locked
+    wait_queue: int = 8
 
 
 @dataclass
@@ -105,6 +113,9 @@ class PeerSwap(PeerSampler):
         #: transactions this node locked for, and whether as the partner (adopt) or a neighbour
         self._granted: OrderedDict[Txn, bool] = OrderedDict()
         self.ignored = 0  #: messages that named no transaction of ours, or carried bad views
+        self._retries = 0  #: retries of the current swap event so far
+        #: lock requests waiting for this node's lock: (initiator, transaction, as the partner)
+        self._queue: list[tuple[NodeId, Txn, bool]] = []
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -125,6 +136,7 @@ class PeerSwap(PeerSampler):
         self._counter = int(state.get("counter", 0))
         self.lock = None
         self._pending = None
+        self._queue = []
 
     # -- timers ---------------------------------------------------------------------------------
 
@@ -139,18 +151,21 @@ class PeerSwap(PeerSampler):
 
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         if key == SWAP_TIMER:
+            self._retries = 0
             return [self._next_swap(now, rng), *self._initiate(now, rng)]
+        if key == RETRY_TIMER:
+            return self._initiate(now, rng)
         if key == TXN_TIMER and self._pending is not None:
             self.stats.aborted_timeout += 1
-            return self._abort()
+            return self._abort(now)
         if key == LEASE_TIMER and self.lock is not None and self._pending is None:
-            self.lock = None
+            return self._release(self.lock, now)
         return []
 
     def _initiate(self, now: float, rng: random.Random) -> list[Effect]:
         if self.lock is not None or not self._out:
             self.stats.skipped_busy += 1
-            return []
+            return self._retry(now, rng) if self.lock is not None else []
         self._counter += 1
         txn = (self.node_id, self._counter)
         partner = self._out[rng.randrange(len(self._out))]
@@ -170,17 +185,16 @@ class PeerSwap(PeerSampler):
             case LockRequest(txn=txn):
                 return self._on_lock_request(sender, txn, now, accept_with_views=False)
             case SwapAccept():
-                return self._on_accept(sender, message)
+                return self._on_accept(sender, message, now)
             case LockReply():
-                return self._on_lock_reply(sender, message)
+                return self._on_lock_reply(sender, message, now, rng)
             case SwapCommit(txn=txn, a=a, b=b):
                 if self._granted.get(txn) is not False or sender != txn[0] or a != sender:
                     self.ignored += 1
                     return []
                 del self._granted[txn]
                 self._out, self._in = _relabel(self._out, a, b), _relabel(self._in, a, b)
-                self._release(txn)
-                return []
+                return self._release(txn, now)
             case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
                 if (
                     self._granted.get(txn) is not True
@@ -191,12 +205,11 @@ class PeerSwap(PeerSampler):
                     return []
                 del self._granted[txn]
                 self._out, self._in = sorted(out_view), sorted(in_view)
-                self._release(txn)
-                return []
+                return self._release(txn, now)
             case Unlock(txn=txn):
                 self._granted.pop(txn, None)  # aborted: its commit or adopt can no longer come
-                self._release(txn)
-                return []
+                self._queue = [w for w in self._queue if w[1] != txn or w[0] != sender]
+                return self._release(txn, now)
         return []
 
     def _fits(self, out_view: Sequence[NodeId], in_view: Sequence[NodeId]) -> bool:
@@ -212,7 +225,17 @@ class PeerSwap(PeerSampler):
             self.ignored += 1  # only a transaction's initiator asks to lock for it
             return []
         if self.lock is not None:
-            return [Send(sender, LockReply(txn, granted=False))]
+            if (
+                _rank(txn) > _rank(self.lock)
+                and len(self._queue) < self.config.wait_queue
+                and all(w[1] != txn for w in self._queue)
+            ):
+                self._queue.append((sender, txn, accept_with_views))  # outranks the holder: waits
+                return []
+            return [Send(sender, LockReply(txn, granted=False))]  # wait-die: the lower rank dies
+        return self._grant(sender, txn, now, accept_with_views)
+
+    def _grant(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
         self.lock = txn
         self._granted[txn] = accept_with_views
         while len(self._granted) > GRANTED_MEMORY:
@@ -222,7 +245,7 @@ class PeerSwap(PeerSampler):
             return [Send(sender, SwapAccept(txn, tuple(self._out), tuple(self._in))), lease]
         return [Send(sender, LockReply(txn, granted=True)), lease]
 
-    def _on_accept(self, sender: NodeId, msg: SwapAccept) -> list[Effect]:
+    def _on_accept(self, sender: NodeId, msg: SwapAccept, now: float) -> list[Effect]:
         p = self._pending
         if p is None or p.txn != msg.txn or sender != p.partner:
             return [Send(sender, Unlock(msg.txn))]
@@ -234,16 +257,16 @@ class PeerSwap(PeerSampler):
             or len(set(msg.in_view)) != len(msg.in_view)
         ):
             self.ignored += 1  # views a regular graph cannot have: swap nothing
-            return self._abort()
+            return self._abort(now)
         p.partner_out, p.partner_in = msg.out_view, msg.in_view
         me, j = self.node_id, p.partner
         neighbours = set(self._out) | set(self._in) | set(msg.out_view) | set(msg.in_view)
         p.waiting = neighbours - {me, j}
         if not p.waiting:
-            return self._commit()
+            return self._commit(now)
         return [Send(k, LockRequest(p.txn)) for k in sorted(p.waiting)]
 
-    def _on_lock_reply(self, sender: NodeId, msg: LockReply) -> list[Effect]:
+    def _on_lock_reply(self, sender: NodeId, msg: LockReply, now: float, rng: random.Random) -> list[Effect]:
         p = self._pending
         if p is None or p.txn != msg.txn:
             return [Send(sender, Unlock(msg.txn))] if msg.granted else []
@@ -252,13 +275,13 @@ class PeerSwap(PeerSampler):
                 self.stats.aborted_neighbour_busy += 1
             else:
                 self.stats.aborted_partner_busy += 1
-            return self._abort()
+            return [*self._abort(now), *self._retry(now, rng)]
         if sender in p.waiting:
             p.waiting.discard(sender)
             p.granted.add(sender)
-        return self._commit() if not p.waiting else []
+        return self._commit(now) if not p.waiting else []
 
-    def _commit(self) -> list[Effect]:
+    def _commit(self, now: float) -> list[Effect]:
         p = self._pending
         assert p is not None
         me, j = self.node_id, p.partner
@@ -268,11 +291,10 @@ class PeerSwap(PeerSampler):
         self._out = _relabel(list(p.partner_out), me, j)
         self._in = _relabel(list(p.partner_in), me, j)
         self._pending = None
-        self.lock = None
         self.stats.committed += 1
-        return effects
+        return effects + self._release(p.txn, now)
 
-    def _abort(self) -> list[Effect]:
+    def _abort(self, now: float) -> list[Effect]:
         p = self._pending
         assert p is not None
         locked = set(p.granted) | ({p.partner} if p.accepted else set())
@@ -280,14 +302,46 @@ class PeerSwap(PeerSampler):
         # A partner that has not answered yet may still lock itself; Unlock it too (idempotent).
         if not p.accepted:
             effects.append(Send(p.partner, Unlock(p.txn)))
+        # neighbours that have not answered may hold the request in their queue: withdraw it
+        effects += [Send(k, Unlock(p.txn)) for k in sorted(p.waiting)]
         self._pending = None
-        self.lock = None
         self.stats.aborted += 1
+        return effects + self._release(p.txn, now)
+
+    def _retry(self, now: float, rng: random.Random) -> list[Effect]:
+        """Try a swap that met a busy node again soon, so that busy nodes delay view changes rather
+        than lose them (a network's messages take time, so swaps overlap; with instant delivery
+        they never do and nothing is retried)."""
+        if self.config.retry_ticks <= 0 or self._retries >= self.config.max_retries:
+            return []
+        mean = self.config.retry_ticks * 2**self._retries  # back off: busy nodes stay busy longer
+        self._retries += 1
+        return [SetTimer(RETRY_TIMER, now + rng.expovariate(1.0 / mean))]
+
+    def _release(self, txn: Txn, now: float) -> list[Effect]:
+        """Unlock if ``txn`` holds the lock, and grant it to the best-ranked waiting request; the
+        others now wait for a transaction that outranks them, so they are refused (wait-die)."""
+        if self.lock != txn:
+            return []
+        self.lock = None
+        if not self._queue:
+            return []
+        queue, self._queue = self._queue, []
+        best = max(queue, key=lambda w: _rank(w[1]))
+        effects = self._grant(best[0], best[1], now, best[2])
+        effects += [Send(w[0], LockReply(w[1], granted=False)) for w in queue if w is not best]
         return effects
 
-    def _release(self, txn: Txn) -> None:
-        if self.lock == txn:
-            self.lock = None
+
+def _rank(txn: Txn) -> int:
+    """A transaction's fixed pseudo-random rank (splitmix64 of its id), the same at every node:
+    a request waits for a lock only when it outranks the holder, so waits never form a cycle
+    (wait-die, Rosenkrantz et al. 1978) and every node ranks two transactions alike."""
+    z = ((txn[0] & 0xFFFFFFFF) << 32 | (txn[1] & 0xFFFFFFFF)) + 0x9E3779B97F4A7C15
+    z &= 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return z ^ (z >> 31)
 
 
 def _relabel(view: Iterable[NodeId], a: NodeId, b: NodeId) -> list[NodeId]:

@@ -51,6 +51,7 @@ _ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING, "collude": Cha
 _PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling", Channel.COLLUDE: "collude"}
 _PROBE: web.AppKey[asyncio.Task[None]] = web.AppKey("lag-probe", asyncio.Task)
 GUARD: web.AppKey[AddressGuard] = web.AppKey("address-guard", AddressGuard)
+SHEDDER: web.AppKey[LagShedder] = web.AppKey("lag-shedder", LagShedder)
 JSON = "application/json; charset=utf-8"
 CLIENT_PER_HOST = 32  #: connections a process opens to one destination (below the server's caps)
 CLIENT_KEEPALIVE_S = 4.0  #: idle client connections are dropped before the server's header timeout
@@ -323,7 +324,7 @@ def make_app(
     guard = AddressGuard(limits.max_connections_per_address, limits.max_inflight_per_address)
     app[GUARD] = guard
     rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
-    shedder = LagShedder(limits.max_lag_s)
+    shedder = app[SHEDDER] = LagShedder(limits.max_lag_s)
 
     async def probe_lag() -> None:
         loop = asyncio.get_running_loop()
@@ -397,23 +398,31 @@ def make_app(
     ) -> web.StreamResponse:
         """The admission every POST goes through (``dest`` -1: a batch, rate-limited per frame)."""
         sender = None
+        now = time.time()
         if keys is not None:  # from the headers alone: a stranger's body is never read
-            now = time.time()
             keys.refresh(now)
             verdict = keys.verifier.check_headers("POST", request.path, request.headers, int(now * 1000))
             if not verdict.ok:
                 host.refuse(dest, verdict.reason)
                 return _answer(Outcome(verdict.status, verdict.reason), close=True)
             sender = verdict.sender
-            if sender is not None and dest >= 0 and not rate.allow(sender, dest, now):
-                host.refuse(dest, "rate-limited")
-                return _answer(Outcome(429, "rate-limited"), close=True)
+        if not host.accepting:  # after the headers: a stranger learns nothing, not even this
+            host.refuse(dest, "starting")
+            return _answer(Outcome(503, "starting"), close=True)
+        if sender is not None and dest >= 0 and not rate.allow(sender, dest, now):
+            host.refuse(dest, "rate-limited")
+            return _answer(Outcome(429, "rate-limited"), close=True)
         address = request.remote or "?"
         if not guard.enter(address):
             host.refuse(dest, "busy")
             return _answer(Outcome(503, "busy"), close=True)
         try:
-            overloaded = shedder.overloaded()
+            # lag sheds model-sized bodies, the work that makes a loop late; a small frame (a
+            # swap's lock request, a batch of them) costs less to serve than to refuse and retry
+            length = request.content_length
+            overloaded = shedder.overloaded() and (
+                length is None or length * SMALL_SHARE > host.max_frame_bytes
+            )
             if overloaded or not gate.enter():
                 shedder.shed += overloaded
                 host.refuse(dest, "busy")

@@ -263,3 +263,89 @@ async def test_timeouts_connection_caps_and_get_bounds_over_http(tmp_path: Path)
     finally:
         await proc.shutdown()
     assert proc.host.nodes[1].counters.rejected.get("slow-body") == 1
+
+
+async def test_a_process_refuses_frames_until_its_nodes_start_and_senders_try_again(tmp_path: Path) -> None:
+    """A process listens before it has learned its peers' addresses (they fetch its members), so
+    its nodes could not answer a frame yet: 503 "starting", after the headers (a stranger still
+    gets 401 and learns nothing), and the sender's transport tries again until it lands."""
+    from p2pnode.transport.base import Outcome
+    from p2pnode.transport.http import REASON_HEADER
+    from p2pnode.wire.codec import encode_sampling_frame
+    from p2pnode.wire.schema import Channel
+    from peer_sampling.messages import LockRequest
+
+    ring = Keyring.generate("lab-s")
+    save_keyring(tmp_path / "k", ring)
+    procs, addrs = await keyed_cluster(cfg(nodes=4, rounds=1000), [tuple(range(4))], [tmp_path / "k"])
+    proc = procs[0]
+    for n in proc.host.nodes.values():
+        n.pause()
+    proc.host.accepting = False
+    path = "/v1/nodes/1/sampling"
+    body = encode_sampling_frame(2, 1, LockRequest((2, 1)))
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"http://{addrs[0]}{path}", data=body) as r:
+                assert r.status == 401
+            headers = sign(ring, "POST", path, 2, body, now_ms())
+            async with s.post(f"http://{addrs[0]}{path}", data=body, headers=headers) as r:
+                assert (r.status, r.headers[REASON_HEADER]) == (503, "starting")
+        assert proc.host.nodes[1].node.sampler.lock is None  # nothing reached the node
+        assert proc.transport is not None
+        done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        proc.transport.send(
+            2, 1, Channel.SAMPLING, encode_sampling_frame(2, 1, LockRequest((2, 2))), done.set_result
+        )
+        await asyncio.sleep(0.1)
+        assert not done.done()  # refused once, waiting to try again
+        proc.host.accepting = True
+        assert (await asyncio.wait_for(done, 5.0)).ok
+        assert proc.host.nodes[1].node.sampler.lock == (2, 2)
+    finally:
+        await proc.shutdown()
+
+
+async def test_a_late_event_loop_sheds_models_but_serves_small_frames(tmp_path: Path) -> None:
+    """Lag shedding refuses the bodies whose handling makes a loop late (models); a swap's lock
+    request costs less to serve than to refuse and have retried, so it is served."""
+    from p2pnode.transport.http import SHEDDER
+    from p2pnode.wire.codec import encode_sampling_frame
+    from peer_sampling.messages import LockRequest
+
+    ring = Keyring.generate("lab-l")
+    save_keyring(tmp_path / "k", ring)
+    config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
+    procs, addrs = await keyed_cluster(config, [tuple(range(6))], [tmp_path / "k"])
+    proc = procs[0]
+    node = proc.host.nodes[1]
+    for n in proc.host.nodes.values():
+        n.pause()
+    assert proc.runner is not None
+    shedder = proc.runner.app[SHEDDER]
+    model = frame(
+        MsgType.MODEL, 2, 1, {"ver": 1, "p": {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}}
+    )
+    lock = encode_sampling_frame(2, 1, LockRequest((2, 1)))
+
+    async def post(s: aiohttp.ClientSession, channel: str, body: bytes) -> tuple[int, str | None]:
+        path = f"/v1/nodes/1/{channel}"
+        shedder.lag_s = 1e9  # the loop runs late (the probe only smooths it down slowly)
+        async with s.post(
+            f"http://{addrs[0]}{path}", data=body, headers=sign(ring, "POST", path, 2, body, now_ms())
+        ) as r:
+            return r.status, r.headers.get("X-P2P-Reason")
+
+    try:
+        async with aiohttp.ClientSession() as s:
+            assert await post(s, "gossip", model) == (503, "busy")
+            assert await post(s, "sampling", lock) == (200, None)
+            shedder.lag_s = 0.0
+            path = "/v1/nodes/1/gossip"
+            async with s.post(
+                f"http://{addrs[0]}{path}", data=model, headers=sign(ring, "POST", path, 2, model, now_ms())
+            ) as r:
+                assert r.status == 200  # on time again: served
+    finally:
+        await proc.shutdown()
+    assert node.counters.rejected.get("busy") == 1
