@@ -228,7 +228,7 @@ class PeerSwap(PeerSampler):
             if (
                 _rank(txn) > _rank(self.lock)
                 and len(self._queue) < self.config.wait_queue
-                and all(w[1] != txn for w in self._queue)
+                and all(w[0] != sender for w in self._queue)  # an initiator has one swap at a time
             ):
                 self._queue.append((sender, txn, accept_with_views))  # outranks the holder: waits
                 return []

@@ -197,17 +197,24 @@ def test_peerswap_busy_node_queues_a_request_that_outranks_its_holder() -> None:
 
 
 def test_peerswap_wait_queue_is_bounded() -> None:
+    """At most ``wait_queue`` requests wait, one per initiator (an honest one runs one swap at a
+    time), so a member holds at most one place in a node's queue."""
     from peer_sampling.messages import LockReply, LockRequest
     from peer_sampling.peerswap import _rank
 
     rng = random.Random(0)
     holder = (9, 1)
-    above = [(s, c) for s in (7, 8) for c in range(1, 60) if _rank((s, c)) > _rank(holder)]
+    above = [(s, 1) for s in range(10, 80) if _rank((s, 1)) > _rank(holder)]
     node = PeerSwap(5, [1, 2, 3], [4, 6, 9], PeerSwapConfig(wait_queue=2))
     node.on_message(9, LockRequest(holder), 0.0, rng)
-    answers = [node.on_message(t[0], LockRequest(t), 1.0, rng) for t in above[:3]]
-    assert answers[0] == answers[1] == []
-    assert [e.message for e in answers[2] if isinstance(e, Send)] == [LockReply(above[2], granted=False)]
+    first = above[0][0]
+    again = next((first, c) for c in range(2, 80) if _rank((first, c)) > _rank(holder))
+    assert node.on_message(first, LockRequest(above[0]), 1.0, rng) == []  # waits
+    refused = node.on_message(first, LockRequest(again), 1.0, rng)  # the same initiator again
+    assert [e.message for e in refused if isinstance(e, Send)] == [LockReply(again, granted=False)]
+    assert node.on_message(above[1][0], LockRequest(above[1]), 1.0, rng) == []  # waits
+    full = node.on_message(above[2][0], LockRequest(above[2]), 1.0, rng)  # the queue is full
+    assert [e.message for e in full if isinstance(e, Send)] == [LockReply(above[2], granted=False)]
 
 
 def test_peerswap_retries_a_swap_that_met_a_busy_node_with_growing_backoff() -> None:
