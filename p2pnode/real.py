@@ -429,15 +429,15 @@ class NodeProcess:
             batched_frames=self.transport.batched if self.transport is not None else 0,
             batches=self.transport.batches if self.transport is not None else 0,
         )
-        if not self._stop.is_set():
+        if not self._stop.is_set() and any(p != self.spec.address for p in self.spec.peers):
             await self._linger(round_s)
         return result
 
     async def _linger(self, round_s: float) -> None:
-        """After the last round, keep answering for one more round with the nodes' timers stopped:
-        processes start their rounds a moment apart, and the peers still in their last round would
-        otherwise meet a stopped process (503 "stopping") where the simulator's nodes all end at
-        once. Ended early by ``stop``."""
+        """After the last round, keep answering for one more round with the nodes' timers stopped
+        (when other processes take part): processes start their rounds a moment apart, and a peer
+        still in its last round would otherwise meet a stopped process (503 "stopping") where the
+        simulator's nodes all end at once. Ended early by ``stop``."""
         for runtime in self.host.nodes.values():
             runtime.pause()
         with contextlib.suppress(asyncio.TimeoutError):

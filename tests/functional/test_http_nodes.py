@@ -67,6 +67,25 @@ async def test_real_nodes_exchange_models_and_learn() -> None:
     assert np.mean([r["hit_ratio_at_20"] for r in results]) > 0.4
 
 
+async def test_a_process_that_ends_first_keeps_answering_its_peers_last_round() -> None:
+    """Processes start their rounds a moment apart; the one that ends first keeps answering (its
+    timers stopped) for a round, so the other's last round loses no frame to a stopped process."""
+    # 2 s rounds: a sender's retries (0.2 s, 0.4 s, ±50%) are over before the later one ends
+    config = cfg(nodes=12, rounds=2, tick_seconds=0.02)
+    procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
+    procs[1]._t0 += 0.6 * 100 * config.tick_seconds  # its rounds end 0.6 of a round later
+
+    async def alone(proc: NodeProcess) -> dict[str, Any]:  # as `p2pnode run` does: stop when done
+        try:
+            return await proc.run()
+        finally:
+            await proc.shutdown()
+
+    results = await asyncio.gather(*(alone(p) for p in procs))
+    assert [r["send_failures"] for r in results] == [0, 0]
+    assert all(r["model_messages"] > 0 for r in results)
+
+
 async def test_local_delivery_skips_http_between_nodes_of_one_process_only() -> None:
     config = cfg(nodes=12, rounds=8).replace(**{"wire.local_delivery": True})
     procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
