@@ -17,10 +17,23 @@ No node sees the global graph. The exchange is a small transaction driven by i:
 Locks carry a lease so a crashed initiator cannot freeze its neighbours; a commit is applied even
 after its lease ran out, since applying it is what keeps the views consistent with the others.
 
+On a network messages take time, so swaps overlap and meet nodes locked by other swaps (with the
+simulator's default instantaneous delivery they never do, and neither rule below ever runs):
+
+- A busy node keeps a request whose transaction outranks the one holding its lock and grants it
+  when that one is done (with its views of that moment); a request ranked below is refused. Ranks
+  are a fixed hash of the transaction id, so every node orders two transactions alike and waits
+  never form a cycle (wait-die, Rosenkrantz, Stearns and Lewis 1978).
+- A swap that met a busy node is tried again after a random backoff that doubles each time, at
+  most ``max_retries`` times, so that contention delays view changes instead of losing them and
+  the views change at the configured rate. Waiting is what keeps retries from collapsing under
+  heavy contention, where every retry would take locks that make the next one fail.
+
 What a member cannot do (issue #18): a ``SwapAdopt`` or ``SwapCommit`` is applied only for a
 transaction this node granted, and only when it comes from that transaction's initiator; proposals
 and lock requests must come from their initiator; adopted views must keep the view sizes, hold no
-id twice and not the node itself. Anything else is ignored, and the views do not change.
+id twice and not the node itself. Anything else is ignored, and the views do not change. A node
+queues at most ``wait_queue`` requests, one per initiator.
 """
 
 from __future__ import annotations
