@@ -35,19 +35,26 @@ async def keyed_cluster(
     return procs, addrs
 
 
+async def one_keyed_process(tmp_path: Path, cluster: str, config: Any) -> tuple[Keyring, NodeProcess, str]:
+    """One process hosting every node of ``config`` under a fresh keyring, its nodes' timers
+    stopped (from here on only a test's requests change anything)."""
+    ring = Keyring.generate(cluster)
+    save_keyring(tmp_path / "k", ring)
+    procs, addrs = await keyed_cluster(config, [tuple(range(config.nodes))], [tmp_path / "k"])
+    for n in procs[0].host.nodes.values():
+        n.pause()
+    return ring, procs[0], addrs[0]
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
 async def test_hostile_requests_to_a_keyed_node_get_their_status_and_change_nothing(tmp_path: Path) -> None:
-    ring = Keyring.generate("lab-a")
-    save_keyring(tmp_path / "k", ring)
     config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
-    procs, addrs = await keyed_cluster(config, [tuple(range(6))], [tmp_path / "k"])
-    proc = procs[0]
+    ring, proc, addr = await one_keyed_process(tmp_path, "lab-a", config)
+    addrs = [addr]
     node = proc.host.nodes[1]
-    for n in proc.host.nodes.values():
-        n.pause()
     await asyncio.sleep(0.3)
     good = {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}
     body = frame(MsgType.MODEL, 2, 1, {"ver": 1, "p": good})
@@ -275,12 +282,8 @@ async def test_a_process_refuses_frames_until_its_nodes_start_and_senders_try_ag
     from p2pnode.wire.schema import Channel
     from peer_sampling.messages import LockRequest
 
-    ring = Keyring.generate("lab-s")
-    save_keyring(tmp_path / "k", ring)
-    procs, addrs = await keyed_cluster(cfg(nodes=4, rounds=1000), [tuple(range(4))], [tmp_path / "k"])
-    proc = procs[0]
-    for n in proc.host.nodes.values():
-        n.pause()
+    ring, proc, addr = await one_keyed_process(tmp_path, "lab-s", cfg(nodes=4, rounds=1000))
+    addrs = [addr]
     proc.host.accepting = False
     path = "/v1/nodes/1/sampling"
     body = encode_sampling_frame(2, 1, LockRequest((2, 1)))
@@ -313,14 +316,10 @@ async def test_a_late_event_loop_sheds_models_but_serves_small_frames(tmp_path: 
     from p2pnode.wire.codec import encode_sampling_frame
     from peer_sampling.messages import LockRequest
 
-    ring = Keyring.generate("lab-l")
-    save_keyring(tmp_path / "k", ring)
     config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
-    procs, addrs = await keyed_cluster(config, [tuple(range(6))], [tmp_path / "k"])
-    proc = procs[0]
+    ring, proc, addr = await one_keyed_process(tmp_path, "lab-l", config)
+    addrs = [addr]
     node = proc.host.nodes[1]
-    for n in proc.host.nodes.values():
-        n.pause()
     assert proc.runner is not None
     shedder = proc.runner.app[SHEDDER]
     model = frame(
