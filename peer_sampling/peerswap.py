@@ -21,7 +21,8 @@ On a network messages take time, so swaps overlap and meet nodes locked by other
 simulator's default instantaneous delivery they never do, and neither rule below ever runs):
 
 - A busy node keeps a request whose transaction outranks the one holding its lock and grants it
-  when that one is done (with its views of that moment); a request ranked below is refused. Ranks
+  when that one is done (with its views of that moment), or refuses it after ``max_wait_ticks``;
+  a request ranked below is refused at once. Ranks
   are a fixed hash of the transaction id, so every node orders two transactions alike and waits
   never form a cycle (wait-die, Rosenkrantz, Stearns and Lewis 1978).
 - A swap that met a busy node is tried again after a random backoff that doubles each time, at
@@ -62,6 +63,7 @@ GRANTED_MEMORY = 16  #: transactions granted lately, whose commit or adopt is st
 TXN_TIMER = "ps:txn"
 LEASE_TIMER = "ps:lease"
 RETRY_TIMER = "ps:retry"
+QUEUE_TIMER = "ps:queue"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class PeerSwapConfig:
     #: lock requests a busy node keeps waiting (wait-die: only those of a transaction that outranks
     #: the one holding the lock); 0 refuses every request while locked
     wait_queue: int = 8
+    #: a request that waited this long is refused (its initiator aborts as for a busy node and
+    #: retries) rather than left to hold the initiator's other locks until its transaction times out
+    max_wait_ticks: float = 20.0
 
 
 @dataclass
@@ -128,7 +133,7 @@ class PeerSwap(PeerSampler):
         self.ignored = 0  #: messages that named no transaction of ours, or carried bad views
         self._retries = 0  #: retries of the current swap event so far
         #: lock requests waiting for this node's lock: (initiator, transaction, as the partner)
-        self._queue: list[tuple[NodeId, Txn, bool]] = []
+        self._queue: list[tuple[NodeId, Txn, bool, float]] = []
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -173,6 +178,8 @@ class PeerSwap(PeerSampler):
             return self._abort(now)
         if key == LEASE_TIMER and self.lock is not None and self._pending is None:
             return self._release(self.lock, now)
+        if key == QUEUE_TIMER:
+            return self._expire_waits(now)
         return []
 
     def _initiate(self, now: float, rng: random.Random) -> list[Effect]:
@@ -243,7 +250,9 @@ class PeerSwap(PeerSampler):
                 and len(self._queue) < self.config.wait_queue
                 and all(w[0] != sender for w in self._queue)  # an initiator has one swap at a time
             ):
-                self._queue.append((sender, txn, accept_with_views))  # outranks the holder: waits
+                self._queue.append((sender, txn, accept_with_views, now))  # outranks the holder: waits
+                if len(self._queue) == 1:
+                    return [SetTimer(QUEUE_TIMER, now + self.config.max_wait_ticks)]
                 return []
             return [Send(sender, LockReply(txn, granted=False))]  # wait-die: the lower rank dies
         return self._grant(sender, txn, now, accept_with_views)
@@ -331,6 +340,16 @@ class PeerSwap(PeerSampler):
         self._retries += 1
         return [SetTimer(RETRY_TIMER, now + rng.expovariate(1.0 / mean))]
 
+    def _expire_waits(self, now: float) -> list[Effect]:
+        """Refuse the requests that waited ``max_wait_ticks``; wake again for the next one."""
+        limit = self.config.max_wait_ticks
+        expired = [w for w in self._queue if w[3] + limit <= now]  # the sum the timer was set to
+        self._queue = [w for w in self._queue if w[3] + limit > now]
+        effects: list[Effect] = [Send(w[0], LockReply(w[1], granted=False)) for w in expired]
+        if self._queue:
+            effects.append(SetTimer(QUEUE_TIMER, min(w[3] for w in self._queue) + limit))
+        return effects
+
     def _release(self, txn: Txn, now: float) -> list[Effect]:
         """Unlock if ``txn`` holds the lock, and grant it to the best-ranked waiting request; the
         others now wait for a transaction that outranks them, so they are refused (wait-die)."""
@@ -341,7 +360,7 @@ class PeerSwap(PeerSampler):
             return []
         queue, self._queue = self._queue, []
         best = max(queue, key=lambda w: _rank(w[1]))
-        effects = self._grant(best[0], best[1], now, best[2])
+        effects = self._grant(best[0], best[1], now, best[2])  # a later QUEUE_TIMER finds none
         effects += [Send(w[0], LockReply(w[1], granted=False)) for w in queue if w is not best]
         return effects
 

@@ -150,6 +150,10 @@ def test_peerswap_keeps_its_rate_when_messages_take_time() -> None:
     assert default > 0.95 * expected, (default, expected)
 
 
+def _sends(effects: list[Effect]) -> list[Send]:
+    return [e for e in effects if isinstance(e, Send)]
+
+
 def test_peerswap_busy_node_queues_a_request_that_outranks_its_holder() -> None:
     """Wait-die: a request outranking the lock's transaction waits and is granted (with the views
     of that moment) when the lock is released; the others are refused at once or on release."""
@@ -164,8 +168,8 @@ def test_peerswap_busy_node_queues_a_request_that_outranks_its_holder() -> None:
     node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
     node.on_message(9, LockRequest(holder), 0.0, rng)
     assert node.lock == holder
-    assert node.on_message(low[0], SwapPropose(low), 1.0, rng) == []  # waits
-    assert node.on_message(high[0], LockRequest(high), 1.0, rng) == []  # waits
+    assert not _sends(node.on_message(low[0], SwapPropose(low), 1.0, rng))  # waits
+    assert not _sends(node.on_message(high[0], LockRequest(high), 1.0, rng))  # waits
     refused = node.on_message(below[0][0], LockRequest(below[0]), 1.0, rng)  # outranked: dies
     assert [e.message for e in refused if isinstance(e, Send)] == [LockReply(below[0], granted=False)]
 
@@ -204,10 +208,10 @@ def test_peerswap_wait_queue_is_bounded() -> None:
     node.on_message(9, LockRequest(holder), 0.0, rng)
     first = above[0][0]
     again = next((first, c) for c in range(2, 80) if _rank((first, c)) > _rank(holder))
-    assert node.on_message(first, LockRequest(above[0]), 1.0, rng) == []  # waits
+    assert not _sends(node.on_message(first, LockRequest(above[0]), 1.0, rng))  # waits
     refused = node.on_message(first, LockRequest(again), 1.0, rng)  # the same initiator again
     assert [e.message for e in refused if isinstance(e, Send)] == [LockReply(again, granted=False)]
-    assert node.on_message(above[1][0], LockRequest(above[1]), 1.0, rng) == []  # waits
+    assert not _sends(node.on_message(above[1][0], LockRequest(above[1]), 1.0, rng))  # waits
     full = node.on_message(above[2][0], LockRequest(above[2]), 1.0, rng)  # the queue is full
     assert [e.message for e in full if isinstance(e, Send)] == [LockReply(above[2], granted=False)]
 
@@ -342,3 +346,23 @@ def test_cyclon_ignores_a_reply_to_no_shuffle_of_its_own() -> None:
     reply = ShuffleReply(((7, "7@x:1", 0), (8, "8@x:1", 0)))
     assert node.on_message(4, reply, 0.0, random.Random(0)) == []
     assert node.out_view() == (1,) and node.ignored == 1
+
+
+def test_peerswap_refuses_a_request_that_waited_too_long() -> None:
+    """A waiting request is refused after ``max_wait_ticks`` (its initiator then aborts as for a
+    busy node and retries) instead of holding the initiator's other locks until a timeout."""
+    from peer_sampling.messages import LockReply, LockRequest
+    from peer_sampling.peerswap import QUEUE_TIMER, _rank
+
+    rng = random.Random(0)
+    holder = (9, 1)
+    above = [(s, 1) for s in range(10, 80) if _rank((s, 1)) > _rank(holder)]
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 9], PeerSwapConfig(max_wait_ticks=20.0))
+    node.on_message(9, LockRequest(holder), 0.0, rng)
+    timer = node.on_message(above[0][0], LockRequest(above[0]), 0.1, rng)
+    assert timer == [SetTimer(QUEUE_TIMER, 0.1 + 20.0)]
+    assert node.on_message(above[1][0], LockRequest(above[1]), 5.0, rng) == []  # the timer stands
+    first = node.on_timer(QUEUE_TIMER, 0.1 + 20.0, rng)
+    assert first == [Send(above[0][0], LockReply(above[0], granted=False)), SetTimer(QUEUE_TIMER, 25.0)]
+    assert node.on_timer(QUEUE_TIMER, 25.0, rng) == [Send(above[1][0], LockReply(above[1], granted=False))]
+    assert node.lock == holder and node.on_timer(QUEUE_TIMER, 30.0, rng) == []
