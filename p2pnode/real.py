@@ -470,7 +470,9 @@ class NodeProcess:
 
     async def shutdown(self) -> None:
         """Graceful: tell the peers the nodes leave (Cyclon), stop timers, let in-flight sends
-        finish, close server and session."""
+        finish, close server and session; hand the frozen start-up heap back to the collector
+        (an interpreter that runs processes one after another, a test or a notebook, would keep
+        every finished one's garbage otherwise)."""
         for node in self.host.nodes.values():
             node.leave()
             node.stop()
@@ -480,6 +482,7 @@ class NodeProcess:
             await stop_listening(self.runner, self.listener)
         if self.transport is not None:
             await self.transport.close()
+        gc.unfreeze()
 
 
 async def run_process(
