@@ -21,7 +21,8 @@ On a network messages take time, so swaps overlap and meet nodes locked by other
 simulator's default instantaneous delivery they never do, and neither rule below ever runs):
 
 - A busy node keeps a request whose transaction outranks the one holding its lock and grants it
-  when that one is done (with its views of that moment), or refuses it after ``max_wait_ticks``;
+  when that one is done (with its views of that moment), or refuses it after a share of the
+  transaction timeout (``max_wait_share``);
   a request ranked below is refused at once. Ranks
   are a fixed hash of the transaction id, so every node orders two transactions alike and waits
   never form a cycle (wait-die, Rosenkrantz, Stearns and Lewis 1978).
@@ -81,9 +82,10 @@ class PeerSwapConfig:
     #: lock requests a busy node keeps waiting (wait-die: only those of a transaction that outranks
     #: the one holding the lock); 0 refuses every request while locked
     wait_queue: int = 8
-    #: a request that waited this long is refused (its initiator aborts as for a busy node and
-    #: retries) rather than left to hold the initiator's other locks until its transaction times out
-    max_wait_ticks: float = 20.0
+    #: a request that waited this share of the transaction timeout (20 ticks by default) is refused
+    #: (its initiator aborts as for a busy node and retries) rather than left to hold the
+    #: initiator's other locks until its transaction times out
+    max_wait_share: float = 0.4
 
 
 @dataclass
@@ -134,6 +136,7 @@ class PeerSwap(PeerSampler):
         self._retries = 0  #: retries of the current swap event so far
         #: lock requests waiting for this node's lock: (initiator, transaction, as the partner)
         self._queue: list[tuple[NodeId, Txn, bool, float]] = []
+        self._max_wait = config.max_wait_share * config.txn_timeout_ticks
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -252,7 +255,7 @@ class PeerSwap(PeerSampler):
             ):
                 self._queue.append((sender, txn, accept_with_views, now))  # outranks the holder: waits
                 if len(self._queue) == 1:
-                    return [SetTimer(QUEUE_TIMER, now + self.config.max_wait_ticks)]
+                    return [SetTimer(QUEUE_TIMER, now + self._max_wait)]
                 return []
             return [Send(sender, LockReply(txn, granted=False))]  # wait-die: the lower rank dies
         return self._grant(sender, txn, now, accept_with_views)
@@ -341,8 +344,8 @@ class PeerSwap(PeerSampler):
         return [SetTimer(RETRY_TIMER, now + rng.expovariate(1.0 / mean))]
 
     def _expire_waits(self, now: float) -> list[Effect]:
-        """Refuse the requests that waited ``max_wait_ticks``; wake again for the next one."""
-        limit = self.config.max_wait_ticks
+        """Refuse the requests that waited their limit; wake again for the next one."""
+        limit = self._max_wait
         expired = [w for w in self._queue if w[3] + limit <= now]  # the sum the timer was set to
         self._queue = [w for w in self._queue if w[3] + limit > now]
         effects: list[Effect] = [Send(w[0], LockReply(w[1], granted=False)) for w in expired]

@@ -349,15 +349,15 @@ def test_cyclon_ignores_a_reply_to_no_shuffle_of_its_own() -> None:
 
 
 def test_peerswap_refuses_a_request_that_waited_too_long() -> None:
-    """A waiting request is refused after ``max_wait_ticks`` (its initiator then aborts as for a
-    busy node and retries) instead of holding the initiator's other locks until a timeout."""
+    """A waiting request is refused after 40% of the transaction timeout (its initiator then
+    aborts as for a busy node and retries) instead of holding its other locks into a timeout."""
     from peer_sampling.messages import LockReply, LockRequest
     from peer_sampling.peerswap import QUEUE_TIMER, _rank
 
     rng = random.Random(0)
     holder = (9, 1)
     above = [(s, 1) for s in range(10, 80) if _rank((s, 1)) > _rank(holder)]
-    node = PeerSwap(5, [1, 2, 3], [4, 6, 9], PeerSwapConfig(max_wait_ticks=20.0))
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 9], PeerSwapConfig(txn_timeout_ticks=50.0, max_wait_share=0.4))
     node.on_message(9, LockRequest(holder), 0.0, rng)
     timer = node.on_message(above[0][0], LockRequest(above[0]), 0.1, rng)
     assert timer == [SetTimer(QUEUE_TIMER, 0.1 + 20.0)]
