@@ -29,6 +29,8 @@ class Interactions:
     raw_user_ids: tuple[str, ...]
     raw_item_ids: tuple[str, ...]
     name: str = "custom"
+    #: per item, its category (a venue's, from a check-in file), or None when the data has none
+    item_categories: tuple[str, ...] | None = None
 
     @property
     def n_users(self) -> int:
@@ -75,7 +77,28 @@ class Interactions:
             self.raw_user_ids[:n],
             self.raw_item_ids,
             self.name,
+            self.item_categories,
         )
+
+    def keep_users(self, keep: IntArray) -> Interactions:
+        """Only the users ``keep`` (sorted ids), renumbered from 0 in that order; items unchanged."""
+        new_id = np.full(self.n_users, -1, dtype=np.int64)
+        new_id[keep] = np.arange(len(keep))
+        mask = new_id[self.users] >= 0
+        return Interactions(
+            new_id[self.users[mask]],
+            self.items[mask],
+            self.timestamps[mask],
+            tuple(self.raw_user_ids[u] for u in keep),
+            self.raw_item_ids,
+            self.name,
+            self.item_categories,
+        )
+
+    def without_absent_users(self) -> Interactions:
+        """The users that still have an interaction, renumbered (after items were dropped)."""
+        present = np.flatnonzero(np.bincount(self.users, minlength=self.n_users) > 0)
+        return self if len(present) == self.n_users else self.keep_users(present)
 
 
 def _id_sort_key(raw: str) -> tuple[int, int | str]:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from learning.interactions import DataError
+from learning.synthetic import POI_SHAPES
+from p2pnode import atomic
 from p2pnode.config import (
     PRESETS,
     ConfigError,
@@ -183,10 +185,30 @@ def _keys_flags(keys: argparse.ArgumentParser) -> None:
 
 def _data_flags(data: argparse.ArgumentParser) -> None:
     data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=Parser)
-    get = data_sub.add_parser("get", help="make a dataset available offline")
-    get.add_argument("name", choices=["ml-100k"])
+    data_sub.add_parser("list", help="the CIA paper's three data sets: where to get each, how to run it")
+    get = data_sub.add_parser("get", help="make a dataset available offline (the others: where to get them)")
+    get.add_argument("name", choices=["ml-100k", "foursquare-nyc", "gowalla-nyc"])
     get.add_argument("--data-dir", help="target directory (default $P2PNODE_DATA or ~/.cache)")
     get.add_argument("--wheel", type=Path, help="use this recbole wheel instead of downloading")
+    describe = data_sub.add_parser(
+        "describe", help="what --dataset FILE gives: format, and what each step leaves"
+    )
+    describe.add_argument("file", type=Path)
+    describe.add_argument("--columns", default="", help="ROLE=COLUMN,... as for --columns")
+    describe.add_argument("--bbox", default="", help="region box as for --bbox (or nyc)")
+    describe.add_argument("--min-interactions", type=int, default=5, help="users' filter (default 5)")
+    describe.add_argument("--min-item-users", type=int, default=1, help="items' filter (default 1)")
+    synth = data_sub.add_parser(
+        "synth", help="write a synthetic check-in file of a POI data set's shape (not the real data)"
+    )
+    synth.add_argument("shape", choices=sorted(POI_SHAPES))
+    synth.add_argument("out", type=Path, help="the file to write")
+    synth.add_argument("--format", choices=["tsmc2014", "snap", "csv"], default="tsmc2014")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--users", type=int, help="fewer users (check-ins and venues scale with them)")
+    synth.add_argument(
+        "--elsewhere", type=float, default=0.0, help="share of added check-ins in other cities (a world file)"
+    )
 
 
 def build_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
@@ -286,10 +308,57 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _data(args: argparse.Namespace) -> int:
-    from p2pnode.datasets import fetch_ml100k
+    from p2pnode import datasets
 
-    path = fetch_ml100k(args.data_dir, args.wheel)
+    if args.data_command == "list":
+        for src in datasets.SOURCES:
+            print(f"{src.name}: {src.users:,} users, {src.items:,} items, {src.interactions}")
+            print(f"  get it from {src.where}")
+            print(f"  run it with {src.how}")
+        return 0
+    if args.data_command == "describe":
+        options = RunConfig(
+            dataset=str(args.file),
+            columns=args.columns,
+            bbox=args.bbox,
+            min_interactions=args.min_interactions,
+            min_item_users=args.min_item_users,
+        ).validate()
+        print("\n".join(datasets.describe(args.file, options.table_options())))
+        return 0
+    if args.data_command == "synth":
+        return _synth(args)
+    if args.name != datasets.ML100K:
+        src = datasets.source(args.name)
+        raise DataError(
+            f"{src.name} cannot be downloaded by p2pnode; get it from {src.where}, then run with {src.how}"
+        )
+    path = datasets.fetch_ml100k(args.data_dir, args.wheel)
     print(f"ml-100k is ready in {path}")
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    """``data synth``: a POI-shaped log from learning/synthetic.py in a native format."""
+    import dataclasses
+
+    from learning import synthetic
+
+    cfg = dataclasses.replace(synthetic.POI_SHAPES[args.shape], seed=args.seed)
+    if args.users:
+        scale = args.users / cfg.users
+        cfg = dataclasses.replace(
+            cfg, users=args.users, checkins=max(round(cfg.checkins * scale), args.users * cfg.min_per_user)
+        )
+    log = synthetic.poi_checkins(cfg)
+    if args.elsewhere:
+        log = synthetic.elsewhere(log, args.elsewhere, args.seed)
+    lines = synthetic.POI_FORMATS[args.format](log)
+    atomic.write_text(args.out, "".join(lines))
+    print(
+        f"{args.out}: {len(log):,} check-ins of {cfg.users:,} users at {cfg.venues:,} venues "
+        f"(synthetic, of {args.shape}'s shape), {args.format} format"
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from adversary.momentum import ESTIMATORS
 from learning.params import MERGES
 from p2pcore.churn import CHURN_MODELS, ChurnModel
+from p2pnode.tables import NAMED_BOXES, TableOptions, parse_bbox, parse_columns
 
 PROTOCOLS = ("base", "samo", "fedavg")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
@@ -82,6 +83,22 @@ _SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
 _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
 _PERS: Check = (lambda c: c.sampling == "pers", "--sampling pers")
 _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
+_FILE: Check = (lambda c: c.dataset not in ("ml-100k", "synthetic"), "--dataset FILE")
+
+
+def _parses(parse: Callable[[str], Any]) -> Callable[[str], bool]:
+    """A check that ``parse`` accepts the value (the empty string: not given)."""
+
+    def ok(value: str) -> bool:
+        if not value:
+            return True
+        try:
+            parse(value)
+        except ValueError:
+            return False
+        return True
+
+    return ok
 
 
 @dataclass(frozen=True)
@@ -251,7 +268,8 @@ class AttackConfig:
     )
     target_genre: str = opt(
         "",
-        "V_target for every attacker: an ML-100k genre, e.g. Horror",
+        "V_target for every attacker: an ML-100k genre (Horror), or with a check-in file venue "
+        "categories ('Medical Center,Hospital') or the group 'Health and Medicine'",
         group="attack",
         metavar="GENRE",
         needs=_CIA,
@@ -438,8 +456,31 @@ class RunConfig:
     data_dir: str = opt("", "dataset directory (default $P2PNODE_DATA or ~/.cache)")
     min_interactions: int = opt(
         5,
-        "file datasets: drop users with fewer distinct items",
+        "file datasets: drop users with fewer distinct items (after --bbox and --min-item-users)",
         check=(lambda v: v >= 2, "must be >= 2 (leave-one-out)"),
+    )
+    min_item_users: int = opt(
+        1,
+        "file datasets: drop items (venues) with fewer distinct users, before the users' filter",
+        check=_min(1),
+        needs=_FILE,
+    )
+    columns: str = opt(
+        "",
+        "file datasets: which column holds what, by header name or number from 1, e.g. "
+        "user=userId,item=venueId,time=utcTimestamp (roles: user, item, time, category, lat, lon); "
+        "default: told from the header or the format",
+        metavar="ROLE=COL,...",
+        check=(_parses(parse_columns), "must be ROLE=COLUMN,... naming at least user and item"),
+        needs=_FILE,
+    )
+    bbox: str = opt(
+        "",
+        "file datasets: keep check-ins inside LAT_MIN,LON_MIN,LAT_MAX,LON_MAX, or a named box: "
+        + ", ".join(NAMED_BOXES),
+        metavar="BOX",
+        check=(_parses(parse_bbox), "must be LAT_MIN,LON_MIN,LAT_MAX,LON_MAX or a named box (nyc)"),
+        needs=_FILE,
     )
     samo_buffer: int = opt(64, "SAMO: most models buffered between wake-ups", check=_min(1), needs=_SAMO)
     merge: str = opt(
@@ -516,6 +557,15 @@ class RunConfig:
                 f"{self.sampling} --protocol {self.protocol}",
             )
         return self
+
+    def table_options(self) -> TableOptions:
+        """How a ``--dataset FILE`` is read and preprocessed (p2pnode/tables.py)."""
+        return TableOptions(
+            columns=tuple(parse_columns(self.columns).items()),
+            bbox=parse_bbox(self.bbox) if self.bbox else None,
+            min_interactions=self.min_interactions,
+            min_item_users=self.min_item_users,
+        )
 
     def get(self, path: str) -> Any:
         """The value at ``path`` (``nodes``, ``learning.lr``)."""

@@ -15,12 +15,12 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from learning.interactions import DataError, Interactions
 from p2pnode import atomic
+from p2pnode.tables import LoadReport, TableOptions, load
 
 ML100K = "ml-100k"
 ML100K_FILES = ("ml-100k.inter", "ml-100k.user", "ml-100k.item")
@@ -81,76 +81,13 @@ def load_ml100k_genres(data_dir: str | Path | None = None) -> dict[str, set[str]
     return out
 
 
-def load_table(path: str | Path, min_interactions: int = 5) -> Interactions:
-    """A plain file of ``user, item[, timestamp]`` rows: CSV or TSV, header optional.
-
-    The separator is a tab if the first line has one, else a comma. The first line is a header
-    when its first two fields mention ``user`` and ``item``. Without a timestamp column the row
-    order is the time order. Users with fewer than ``min_interactions`` distinct items are
-    dropped (item ids are kept for the rest). Every bad row is an error naming its line.
-    """
-    path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise DataError(f"dataset file {path} does not exist") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
-    if not lines:
-        raise DataError(f"{path}: the file is empty")
-    sep = "\t" if "\t" in lines[0] else ","
-    first = [f.strip().lower() for f in lines[0].split(sep)]
-    start = 1 if len(first) >= 2 and "user" in first[0] and "item" in first[1] else 0
-    users: list[str] = []
-    items: list[str] = []
-    times: list[float] = []
-    width = 0
-    for lineno, line in enumerate(lines[start:], start=start + 1):
-        if not line.strip():
-            continue
-        fields = [f.strip() for f in line.split(sep)]
-        if len(fields) not in (2, 3) or not fields[0] or not fields[1]:
-            raise DataError(f"{path}:{lineno}: expected user{sep}item[{sep}timestamp], got {line!r}")
-        if width and len(fields) != width:
-            raise DataError(f"{path}:{lineno}: {len(fields)} fields where earlier rows have {width}")
-        width = len(fields)
-        users.append(fields[0])
-        items.append(fields[1])
-        if width == 3:
-            try:
-                times.append(float(fields[2]))
-            except ValueError:
-                raise DataError(f"{path}:{lineno}: timestamp {fields[2]!r} is not a number") from None
-        else:
-            times.append(float(lineno))
-    if not users:
-        raise DataError(f"{path}: no interactions")
-    data = Interactions.from_raw(users, items, times, name=path.name)
-    return _min_interactions(data, min_interactions, path)
-
-
-def _min_interactions(data: Interactions, minimum: int, path: Path) -> Interactions:
-    """Drop users with fewer than ``minimum`` distinct items, renumbering the users kept."""
-    if minimum <= 1:
-        return data
-    pairs = np.unique(np.stack((data.users, data.items)), axis=1)
-    counts = np.bincount(pairs[0], minlength=data.n_users)
-    keep_users = np.flatnonzero(counts >= minimum)
-    if len(keep_users) < 2:
-        raise DataError(
-            f"{path}: only {len(keep_users)} user(s) have at least {minimum} items (lower --min-interactions)"
-        )
-    new_id = np.full(data.n_users, -1, dtype=np.int64)
-    new_id[keep_users] = np.arange(len(keep_users))
-    mask = new_id[data.users] >= 0
-    return Interactions(
-        new_id[data.users[mask]],
-        data.items[mask],
-        data.timestamps[mask],
-        tuple(data.raw_user_ids[u] for u in keep_users),
-        data.raw_item_ids,
-        data.name,
-    )
+def load_table(
+    path: str | Path, min_interactions: int = 5, options: TableOptions | None = None
+) -> Interactions:
+    """A user's interaction file in any format ``p2pnode.tables`` reads (check-in logs as
+    distributed, CSV/TSV tables), preprocessed as ``options`` say; ``min_interactions`` is the
+    users' filter when no options are given."""
+    return load(path, options or TableOptions(min_interactions=min_interactions))
 
 
 def fetch_ml100k(data_dir: str | Path | None = None, wheel: Path | None = None) -> Path:
@@ -212,3 +149,61 @@ def _copy_files(read: object, target: Path) -> None:
     for name in ML100K_FILES:
         atomic.write_bytes(target / name, read(name))
     shutil.rmtree(target / "__pycache__", ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One of the CIA paper's data sets (Table I): where a user gets it and how p2pnode reads it."""
+
+    name: str
+    users: int
+    items: int
+    interactions: str
+    where: str
+    how: str
+
+
+SOURCES = (
+    Source(
+        ML100K,
+        943,
+        1682,
+        "100,000 ratings",
+        "the recbole 1.2.1 wheel on PyPI (p2pnode data get ml-100k copies it, offline once downloaded)",
+        "--dataset ml-100k (the default)",
+    ),
+    Source(
+        "foursquare-nyc",
+        1083,
+        38333,
+        "227,428 check-ins (the paper rounds to 200k)",
+        "Dingqi Yang's Foursquare page, https://sites.google.com/site/yangdingqi/home/foursquare-dataset: "
+        "dataset_tsmc2014.zip (the TSMC2014 NYC and TKY files); p2pnode reads the zip or "
+        "dataset_TSMC2014_NYC.txt from it as they are",
+        "--dataset dataset_TSMC2014_NYC.txt (venue categories are kept for --target-genre)",
+    ),
+    Source(
+        "gowalla-nyc",
+        718,
+        32924,
+        "185,932 check-ins",
+        "SNAP, https://snap.stanford.edu/data/loc-gowalla.html: loc-gowalla_totalCheckins.txt.gz "
+        "(world-wide; p2pnode reads the .gz as it is)",
+        "--dataset loc-gowalla_totalCheckins.txt.gz --bbox nyc (the paper's cut to New York; it "
+        "gives neither its box nor its filters, so compare the counts `p2pnode data describe` prints)",
+    ),
+)
+
+
+def source(name: str) -> Source:
+    for s in SOURCES:
+        if s.name == name:
+            return s
+    raise DataError(f"no data set {name!r}; known: {', '.join(s.name for s in SOURCES)}")
+
+
+def describe(path: str | Path, options: TableOptions) -> list[str]:
+    """What ``load`` makes of a file: its format and what each preprocessing step leaves."""
+    report = LoadReport(str(path))
+    load(path, options, report)
+    return report.lines()

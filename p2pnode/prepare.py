@@ -8,6 +8,7 @@ graph (002 §3).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from learning.split import UserData, hold_out_nonmembers, hold_out_validation, l
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode.config import RunConfig
 from p2pnode.datasets import ML100K, load_ml100k, load_table
+from p2pnode.tables import TableOptions
 from peer_sampling.graph import in_views, random_regular_digraph
 
 
@@ -51,7 +53,16 @@ def load_data(config: RunConfig) -> tuple[Interactions, Planted | None]:
         return planted_communities(synth)
     if not Path(config.dataset).exists():
         raise DataError(f"--dataset {config.dataset!r} is neither ml-100k, synthetic nor an existing file")
-    return load_table(config.dataset, config.min_interactions), None
+    path = Path(config.dataset)
+    stat = path.stat()
+    return _load_file(str(path.resolve()), stat.st_mtime_ns, stat.st_size, config.table_options()), None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_file(path: str, mtime_ns: int, size: int, options: TableOptions) -> Interactions:
+    """A file dataset, read once per process while the file is unchanged (a world-wide check-in
+    file takes seconds; the command line reads it to count its users, then the run reads it)."""
+    return load_table(path, options=options)
 
 
 def prepare(config: RunConfig) -> Prepared:

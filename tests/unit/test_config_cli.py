@@ -108,6 +108,10 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["simulate", "--attack", "cia", "--multicast", "v"],
         ["simulate", "--fraction", "0.5"],
         ["simulate", "--model", "prme", "--factors", "8"],
+        ["simulate", "--bbox", "nyc"],
+        ["simulate", "--dataset", "x.csv", "--bbox", "1,2,3"],
+        ["simulate", "--dataset", "x.csv", "--columns", "user=a"],
+        ["simulate", "--dataset", "x.csv", "--min-item-users", "0"],
     ],
 )
 def test_bad_flags_give_one_error_line_and_no_traceback(
@@ -179,12 +183,15 @@ def _other_value(f: Any, flag: Flag, default: Any) -> tuple[list[str], Any]:
     if flag.choices:
         value = next(c for c in flag.choices if c != default)
         return [name, value], value
+    if f.name in VALID:
+        return [name, VALID[f.name]], VALID[f.name]
     if f.type == "str":
         return [name, "3"], "3"
     value = default + 1 if f.type == "int" else (default / 2 if default else 0.1)
     return [name, str(value)], value
 
 
+VALID = {"columns": "user=1,item=2", "bbox": "nyc"}  #: values of strings with a syntax
 NEEDS = {  #: rules across fields
     "attack.mia_holdout": ["--mia"],
     "attack.mia_proxy": ["--attack", "cia"],
@@ -206,6 +213,7 @@ BRINGS = {
     "--sampling pers": ["--sampling", "pers"],
     "--churn exp|weibull": ["--churn", "exp", "--sampling", "cyclon"],
     "--churn weibull": ["--churn", "weibull", "--sampling", "cyclon"],
+    "--dataset FILE": ["--dataset", "mine.csv"],
 }
 
 

@@ -1,0 +1,529 @@
+"""Interaction files as users have them: the public check-in formats and plain CSV/TSV tables.
+
+Read as distributed, with the format told from the content:
+
+- ``tsmc2014``: Foursquare's dataset_TSMC2014_NYC.txt (Yang et al., TSMC 2014), tab-separated, no
+  header, 8 columns: userId, venueId, venueCategoryId, venueCategory, latitude, longitude,
+  timezoneOffset, utcTimestamp (``Tue Apr 03 18:00:09 +0000 2012``);
+- ``snap``: SNAP's loc-gowalla_totalCheckins.txt, tab-separated, no header, 5 columns: user,
+  check-in time (``2010-10-19T23:55:27Z``), latitude, longitude, location id;
+- ``table``: CSV or TSV whose header names its columns (``user``/``userId``, ``item``/``venue``/
+  ``venueId``, ``timestamp``/``utcTimestamp``, ``category``, ``latitude``, ``longitude`` and
+  their usual spellings; ``--columns`` names them otherwise), or two or three headerless
+  columns user, item[, time].
+
+Times may be epoch seconds, ISO 8601 or the TSMC2014 form. The CIA paper (000 §V-A) keeps every
+observed interaction with value one: repeat visits of a venue become one interaction at the time
+of the latest visit (the leave-one-out split reads only the latest one anyway). A region box
+(``--bbox``, or the named ``nyc``) cuts a world-wide file to a city, as the paper's Gowalla-NYC is
+cut from SNAP's file; then venues visited by fewer than ``--min-item-users`` users and users with
+fewer than ``--min-interactions`` venues are dropped, in that order, once each. ``LoadReport``
+says what each step left. A bad row is one error naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import re
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from learning.interactions import DataError, Interactions
+
+ROLES = ("user", "item", "time", "category", "lat", "lon")
+
+#: spellings of each role in headers, compared without case, spaces, ``_``, ``-`` and ``:type``
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "user": ("user", "userid", "uid", "users", "userindex"),
+    "item": (
+        "item",
+        "itemid",
+        "venue",
+        "venueid",
+        "location",
+        "locationid",
+        "locid",
+        "poi",
+        "poiid",
+        "spot",
+        "spotid",
+        "placeid",
+        "movie",
+        "movieid",
+        "iid",
+    ),
+    "time": (
+        "time",
+        "timestamp",
+        "utctimestamp",
+        "ts",
+        "datetime",
+        "checkintime",
+        "date",
+        "utctime",
+        "unixtime",
+    ),
+    "category": ("category", "venuecategory", "categoryname", "genre", "class"),
+    "lat": ("lat", "latitude"),
+    "lon": ("lon", "lng", "long", "longitude"),
+}
+
+
+@dataclass(frozen=True)
+class BBox:
+    """A latitude/longitude box, edges included."""
+
+    lat_min: float
+    lon_min: float
+    lat_max: float
+    lon_max: float
+
+    def contains(self, lat: float, lon: float) -> bool:
+        return self.lat_min <= lat <= self.lat_max and self.lon_min <= lon <= self.lon_max
+
+    def __str__(self) -> str:
+        return f"{self.lat_min:g},{self.lon_min:g},{self.lat_max:g},{self.lon_max:g}"
+
+
+#: named regions: New York City's five boroughs (the extent of the city's boundary)
+NAMED_BOXES = {"nyc": BBox(40.4774, -74.2591, 40.9176, -73.7004)}
+
+
+def parse_bbox(text: str) -> BBox:
+    """``LAT_MIN,LON_MIN,LAT_MAX,LON_MAX`` or a name of :data:`NAMED_BOXES`."""
+    named = NAMED_BOXES.get(text.strip().lower())
+    if named is not None:
+        return named
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 4 or not all(math.isfinite(v) for v in values):
+        names = ", ".join(NAMED_BOXES)
+        raise DataError(f"--bbox {text!r}: give LAT_MIN,LON_MIN,LAT_MAX,LON_MAX or one of: {names}")
+    box = BBox(*values)
+    if not (-90 <= box.lat_min < box.lat_max <= 90 and -180 <= box.lon_min < box.lon_max <= 180):
+        raise DataError(
+            f"--bbox {text!r}: need -90 <= LAT_MIN < LAT_MAX <= 90 and -180 <= LON_MIN < LON_MAX <= 180"
+        )
+    return box
+
+
+def parse_columns(text: str) -> dict[str, str]:
+    """``user=userId,item=venueId,time=utcTimestamp``: role → header name (or column number from 1)."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        role, sep, name = part.partition("=")
+        role, name = role.strip().lower(), name.strip()
+        if not sep or not name or role not in ROLES:
+            raise DataError(
+                f"--columns {text!r}: each entry is ROLE=COLUMN with ROLE one of {', '.join(ROLES)}"
+            )
+        if role in out:
+            raise DataError(f"--columns {text!r}: {role} is named twice")
+        out[role] = name
+    if out and not {"user", "item"} <= set(out):
+        raise DataError(f"--columns {text!r}: name at least the user and item columns")
+    return out
+
+
+# -- timestamps ----------------------------------------------------------------------------------
+
+_MONTHS = {
+    m: k
+    for k, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1
+    )
+}
+_TSMC = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{2}:\d{2}:\d{2} [+-]\d{4} \d{4}$")
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def tsmc_seconds(text: str) -> float:
+    """``Tue Apr 03 18:00:09 +0000 2012`` → epoch seconds."""
+    _, mon, day, clock, offset, year = text.split()
+    h, m, s = clock.split(":")
+    local = datetime(int(year), _MONTHS[mon], int(day), int(h), int(m), int(s), tzinfo=UTC)
+    sign = -1 if offset[0] == "-" else 1
+    return local.timestamp() - sign * (int(offset[1:3]) * 3600 + int(offset[3:5]) * 60)
+
+
+def iso_seconds(text: str) -> float:
+    """ISO 8601 (``2010-10-19T23:55:27Z``, with an offset, or a date) → epoch seconds; UTC if no zone."""
+    d = datetime.fromisoformat(text)
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=UTC)
+    return d.timestamp()
+
+
+def time_parser(sample: str) -> tuple[str, Callable[[str], float]] | None:
+    """The kind and parser of a timestamp like ``sample``: epoch seconds, ISO 8601 or TSMC2014."""
+    s = sample.strip()
+    try:
+        if math.isfinite(float(s)):
+            return "epoch seconds", float
+    except ValueError:
+        pass
+    if _ISO.match(s):
+        return "ISO 8601", iso_seconds
+    if _TSMC.match(s) and s.split()[1] in _MONTHS:
+        return "TSMC2014", tsmc_seconds
+    return None
+
+
+# -- layouts -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each role sits in a row of a file (column indices from 0), and how it is split."""
+
+    name: str
+    sep: str
+    header: bool
+    columns: Mapping[str, int]
+    width: int  #: fields every row has
+
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name.split(":")[0]).lower()
+
+
+def detect(first: str, columns: Mapping[str, str] | None = None) -> Layout:
+    """The layout of a file whose first non-empty line is ``first``."""
+    sep = "\t" if "\t" in first else ","
+    fields = [f.strip() for f in first.rstrip("\r\n").split(sep)]
+    if columns:
+        return _named_layout(fields, sep, columns)
+    if len(fields) == 8 and _TSMC.match(fields[7]) and _is_coord(fields[4], fields[5]):
+        return Layout(
+            "tsmc2014", sep, False, {"user": 0, "item": 1, "category": 3, "lat": 4, "lon": 5, "time": 7}, 8
+        )
+    if len(fields) == 5 and _ISO.match(fields[1]) and _is_coord(fields[2], fields[3]):
+        return Layout("snap", sep, False, {"user": 0, "time": 1, "lat": 2, "lon": 3, "item": 4}, 5)
+    found = _roles_in_header(fields)
+    if {"user", "item"} <= set(found):
+        return Layout("table", sep, True, found, len(fields))
+    if len(fields) in (2, 3):
+        roles = {"user": 0, "item": 1, **({"time": 2} if len(fields) == 3 else {})}
+        return Layout("table", sep, False, roles, len(fields))
+    raise DataError(
+        f"cannot tell the columns of its {len(fields)}-field rows: name them with "
+        "--columns user=COLUMN,item=COLUMN[,time=COLUMN] (header names, or numbers from 1)"
+    )
+
+
+def _is_coord(lat: str, lon: str) -> bool:
+    try:
+        return abs(float(lat)) <= 90 and abs(float(lon)) <= 180
+    except ValueError:
+        return False
+
+
+def _roles_in_header(fields: list[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for k, name in enumerate(fields):
+        norm = _norm(name)
+        for role, names in SYNONYMS.items():
+            if norm in names and role not in found:
+                found[role] = k
+                break
+    return found
+
+
+def _named_layout(fields: list[str], sep: str, columns: Mapping[str, str]) -> Layout:
+    """``--columns``: header names (the first line must be a header), or numbers from 1."""
+    numbered = all(v.isdigit() for v in columns.values())
+    if numbered:
+        idx = {role: int(v) - 1 for role, v in columns.items()}
+        bad = [f"{r}={v}" for r, v in columns.items() if not 0 <= int(v) - 1 < len(fields)]
+        if bad:
+            raise DataError(
+                f"--columns {', '.join(bad)}: rows have {len(fields)} fields (numbers count from 1)"
+            )
+        header = all(not _NUMBER.match(fields[i]) for i in idx.values()) and _roles_in_header(fields) != {}
+        return Layout("table", sep, header, idx, len(fields))
+    where = {name: k for k, name in enumerate(fields)}
+    lower = {name.lower(): k for k, name in enumerate(fields)}
+    idx = {}
+    for role, name in columns.items():
+        k = where.get(name, lower.get(name.lower()))
+        if k is None:
+            raise DataError(
+                f"--columns {role}={name}: the header has no such column; it has {', '.join(fields)}"
+            )
+        idx[role] = k
+    return Layout("table", sep, True, idx, len(fields))
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadReport:
+    """What a file gave and what each step of the preprocessing left: (step, rows, users, items)."""
+
+    path: str
+    layout: str = ""
+    time_format: str = "row order"
+    steps: list[tuple[str, int, int, int]] = field(default_factory=list)
+    categories: int = 0
+
+    def add(self, step: str, data: Interactions) -> None:
+        self.steps.append((step, len(data), data.n_users, data.n_items))
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{self.path}: {self.layout} format, times as {self.time_format}"
+            + (f", {self.categories} venue categories" if self.categories else "")
+        ]
+        out += [
+            f"  {step:<34s} {rows:>9,} rows  {users:>7,} users  {items:>7,} items"
+            for step, rows, users, items in self.steps
+        ]
+        return out
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How to read and preprocess an interaction file (see the module docstring). Hashable."""
+
+    columns: tuple[tuple[str, str], ...] = ()  #: (role, column) pairs, from :func:`parse_columns`
+    bbox: BBox | None = None
+    min_interactions: int = 5
+    min_item_users: int = 1
+
+
+def load(
+    path: str | Path, options: TableOptions | None = None, report: LoadReport | None = None
+) -> Interactions:
+    """Read ``path`` and preprocess it (region, repeats, venue and user filters)."""
+    opts = options or TableOptions()
+    path = Path(path)
+    rep = report if report is not None else LoadReport(str(path))
+    users, items, times, cats = _read(path, opts, rep)
+    if not users:
+        where = f" inside --bbox {opts.bbox}" if opts.bbox else ""
+        raise DataError(f"{path}: no interactions{where}")
+    data = Interactions.from_raw(users, items, times, name=path.name)
+    if cats is not None:
+        data = _with_categories(data, cats)
+        rep.categories = len(set(cats.values()))
+    rep.add("read" if opts.bbox is None else f"inside the box {opts.bbox}", data)
+    data = distinct_pairs(data)
+    rep.add("repeat visits as one interaction", data)
+    if opts.min_item_users > 1:
+        data = min_item_users(data, opts.min_item_users, path)
+        rep.add(f"items with >= {opts.min_item_users} users", data)
+    data = min_interactions(data, opts.min_interactions, path)
+    rep.add(f"users with >= {opts.min_interactions} items", data)
+    return data
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a text file, a gzip file (SNAP ships ``.txt.gz``) or a zip archive
+    (Foursquare ships ``dataset_tsmc2014.zip``: its one data file, or the one naming NYC)."""
+    try:
+        with _open_text(path) as fh:
+            yield from enumerate(fh, start=1)
+    except FileNotFoundError:
+        raise DataError(f"dataset file {path} does not exist") from None
+    except IsADirectoryError:
+        raise DataError(f"dataset file {path} is a directory") from None
+    except (UnicodeDecodeError, gzip.BadGzipFile, zipfile.BadZipFile, EOFError) as exc:
+        raise DataError(
+            f"{path}: not a UTF-8 text file, gzip or zip archive ({type(exc).__name__})"
+        ) from None
+
+
+def _open_text(path: Path) -> IO[str]:
+    with path.open("rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    if magic == b"PK\x03\x04":
+        archive = zipfile.ZipFile(path)
+        names = [
+            n
+            for n in archive.namelist()
+            if n.lower().endswith((".txt", ".csv", ".tsv"))
+            and "readme" not in n.lower()
+            and not n.startswith("__MACOSX")
+        ]
+        if len(names) > 1:
+            names = [n for n in names if "nyc" in n.lower()] or names
+        if len(names) != 1:
+            raise DataError(
+                f"{path}: a zip archive with {len(names)} data files ({', '.join(names)}); "
+                "unzip it and give the file you want"
+            )
+        return io.TextIOWrapper(archive.open(names[0]), encoding="utf-8", newline="")
+    return path.open(encoding="utf-8", newline="")
+
+
+def _read(
+    path: Path, opts: TableOptions, rep: LoadReport
+) -> tuple[list[str], list[str], list[float], dict[str, str] | None]:
+    """Rows of the file inside the box: raw users, items, times and item → category."""
+    users: list[str] = []
+    items: list[str] = []
+    times: list[float] = []
+    cats: dict[str, str] | None = None
+    layout: Layout | None = None
+    parse_time: Callable[[str], float] | None = None
+    box = opts.bbox
+    ui = ii = ti = ci = lai = loi = -1
+    for lineno, raw in _lines(path):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if layout is None:
+            try:
+                layout = detect(line, dict(opts.columns))
+            except DataError as exc:
+                raise DataError(f"{path}:{lineno}: {exc}") from None
+            rep.layout = layout.name
+            if box is not None and not {"lat", "lon"} <= set(layout.columns):
+                raise DataError(
+                    f"{path}: --bbox needs latitude and longitude columns (name them with --columns)"
+                )
+            c = layout.columns
+            ui, ii = c["user"], c["item"]
+            ti, ci, lai, loi = c.get("time", -1), c.get("category", -1), c.get("lat", -1), c.get("lon", -1)
+            if ci >= 0:
+                cats = {}
+            if layout.header:
+                continue
+        fields = line.split(layout.sep)
+        if len(fields) != layout.width:
+            raise DataError(f"{path}:{lineno}: {len(fields)} fields where earlier rows have {layout.width}")
+        user, item = fields[ui].strip(), fields[ii].strip()
+        if not user:
+            raise DataError(f"{path}:{lineno}: field user is empty")
+        if not item:
+            raise DataError(f"{path}:{lineno}: field item is empty")
+        if box is not None:
+            lat = _float(fields[lai], path, lineno, "latitude")
+            lon = _float(fields[loi], path, lineno, "longitude")
+            if not box.contains(lat, lon):
+                continue
+        if ti >= 0:
+            text = fields[ti].strip()
+            if parse_time is None:
+                found = time_parser(text)
+                if found is None:
+                    raise DataError(_bad_time(path, lineno, text, layout.header))
+                rep.time_format, parse_time = found
+            try:
+                t = parse_time(text)
+            except (ValueError, KeyError, OverflowError):
+                raise DataError(
+                    f"{path}:{lineno}: field time {text!r} is not a timestamp in {rep.time_format} "
+                    "like the first row's"
+                ) from None
+        else:
+            t = float(lineno)
+        users.append(user)
+        items.append(item)
+        times.append(t)
+        if cats is not None and item not in cats:
+            cats[item] = fields[ci].strip()
+    if layout is None:
+        raise DataError(f"{path}: the file is empty")
+    return users, items, times, cats
+
+
+def _float(text: str, path: Path, lineno: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise DataError(f"{path}:{lineno}: field {what} {text.strip()!r} is not a number")
+    return value
+
+
+def _bad_time(path: Path, lineno: int, text: str, header: bool) -> str:
+    hint = (
+        ""
+        if header
+        else " (if this line is a header, name its columns with --columns user=...,item=...,time=...)"
+    )
+    return (
+        f"{path}:{lineno}: field time {text!r} is not a timestamp (epoch seconds, ISO 8601 such as "
+        f"2010-10-19T23:55:27Z, or Tue Apr 03 18:00:09 +0000 2012){hint}"
+    )
+
+
+# -- preprocessing -------------------------------------------------------------------------------
+
+
+def _with_categories(data: Interactions, cats: Mapping[str, str]) -> Interactions:
+    return Interactions(
+        data.users,
+        data.items,
+        data.timestamps,
+        data.raw_user_ids,
+        data.raw_item_ids,
+        data.name,
+        tuple(cats[i] for i in data.raw_item_ids),
+    )
+
+
+def distinct_pairs(data: Interactions) -> Interactions:
+    """One interaction per (user, item), at the time of the latest one (000 §V-A: value one)."""
+    order = np.lexsort((data.timestamps, data.items, data.users))
+    u, i, t = data.users[order], data.items[order], data.timestamps[order]
+    last = np.ones(len(u), dtype=bool)
+    last[:-1] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
+    return Interactions(
+        u[last], i[last], t[last], data.raw_user_ids, data.raw_item_ids, data.name, data.item_categories
+    )
+
+
+def min_item_users(data: Interactions, minimum: int, path: Path) -> Interactions:
+    """Drop items with fewer than ``minimum`` distinct users (renumbering the items kept)."""
+    pairs = np.unique(np.stack((data.users, data.items)), axis=1)
+    counts = np.bincount(pairs[1], minlength=data.n_items)
+    keep = np.flatnonzero(counts >= minimum)
+    if len(keep) < 2:
+        raise DataError(
+            f"{path}: only {len(keep)} item(s) have at least {minimum} users (lower --min-item-users)"
+        )
+    new_id = np.full(data.n_items, -1, dtype=np.int64)
+    new_id[keep] = np.arange(len(keep))
+    mask = new_id[data.items] >= 0
+    cats = data.item_categories
+    return Interactions(
+        data.users[mask],
+        new_id[data.items[mask]],
+        data.timestamps[mask],
+        data.raw_user_ids,
+        tuple(data.raw_item_ids[i] for i in keep),
+        data.name,
+        None if cats is None else tuple(cats[i] for i in keep),
+    ).without_absent_users()
+
+
+def min_interactions(data: Interactions, minimum: int, path: Path) -> Interactions:
+    """Drop users with fewer than ``minimum`` distinct items, renumbering the users kept."""
+    pairs = np.unique(np.stack((data.users, data.items)), axis=1)
+    counts = np.bincount(pairs[0], minlength=data.n_users)
+    keep_users = np.flatnonzero(counts >= max(minimum, 1))
+    if len(keep_users) < 2:
+        raise DataError(
+            f"{path}: only {len(keep_users)} user(s) have at least {minimum} items (lower --min-interactions)"
+        )
+    return data.keep_users(keep_users)

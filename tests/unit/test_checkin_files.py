@@ -1,0 +1,268 @@
+"""Check-in files as distributed (TSMC2014, SNAP Gowalla), headers, --columns, --bbox, filters,
+and the POI-shaped generator that writes them (learning/synthetic.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from learning.interactions import DataError, Interactions
+from learning.synthetic import (
+    POI_SHAPES,
+    CheckIns,
+    POIConfig,
+    csv_lines,
+    elsewhere,
+    poi_checkins,
+    snap_lines,
+    tsmc_lines,
+    tsmc_time,
+)
+from p2pnode.tables import (
+    NAMED_BOXES,
+    LoadReport,
+    TableOptions,
+    iso_seconds,
+    load,
+    parse_bbox,
+    parse_columns,
+    tsmc_seconds,
+)
+
+SMALL = POIConfig(users=40, venues=600, checkins=3000, neighbourhoods=6, min_per_user=10, seed=3)
+
+
+def write(path: Path, lines: object) -> Path:
+    path.write_text("".join(lines))  # type: ignore[arg-type]
+    return path
+
+
+def pairs(log: CheckIns, user_base: int = 0) -> set[tuple[int, int]]:
+    return {(u + user_base, v) for u, v in zip(log.users.tolist(), log.venues.tolist(), strict=True)}
+
+
+def raw_pairs(data: Interactions) -> set[tuple[str, str]]:
+    return {(data.raw_user_ids[u], data.raw_item_ids[i]) for u, i in zip(data.users, data.items, strict=True)}
+
+
+def test_poi_generator_has_the_papers_shapes_and_is_seeded() -> None:
+    log = poi_checkins(POI_SHAPES["foursquare-nyc"])
+    assert (len(log), len(np.unique(log.users)), len(np.unique(log.venues))) == (227428, 1083, 38333)
+    gowalla = poi_checkins(POI_SHAPES["gowalla-nyc"])
+    assert (len(gowalla), len(np.unique(gowalla.users)), len(np.unique(gowalla.venues))) == (
+        185932,
+        718,
+        32924,
+    )
+    again = poi_checkins(SMALL)
+    other = poi_checkins(POIConfig(**{**SMALL.__dict__, "seed": 4}))
+    first = poi_checkins(SMALL)
+    assert np.array_equal(first.venues, again.venues) and not np.array_equal(first.venues, other.venues)
+    # popularity is skewed and users revisit places: fewer distinct pairs than check-ins
+    visits = np.bincount(log.venues)
+    assert visits.max() > 50 * np.median(visits)
+    assert len(pairs(log)) < 0.7 * len(log)
+    # a user's new venues come mostly from its home neighbourhood: its places lie close together
+    spread = [np.std(log.lat[log.venues[log.users == u]]) for u in range(20)]
+    assert np.median(spread) < np.std(log.lat)
+
+
+def test_tsmc2014_file_loads_as_distributed_with_categories_and_times(tmp_path: Path) -> None:
+    log = poi_checkins(SMALL)
+    path = write(tmp_path / "dataset_TSMC2014_NYC.txt", tsmc_lines(log))
+    report = LoadReport(str(path))
+    data = load(path, TableOptions(min_interactions=2), report)
+    assert report.layout == "tsmc2014" and report.time_format == "TSMC2014"
+    assert data.n_users == SMALL.users and data.n_items == SMALL.venues
+    assert len(data) == len(pairs(log))  # repeat visits are one interaction
+    # the time kept for a pair is its latest visit
+    u0 = data.raw_user_ids.index("1")
+    latest = max(log.times[(log.users == 0)])
+    assert data.timestamps[data.users == u0].max() == latest
+    assert data.item_categories is not None
+    assert set(data.item_categories) <= set(log.categories)
+    assert report.steps[0][1:] == (len(log), SMALL.users, SMALL.venues)
+    assert report.steps[1][1] == len(pairs(log))
+
+
+def test_snap_world_file_cut_to_new_york_gives_the_city_log_back(tmp_path: Path) -> None:
+    log = poi_checkins(SMALL)
+    world = elsewhere(log, 0.6, seed=1)
+    path = write(tmp_path / "loc-gowalla_totalCheckins.txt", snap_lines(world))
+    report = LoadReport(str(path))
+    data = load(path, TableOptions(bbox=NAMED_BOXES["nyc"], min_interactions=2), report)
+    assert report.layout == "snap" and report.time_format == "ISO 8601"
+    assert report.steps[0][1] == len(log)  # every check-in inside the box, none outside
+    assert {(int(u), int(i) - 9000) for u, i in raw_pairs(data)} == pairs(log)
+    whole = load(path, TableOptions(min_interactions=2))
+    assert whole.n_items > data.n_items and whole.n_users > data.n_users
+
+
+def test_header_csv_user_venue_timestamp_and_named_columns(tmp_path: Path) -> None:
+    log = poi_checkins(SMALL)
+    data = load(write(tmp_path / "a.csv", csv_lines(log)), TableOptions(min_interactions=2))
+    assert data.n_users == SMALL.users and len(data) == len(pairs(log))
+    assert data.item_categories is not None
+    text = "who;x\tx\tplace\twhen\n" + "".join(
+        f"u{u}\t{u}\tv{i}\t2012-04-0{1 + i}T10:00:00+02:00\n" for u in range(3) for i in range(4)
+    )
+    path = tmp_path / "b.tsv"
+    path.write_text(text)
+    with pytest.raises(DataError, match=r"b.tsv:1: cannot tell the columns"):
+        load(path)
+    named = load(
+        path,
+        TableOptions(
+            columns=tuple(parse_columns("user=who;x,item=PLACE,time=when").items()), min_interactions=2
+        ),
+    )
+    assert named.raw_user_ids == ("u0", "u1", "u2") and named.n_items == 4
+    assert named.timestamps.min() == datetime(2012, 4, 1, 8, tzinfo=UTC).timestamp()
+    numbered = load(
+        path, TableOptions(columns=tuple(parse_columns("user=1,item=3").items()), min_interactions=2)
+    )
+    assert raw_pairs(numbered) == raw_pairs(named)
+    with pytest.raises(
+        DataError, match=r"--columns item=venue: the header has no such column; it has who;x, x"
+    ):
+        load(path, TableOptions(columns=tuple(parse_columns("user=who;x,item=venue").items())))
+
+
+def test_timestamps_in_three_forms() -> None:
+    want = datetime(2012, 4, 3, 18, 0, 9, tzinfo=UTC).timestamp()
+    assert tsmc_seconds("Tue Apr 03 18:00:09 +0000 2012") == want
+    assert tsmc_seconds("Tue Apr 03 14:00:09 -0400 2012") == want
+    assert tsmc_time(want) == "Tue Apr 03 18:00:09 +0000 2012"
+    assert iso_seconds("2012-04-03T18:00:09Z") == want
+    assert iso_seconds("2012-04-03 20:00:09+02:00") == want
+    assert iso_seconds("2012-04-03") == datetime(2012, 4, 3, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("line", "options", "message"),
+    [
+        (
+            "1\tv\tc\tBar\t40.7\tx\t-240\tTue Apr 03 18:00:09 +0000 2012\n",
+            "nyc",
+            r"f.txt:2: field longitude 'x' is not a number",
+        ),
+        (
+            "1\tv\tc\tBar\t40.7\t-73.9\t-240\tTue Apr 33 18:00:09 +0000 2012\n",
+            "",
+            r"f.txt:2: field time 'Tue Apr 33 18:00:09 \+0000 2012' is not a timestamp in TSMC2014",
+        ),
+        ("1\tv\tc\tBar\t40.7\t-73.9\t-240\n", "", r"f.txt:2: 7 fields where earlier rows have 8"),
+        (
+            "\tv\tc\tBar\t40.7\t-73.9\t-240\tTue Apr 03 18:00:09 +0000 2012\n",
+            "",
+            r"f.txt:2: field user is empty",
+        ),
+    ],
+)
+def test_a_malformed_row_is_one_line_naming_file_line_and_field(
+    tmp_path: Path, line: str, options: str, message: str
+) -> None:
+    good = "1\tv0\tc\tBar\t40.7\t-73.9\t-240\tTue Apr 03 18:00:09 +0000 2012\n"
+    path = write(tmp_path / "f.txt", [good, line, good.replace("v0", "v1")])
+    with pytest.raises(DataError, match=message):
+        load(path, TableOptions(bbox=parse_bbox(options) if options else None, min_interactions=2))
+
+
+def test_filters_run_in_order_and_the_report_says_what_each_left(tmp_path: Path) -> None:
+    rows = ["user,item\n"]
+    rows += (
+        [f"a,{i}\n" for i in range(6)] + [f"b,{i}\n" for i in range(3)] + [f"c,{i}\n" for i in (0, 1, 7, 8)]
+    )
+    rows += ["a,0\n", "a,0\n"]  # repeats
+    report = LoadReport("f.csv")
+    data = load(write(tmp_path / "f.csv", rows), TableOptions(min_interactions=3, min_item_users=2), report)
+    # items with 2+ users: 0, 1, 2 (a and b); then users with 3+ of them: a and b
+    assert data.raw_item_ids == ("0", "1", "2") and data.raw_user_ids == ("a", "b")
+    assert [s[1:] for s in report.steps] == [(15, 3, 8), (13, 3, 8), (8, 3, 3), (6, 2, 3)]
+    text = "\n".join(report.lines())
+    assert "items with >= 2 users" in text and "users with >= 3 items" in text
+    with pytest.raises(DataError, match="lower --min-item-users"):
+        load(write(tmp_path / "g.csv", rows), TableOptions(min_item_users=5))
+
+
+def test_box_and_column_arguments_are_checked() -> None:
+    assert parse_bbox("NYC") == NAMED_BOXES["nyc"]
+    assert str(parse_bbox("1,2,3,4")) == "1,2,3,4"
+    for bad in ("1,2,3", "a,b,c,d", "3,2,1,4", "0,0,91,1", "paris"):
+        with pytest.raises(DataError, match="--bbox"):
+            parse_bbox(bad)
+    for bad in ("user=a", "user=a,item=", "who=a,item=b", "user=a,user=b,item=c"):
+        with pytest.raises(DataError, match="--columns"):
+            parse_columns(bad)
+
+
+def test_archives_as_distributed_gzip_and_zip(tmp_path: Path) -> None:
+    import gzip
+    import zipfile
+
+    log = poi_checkins(SMALL)
+    text = "".join(tsmc_lines(log))
+    gz = tmp_path / "loc.txt.gz"
+    gz.write_bytes(gzip.compress("".join(snap_lines(log)).encode()))
+    assert len(load(gz, TableOptions(min_interactions=2))) == len(pairs(log))
+    zipped = tmp_path / "dataset_tsmc2014.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.writestr("dataset_tsmc2014/dataset_TSMC2014_readme.txt", "about")
+        zf.writestr("dataset_tsmc2014/dataset_TSMC2014_NYC.txt", text)
+        zf.writestr("dataset_tsmc2014/dataset_TSMC2014_TKY.txt", "")
+    data = load(zipped, TableOptions(min_interactions=2))
+    assert data.n_items == SMALL.venues and data.item_categories is not None
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(b"\x1f\x8b not really")
+    with pytest.raises(DataError, match=r"bad.gz: not a UTF-8 text file, gzip or zip"):
+        load(bad)
+
+
+def test_a_tsmc_file_runs_from_the_command_line_with_a_venue_category_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from p2plab.cli import main as lab_main
+
+    log = poi_checkins(POIConfig(users=30, venues=400, checkins=2400, neighbourhoods=4, min_per_user=10))
+    path = write(tmp_path / "dataset_TSMC2014_NYC.txt", tsmc_lines(log))
+    argv = [
+        "simulate",
+        "--dataset",
+        str(path),
+        "--rounds",
+        "2",
+        "--attack",
+        "cia",
+        "--target-k",
+        "5",
+        "--target-genre",
+        "Health and Medicine",
+        "--json",
+    ]
+    assert lab_main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"] == 30
+    predictions = out["cia"]["predictions"]
+    assert 1 <= len(predictions) <= 30
+    assert all(len(p["community_users"]) <= 5 for p in predictions)
+    assert {u for p in predictions for u in p["community_users"]} <= {str(u) for u in range(1, 31)}
+    assert lab_main([*argv[:-3], "--target-genre", "Opera House"]) == 2
+    err = capsys.readouterr().err
+    assert "no venue category 'opera house'" in err and "Health and Medicine".lower() in err.lower()
+
+
+def test_category_targets_by_name_and_by_group() -> None:
+    from p2pnode.attack import _category_target
+    from p2pnode.config import ConfigError
+
+    cats = ("Bar", "Hospital", "Medical Center", "bar", "Dentist's Office", "Park")
+    assert _category_target("bar", cats).tolist() == [0, 3]
+    assert _category_target("Park,Hospital", cats).tolist() == [1, 5]
+    assert _category_target("Health and Medicine", cats).tolist() == [1, 2, 4]
+    with pytest.raises(ConfigError, match="no venue category 'gym'"):
+        _category_target("gym", cats)
