@@ -7,9 +7,9 @@ against N, and the log-log slope (1.0 is linear growth).
 
     .venv/bin/python -m bench.scale [--nodes 1000,2000,4000,10000] [--rounds 2] [--no-delta]
 
-Per node a GMF run holds its model (216 kB), Adam's moments for it (432 kB), its last finite
-snapshot in 16 bits (108 kB) and, with row deltas on (the default), the last models of up to
-3 senders as delta bases (up to 648 kB); ``--no-delta`` measures without those.
+Per node a GMF run holds its model (216 kB) and Adam's moments for it (432 kB); the delta bases
+and the recovery point are kept by rows (learning/history.py), so they cost the rows changed
+since their version; ``--no-delta`` measures without delta bases.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from learning import gmf
 from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_fused import FusedGMF, draw_negatives, shuffled_examples
 from learning.gmf_numpy import NumpyGMF
+from learning.history import Base, ParamHistory
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
 from learning.params import (
@@ -31,9 +32,8 @@ from learning.params import (
     mean_into,
     robust_into,
     spec_of,
-    widen_into,
 )
-from learning.snapshots import copy_checked, truncate_into
+from learning.snapshots import copy_checked, mean_pair_rows
 from learning.split import UserData
 
 BACKENDS = ("fused", "numpy", "torch")
@@ -57,6 +57,14 @@ class TrainConfig:
     dp: DPConfig = field(
         default_factory=DPConfig
     )  #: local DP-SGD (learning/dp.py); off unless σ or a target ε is set
+
+
+class Snapshot(dict[str, Array]):
+    """A copy of a learner's shared parameters, stamped with its history's write count: while no
+    write happened since, the live model is this snapshot (p2pnode/wire/delta.py opens a base on
+    it instead of keeping a copy)."""
+
+    stamp: int = -1
 
 
 class TorchGMF:
@@ -102,6 +110,18 @@ class TorchGMF:
             opt.step()
 
 
+def _pair_kernel_fits(own: Array, other: Array) -> bool:
+    """Whether the compiled two-model mean applies: float32 2-D tensors of one shape, ``own``
+    contiguous."""
+    return (
+        own.ndim == 2
+        and own.dtype == np.float32
+        and other.dtype == np.float32
+        and own.shape == other.shape
+        and own.flags.c_contiguous
+    )
+
+
 class BaseLearner(ABC):
     """A node's model as the protocols and the driver see it: shared parameters, merges, a local
     update, and utility on held-out data. Subclasses give the model's relevance scores."""
@@ -124,10 +144,11 @@ class BaseLearner(ABC):
         self.rng = rng
         self.top_k = top_k
         self.params: Params = copy_params(init)
-        self._init = init  #: θ_0, what :meth:`recover` goes back to before any good snapshot
-        #: last finite parameters: the shared ones truncated to 16 bits (truncate16), the private
-        #: ones (a few values) exact
-        self._good: tuple[Params, Params] | None = None
+        self._init = init  #: θ_0, what :meth:`recover` goes back to after a merge went non-finite
+        #: the bases of earlier versions (learning/history.py): delta bases and the recovery point
+        self.history = ParamHistory(self.params)
+        self._undo: Base | None = None  #: the model before the current local update
+        self._merge_broken = False  #: the last merge left a non-finite value
         self.shared_names = shared
         self.version = 0
         self._excluded = data.interacted
@@ -162,36 +183,63 @@ class BaseLearner(ABC):
         return spec_of({k: self.params[k] for k in self.shared_names})
 
     def snapshot(self) -> Params:
-        """A copy of the shared parameters, safe to send while this model keeps changing.
-
-        A finite snapshot is also the last good model :meth:`recover` goes back to, kept in 16
-        bits in buffers reused from one snapshot to the next (learning/snapshots.py)."""
-        snap: Params = {}
-        finite = True
+        """A copy of the shared parameters, safe to send while this model keeps changing,
+        stamped with the history's write count (:class:`Snapshot`)."""
+        snap = Snapshot()
         for k in self.shared_names:
-            snap[k], ok = copy_checked(self.params[k])
-            finite = finite and ok
-        if finite:
-            private = {k: v.copy() for k, v in self.params.items() if k not in snap}
-            if all_finite(private):
-                old = self._good[0] if self._good is not None else {}
-                self._good = ({k: truncate_into(v, old.get(k)) for k, v in snap.items()}, private)
+            snap[k], _ = copy_checked(self.params[k])
+        snap.stamp = self.history.stamp
         return snap
 
+    def _begin_update(self) -> None:
+        """Open the recovery point: the model as it stands before this local update, kept by
+        the rows the update changes (learning/history.py)."""
+        if self._undo is not None:
+            self.history.close(self._undo)
+        self._undo = self.history.open(self.version, tuple(self.params))
+
+    def _touch_dense(self) -> None:
+        """Every tensor but the item table is about to change (a local step moves them all)."""
+        for name, arr in self.params.items():
+            if name != self._rows_name:
+                if arr.ndim == 2:
+                    self.history.touch_rows(name, np.arange(arr.shape[0], dtype=np.int64))
+                else:
+                    self.history.touch_all(name)
+
+    _rows_name = "item"  #: the embedding table a local step changes by rows
+
     def finite(self) -> bool:
-        """Whether every parameter is a finite number."""
-        return all_finite(self.params)
+        """Whether every parameter is a finite number. After a local update only what it
+        changed is read (the model was finite before it, and a merge checks its own result)."""
+        if self._merge_broken:
+            return False
+        undo = self._undo
+        if undo is None:
+            return all_finite(self.params)
+        ok = undo.finite_where_saved(self.params)
+        if ok:
+            self.history.close(undo)
+            self._undo = None
+        return ok
 
     def recover(self) -> None:
-        """Go back to the last good model after training or a merge left a non-finite value:
-        the parameters of the last finite snapshot (its shared ones to 8 significant bits; θ_0
-        before the first) and a fresh optimizer."""
-        good = self._good
-        for k, arr in self.params.items():
-            if good is not None:
-                widen_into(arr, good[0][k] if k in good[0] else good[1][k])
-            else:
-                arr[...] = self._init[k]
+        """Go back to a good model after training or a merge left a non-finite value, with a
+        fresh optimizer: after a local update, the model exactly as it was before it; after a
+        merge (only two models of values beyond ~1e19 can overflow), θ_0."""
+        undo = self._undo
+        self._undo = None
+        if undo is not None and not self._merge_broken:
+            restored = list(undo.saved_versions(self.params))
+            self.history.close(undo)
+            for name, new in restored:
+                self.history.write(name, new)
+        else:
+            if undo is not None:
+                self.history.close(undo)
+            for k in self.params:
+                self.history.write(k, np.asarray(self._init[k], dtype=self.params[k].dtype))
+        self._merge_broken = False
         self._reset_optimizer()
         self.version += 1
 
@@ -201,14 +249,41 @@ class BaseLearner(ABC):
 
     def merge(self, models: Sequence[Mapping[str, Array]], how: str = "mean") -> None:
         """θ ← mean(θ, *models) over the shared parameters (002 Alg. 1 l.7, Alg. 2 l.4), or a
-        coordinate-wise trimmed mean or median of them (``how``, learning.params.robust_into)."""
-        if models:
-            shared = {k: self.params[k] for k in self.shared_names}
+        coordinate-wise trimmed mean or median of them (``how``, learning.params.robust_into).
+        The open bases keep the old values of the rows it changes; a result that is not finite
+        is remembered for :meth:`finite`."""
+        if not models:
+            return
+        ok = True
+        history = self.history
+        for k in self.shared_names:
+            arr = self.params[k]
+            if not all(k in m for m in models):
+                continue
+            others = [m[k] for m in models]
+            if how == "mean" and len(others) == 1 and _pair_kernel_fits(arr, others[0]):
+                keep = history.capacity(k) if history.active() else 0
+                rows, old, changed, finite = mean_pair_rows(arr, others[0], keep)
+                history.stamp += 1
+                if history.active():
+                    if keep >= 0 and changed > keep:
+                        history.overflow()
+                    if changed:
+                        history.changed(k, rows, old)
+                ok = ok and finite
+                continue
+            single = {k: arr.copy() if history.active() else arr}
             if how == "mean":
-                mean_into(shared, list(models))
+                mean_into(single, [{k: o} for o in others])
             else:
-                robust_into(shared, list(models), how)
-            self.version += 1
+                robust_into(single, [{k: o} for o in others], how)
+            if history.active():
+                history.write(k, single[k])
+            else:
+                history.stamp += 1
+            ok = ok and all_finite({k: arr})
+        self._merge_broken |= not ok
+        self.version += 1
 
     def merge_weighted(
         self, models: Sequence[Mapping[str, Array]], weights: Sequence[float], own: float
@@ -217,11 +292,14 @@ class BaseLearner(ABC):
         if not models:
             return
         total = own + sum(weights)
+        ok = True
         for k in self.shared_names:
-            arr = self.params[k]
-            arr *= np.float32(own / total)
+            new = self.params[k] * np.float32(own / total)
             for model, w in zip(models, weights, strict=True):
-                arr += np.float32(w / total) * model[k]
+                new += np.float32(w / total) * model[k]
+            self.history.write(k, new)
+            ok = ok and all_finite({k: new})
+        self._merge_broken |= not ok
         self.version += 1
 
     def state(self) -> dict[str, Any]:
@@ -244,8 +322,8 @@ class BaseLearner(ABC):
             raise ValueError("checkpoint parameters do not match this model's names and shapes")
         if (state["dp"] is None) != (self.dp is None):
             raise ValueError("checkpoint and configuration disagree on DP-SGD")
-        for k, arr in self.params.items():
-            arr[...] = saved[k]
+        for k in self.params:
+            self.history.write(k, np.asarray(saved[k], dtype=self.params[k].dtype))
         self.version = int(state["version"])
         self.rng.bit_generator.state = json.loads(state["rng"])
         self._restore_optimizer(state["optimizer"])
@@ -261,7 +339,7 @@ class BaseLearner(ABC):
     def load(self, params: Mapping[str, Array]) -> None:
         """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""
         for k in self.shared_names:
-            self.params[k][...] = params[k]
+            self.history.write(k, np.asarray(params[k], dtype=self.params[k].dtype))
         self.version += 1
 
     def score(self, params: Mapping[str, Array] | None) -> float:
@@ -395,6 +473,7 @@ class GMFLearner(BaseLearner):
         """
         tau = self.config.share_less_tau
         before = self.params[gmf.ITEM].copy() if tau > 0 else None
+        self._begin_update()
         if self.dp is not None:
             return self._private_update(before, tau)
         steps = 0
@@ -402,21 +481,35 @@ class GMFLearner(BaseLearner):
         if isinstance(backend, FusedGMF):
             for _ in range(self.config.local_epochs):
                 items, labels = self.examples()
+                self._touch(items)
                 steps += backend.epoch(items, labels, self.config.batch_size, before, tau)
             self.version += 1
             return steps
         for _ in range(self.config.local_epochs):
             for idx, y in self.batches():
+                self._touch(idx)
                 anchor = before[idx] if before is not None else None
                 self._backend.step(idx, y, anchor, tau)
                 steps += 1
         self.version += 1
         return steps
 
+    def _touch(self, items: npt.NDArray[np.int64]) -> None:
+        """The rows of ``items`` and every other tensor are about to change (a training step;
+        dense Adam moves every row)."""
+        if self.config.sparse_items:
+            self.history.touch_rows(gmf.ITEM, np.unique(items))
+        else:
+            self.history.touch_all(gmf.ITEM)
+        self._touch_dense()
+
     def _private_update(self, before: Array | None, tau: float) -> int:
-        """DP-SGD epochs: m Poisson batches over the epoch's rows (positives and fresh negatives)."""
+        """DP-SGD epochs: m Poisson batches over the epoch's rows (positives and fresh negatives);
+        the noise moves every row of the item table."""
         dp = self.dp
         assert dp is not None and isinstance(self._backend, NumpyGMF)
+        self.history.touch_all(gmf.ITEM)
+        self._touch_dense()
         cfg = self.config
         n_pos = len(self._positives)
         steps = 0

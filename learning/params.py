@@ -48,25 +48,6 @@ def copy_params(params: Mapping[str, Array], names: tuple[str, ...] | None = Non
     return {k: params[k].copy() for k in keys}
 
 
-def truncate16(params: Mapping[str, Array]) -> Params:
-    """The upper 16 bits of every float32 value (bfloat16 by truncation), other dtypes copied.
-
-    Half the memory of a copy at 8 significant bits (relative error below 2**-7 for normal values); truncation
-    rounds towards zero, so a finite value stays finite. :func:`widen_into` reads it back."""
-    return {
-        k: (v.view(np.uint32) >> 16).astype(np.uint16) if v.dtype == np.float32 else v.copy()
-        for k, v in params.items()
-    }
-
-
-def widen_into(dst: Array, src: Array) -> None:
-    """Write a :func:`truncate16` tensor back into the float32 (or other) tensor ``dst``."""
-    if src.dtype == np.uint16 and dst.dtype == np.float32:
-        dst.view(np.uint32)[...] = src.astype(np.uint32) << 16
-    else:
-        dst[...] = src
-
-
 def mean_into(own: Mapping[str, Array], others: list[Mapping[str, Array]]) -> None:
     """Set ``own[k] = mean(own[k], *others[k])`` in place for every key the others all carry.
 

@@ -68,6 +68,17 @@ class PRMELearner(BaseLearner):
         side = prme.UserSide(self.params[prme.USER_P][0], last_item, gap)
         return prme.score(dict(params), side, items)
 
+    _rows_name = prme.ITEM_P
+
+    def _touch_dense(self) -> None:
+        """The user side is about to change (both item tables change by rows)."""
+        for name, arr in self.params.items():
+            if name not in (prme.ITEM_P, prme.ITEM_S):
+                if arr.ndim == 2:
+                    self.history.touch_rows(name, np.arange(arr.shape[0], dtype=np.int64))
+                else:
+                    self.history.touch_all(name)
+
     def _batches(self) -> list[npt.NDArray[np.int64]]:
         """One epoch's batches: a shuffled partition, or under DP-SGD m Poisson samples."""
         n = len(self._next)
@@ -87,12 +98,21 @@ class PRMELearner(BaseLearner):
         n = len(self._next)
         tau = cfg.share_less_tau
         before = (self.params[prme.ITEM_P].copy(), self.params[prme.ITEM_S].copy()) if tau > 0 else None
+        self._begin_update()
+        if self.dp is not None:  # dense noise moves every row
+            for name in self.params:
+                self.history.touch_all(name)
         steps = 0
         loss = 0.0
         for _ in range(cfg.local_epochs if n else 0):
             negatives = sample_negatives(self.rng, self._excluded, n)
             for sel in self._batches():
                 prev, pos, neg, gap = self._previous[sel], self._next[sel], negatives[sel], self._gap[sel]
+                if self.dp is None:
+                    rows = np.unique(np.concatenate((prev, pos, neg)))
+                    for name in (prme.ITEM_P, prme.ITEM_S):
+                        self.history.touch_rows(name, rows)
+                    self._touch_dense()
                 anchor = (before[0][pos], before[1][pos]) if before is not None else None
                 if self.dp is None:
                     loss += self._trainer.step(prev, pos, neg, gap, anchor, tau)

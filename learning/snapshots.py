@@ -1,21 +1,17 @@
-"""A learner's snapshots: the copy it sends and the 16-bit recovery point, in compiled passes.
+"""Compiled passes over whole models: the copy a node sends, and the two-model mean.
 
 Every model a node sends is a copy of its shared parameters (the model keeps training while the
-message travels), checked for finiteness (a non-finite model is never sent). The last finite
-snapshot is also the point a node goes back to when training or a merge leaves a non-finite
-value (CIA paper threat model, THREAT_MODEL.md), kept as the upper 16 bits of every float32
-(``learning.params.truncate16``): a second float32 copy of every model would be a quarter of a
-large simulation's memory (``bench/scale.py``).
-
-``copy_checked`` copies and checks in one pass over the source; ``truncate_into`` writes the
-recovery point into the buffer the learner reuses, reading the copy while it is still in cache.
-Both are exact: the same bits as ``ndarray.copy``, ``np.isfinite(...).all()`` and ``truncate16``.
+message travels); ``copy_checked`` copies and checks finiteness in one pass over the source, with
+the same bits as ``ndarray.copy`` and ``np.isfinite(...).all()``. ``mean_pair_rows`` is Base
+Gossip Learning's merge (002 Algorithm 1, line 7) in one pass that also names the rows it changed,
+for the bases of earlier versions a node keeps (learning/history.py).
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+import numpy.typing as npt
 
 from learning.params import Array
 
@@ -34,13 +30,6 @@ def _copy_checked(src: Array, dst: Array) -> bool:
     return bool(bad == 0)
 
 
-@numba.njit(cache=True, nogil=True)
-def _truncate_into(src: Array, dst: Array) -> None:
-    bits = src.view(np.uint32)
-    for i in range(bits.shape[0]):
-        dst[i] = np.uint16(bits[i] >> np.uint32(16))
-
-
 def _flat(arr: Array) -> Array | None:
     """The 1-D view of a C-contiguous float32 tensor (None for anything else)."""
     if arr.dtype == np.float32 and arr.flags.c_contiguous:
@@ -57,20 +46,54 @@ def copy_checked(src: Array) -> tuple[Array, bool]:
     return dst, bool(_copy_checked(flat, dst.reshape(-1)))
 
 
-def truncate_into(src: Array, kept: Array | None) -> Array:
-    """``truncate16`` of ``src``, written into ``kept`` when it has the right shape and dtype."""
-    flat = _flat(src)
-    if flat is None:
-        return src.copy()
-    if kept is None or kept.dtype != np.uint16 or kept.shape != src.shape or not kept.flags.c_contiguous:
-        kept = np.empty(src.shape, dtype=np.uint16)
-    if flat.size:
-        _truncate_into(flat, kept.reshape(-1))
-    return kept
-
-
 def warm() -> None:
-    """Compile (or load from the cache) both kernels."""
+    """Compile (or load from the cache) the kernels."""
     x = np.arange(4, dtype=np.float32)
-    copy, _ = copy_checked(x)
-    truncate_into(copy, None)
+    copy_checked(x)
+    mean_pair_rows(x.reshape(2, 2).copy(), x.reshape(2, 2), 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _mean_pair(
+    own: Array, other: Array, scale: np.float32, rows_out: npt.NDArray[np.int64], old_out: Array
+) -> tuple[int, bool]:
+    """``own = (own + other) * scale`` (float32, numpy's order of operations), one row at a time;
+    the rows whose bits change go to ``rows_out`` and, while there is room, their old values to
+    ``old_out``. Returns (rows changed, every new value finite)."""
+    n_rows, n_cols = own.shape
+    cap = old_out.shape[0]
+    new = np.empty(n_cols, dtype=np.float32)
+    new_bits = new.view(np.uint32)
+    changed = 0
+    bad = np.uint32(0)
+    for r in range(n_rows):
+        row = own[r]
+        row_bits = row.view(np.uint32)
+        diff = False
+        for j in range(n_cols):
+            new[j] = (row[j] + other[r, j]) * scale
+            b = new_bits[j]
+            bad |= np.uint32((b & _EXP) == _EXP)
+            if b != row_bits[j]:
+                diff = True
+        if diff:
+            if changed < rows_out.shape[0]:
+                rows_out[changed] = r
+            if changed < cap:
+                old_out[changed, :] = row
+            changed += 1
+        row[:] = new
+    return changed, bool(bad == 0)
+
+
+def mean_pair_rows(own: Array, other: Array, keep: int) -> tuple[npt.NDArray[np.int64], Array, int, bool]:
+    """The mean of two float32 2-D tensors written into ``own`` (bit for bit what ``own += other;
+    own *= 0.5`` gives), with the rows that changed and the old values of the first ``keep`` of
+    them (``keep`` -1: all). Returns (rows, old rows, how many changed, finite)."""
+    n = own.shape[0]
+    cap = n if keep < 0 else min(keep, n)
+    rows = np.empty(n if keep != 0 else 0, dtype=np.int64)
+    old = np.empty((cap, own.shape[1]), dtype=np.float32)
+    changed, finite = _mean_pair(own, np.ascontiguousarray(other), np.float32(0.5), rows, old)
+    kept = min(changed, cap)
+    return rows[:kept], old[:kept], changed, finite

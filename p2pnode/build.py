@@ -167,7 +167,7 @@ def make_node(
         transport,
         metrics,
         node_rng(cfg.seed, node_id),
-        DeltaEncoder(wire.delta, wire.float16),
+        DeltaEncoder(wire.delta, wire.float16, history=learner.history),
         DeltaDecoder(wire.delta, wire.bases(prep.model_bytes)),
         on_learned,
     )

@@ -170,8 +170,8 @@ class WireConfig:
 
     delta: bool = opt(
         True,
-        "always send full models (no row deltas); saves the receivers' delta bases, up to 0.65 MB a "
-        "GMF node (bench/scale.py)",
+        "always send full models (no row deltas); across processes saves the receivers' copies of "
+        "their senders' last models (in one process bases are kept by rows, learning/history.py)",
         name="--no-delta",
         group="wire",
         switch=False,

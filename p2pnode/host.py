@@ -14,6 +14,7 @@ from p2pnode.node import NodeRuntime
 from p2pnode.transport.base import Outcome, Payload
 from p2pnode.wire.codec import decode
 from p2pnode.wire.schema import Channel, WireError
+from protocols.messages import FedMessage, ModelMessage
 
 log = logging.getLogger("p2pnode.host")
 
@@ -53,11 +54,14 @@ class Host:
         data: Payload,
         sender: int | None = None,
         certified: set[int] | None = None,
+        local: bool = False,
     ) -> Outcome:
         """Decode, route and deliver one frame addressed to hosted node ``dest``.
 
         ``sender``: the authenticated sender id (p2pnode.auth); the frame must claim the same.
         ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
+        ``local``: the frame comes from a node of this process (the simulator's network, local
+        delivery): the receiver then keeps the sender's own delta base instead of a second copy.
         """
         node = self.nodes.get(dest)
         if node is None:
@@ -72,4 +76,14 @@ class Host:
             node.reject(err.reason)
             log.info("node %s refused a frame: %s", dest, err)
             return Outcome(err.status, err.reason)
+        if local and isinstance(message, ModelMessage | FedMessage):
+            self._share_base(node, frame.sender, message.version)
         return node.accept(frame.sender, message, len(data))
+
+    def _share_base(self, node: NodeRuntime, sender: int, version: int) -> None:
+        """The receiver's delta base of ``sender`` is the sender's own base of that version."""
+        source = self.nodes.get(sender)
+        if source is not None:
+            base = source.encoder.base_for(version)
+            if base is not None:
+                node.decoder.share(sender, version, base)

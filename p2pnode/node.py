@@ -338,6 +338,14 @@ class NodeRuntime:
     def _model_sent(
         self, peer: int, message: ModelMessage | FedMessage, encoded: EncodedModel, outcome: Outcome
     ) -> None:
+        try:
+            self._model_answered(peer, message, encoded, outcome)
+        finally:
+            self.encoder.settled(encoded)
+
+    def _model_answered(
+        self, peer: int, message: ModelMessage | FedMessage, encoded: EncodedModel, outcome: Outcome
+    ) -> None:
         if outcome.ok:
             self.encoder.acknowledged(peer, self.wire_version(message.version), encoded.view)
             self.node.handle(Delivered(peer), self.clock.now(), self.rng)

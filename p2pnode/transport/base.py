@@ -31,7 +31,9 @@ OnDone = Callable[[Outcome], None]
 class Receiver(Protocol):
     """The side of a host that takes frames in (the single decode/dispatch point)."""
 
-    def receive(self, dest: int, channel: Channel, data: Payload) -> Outcome: ...
+    def receive(self, dest: int, channel: Channel, data: Payload, *, local: bool = False) -> Outcome:
+        """``local``: the frame comes from a node of the same process."""
+        ...
 
 
 class Transport(Protocol):

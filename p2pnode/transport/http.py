@@ -189,7 +189,7 @@ class HttpTransport:
     def _deliver(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         assert self.local is not None
         self.delivered_locally += 1
-        on_done(self.local.receive(dst, channel, data, src))
+        on_done(self.local.receive(dst, channel, data, src, local=True))
 
     def _headers(self, path: str, src: int, body: Payload) -> dict[str, str]:
         """Signed afresh for every attempt: a retry is a new request (new nonce and time)."""

@@ -60,6 +60,6 @@ class MemoryNetwork:
             if dst in self.down:  # went down while the frame was on its way
                 on_done(Outcome(UNREACHABLE, "no such node"))
                 return
-            on_done(receiver.receive(dst, channel, data))
+            on_done(receiver.receive(dst, channel, data, local=True))
 
         self.clock.call_at(self.clock.now() + delay, deliver)

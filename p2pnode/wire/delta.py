@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from learning.history import Base, BaseGone, ParamHistory
 from learning.params import ModelSpec, Params, ParamsView, TensorSpec
 from p2pnode.wire.schema import MAX_TENSORS, WireError
 from p2pnode.wire.tensors import pack_tensor, unpack_tensor, unpack_tensors
@@ -28,6 +29,8 @@ class EncodedModel(NamedTuple):
     view: ParamsView
     is_delta: bool
     nbytes: int
+    base: Base | None = None  #: the base opened on the model sent (held until the send settles)
+    against: Base | None = None  #: the base a delta was made against (held until it settles)
 
 
 class DeltaEncoder:
@@ -36,33 +39,87 @@ class DeltaEncoder:
     It keeps one base model (the latest one any peer acknowledged) and, per peer, the version of
     it that peer acknowledged. Older bases are not worth their memory: a merge changes every row,
     so a delta only ever wins against the sender's most recent acknowledged model.
+
+    With the learner's ``history`` (learning/history.py) a base is not a copy of the model: it is
+    opened on the live model when a snapshot is encoded (if nothing was written since the
+    snapshot was taken) and keeps only the rows changed since; it closes once so many rows changed
+    that no delta against it could be sent. Without a history, or with float16 (both sides hold
+    rounded values), the base is the snapshot itself.
     """
 
     def __init__(
-        self, enabled: bool = True, float16: bool = False, max_peers: int = 64, min_saving: float = 0.1
+        self,
+        enabled: bool = True,
+        float16: bool = False,
+        max_peers: int = 64,
+        min_saving: float = 0.1,
+        history: ParamHistory | None = None,
     ) -> None:
         self.enabled = enabled
         self.float16 = float16
         self.max_peers = max_peers
         self.min_saving = min_saving
+        self.history = history if enabled and not float16 else None
         self._base: tuple[int, ParamsView] | None = None
         self._acked: OrderedDict[int, int] = OrderedDict()
+        self._open: dict[int, Base] = {}  #: per version: the base opened when it was encoded
 
     def encode(self, peer: int, version: int, params: ParamsView) -> EncodedModel:
         view = _round16(params) if self.float16 else params
         dtype = "float16" if self.float16 else None
         base = self._base
+        opened = self._open_base(version, params)
         if self.enabled and base is not None and self._acked.get(peer) == base[0]:
-            delta = self._delta(version, base, view, dtype)
+            try:
+                delta = self._delta(version, base, view, dtype)
+            except BaseGone:
+                delta = None
             if delta is not None:
-                return EncodedModel(delta[0], view, True, delta[1])
+                against = base[1] if isinstance(base[1], Base) else None
+                if against is not None and self.history is not None:
+                    self.history.hold(against)  # the receivers of this delta read it until then
+                    self.history.read(against)
+                return EncodedModel(delta[0], view, True, delta[1], opened, against)
         packed = {}
         nbytes = 0
         for k, v in view.items():
             packed[k] = pack_tensor(v, dtype)
             nbytes += v.nbytes
         body = {"ver": version, "p": packed}
-        return EncodedModel(body, view, False, nbytes // 2 if dtype else nbytes)
+        return EncodedModel(body, view, False, nbytes // 2 if dtype else nbytes, opened)
+
+    def _open_base(self, version: int, params: ParamsView) -> Base | None:
+        """A base on the live model for ``version``, if the live model is ``params`` (no write
+        since the snapshot); held until the send settles."""
+        history = self.history
+        if history is None or getattr(params, "stamp", -1) != history.stamp:
+            return None
+        base = self._open.get(version)
+        if base is None or not base.alive:
+            full = sum(v.nbytes for v in params.values())
+            dense = sum(v.nbytes for v in params.values() if v.ndim != 2)
+            base = history.open(version, tuple(params), (1.0 - self.min_saving) * full - dense)
+            self._open[version] = base
+        history.hold(base)
+        return base
+
+    def base_for(self, version: int) -> Base | None:
+        """The open base of the model this node encoded as ``version`` (None: none is open)."""
+        base = self._open.get(version)
+        return base if base is not None and base.alive else None
+
+    def settled(self, encoded: EncodedModel) -> None:
+        """A send is over (answered or failed): it no longer holds the bases it opened or was
+        made against."""
+        if self.history is None:
+            return
+        if encoded.against is not None:
+            self.history.unread(encoded.against)
+        for base in (encoded.base, encoded.against):
+            if base is not None:
+                self.history.release(base)
+                if not base.alive and self._open.get(base.version) is base:
+                    del self._open[base.version]
 
     def _delta(
         self, version: int, base: tuple[int, ParamsView], view: ParamsView, dtype: str | None
@@ -77,9 +134,8 @@ class DeltaEncoder:
         for name, arr in view.items():
             itemsize = 2 if dtype == "float16" else arr.itemsize
             full_bytes += arr.size * itemsize
-            old = base_params[name]
-            if arr.ndim == 2 and old.shape == arr.shape:
-                changed = np.flatnonzero((arr != old).any(axis=1)).astype(np.int32)
+            changed = self._changed(base_params, name, arr) if arr.ndim == 2 else None
+            if changed is not None:
                 delta_bytes += changed.size * (4 + arr.shape[1] * itemsize)
                 rows[name] = (changed, arr)
             else:
@@ -94,12 +150,33 @@ class DeltaEncoder:
         body = {"ver": version, "base": base_version, "p": dense, "r": packed_rows}
         return body, delta_bytes
 
+    @staticmethod
+    def _changed(base_params: ParamsView, name: str, arr: Any) -> Any:
+        """Rows of ``arr`` that differ from the base (None: the shapes differ, send it whole)."""
+        if isinstance(base_params, Base):
+            if base_params.history.params[name].shape != arr.shape:
+                return None
+            return base_params.changed_rows(name, arr).astype(np.int32)
+        old = base_params[name]
+        if old.shape != arr.shape:
+            return None
+        return np.flatnonzero((arr != old).any(axis=1)).astype(np.int32)
+
     def acknowledged(self, peer: int, version: int, view: ParamsView) -> None:
         """The peer accepted ``view``; deltas to it may now be based on it."""
         if not self.enabled:
             return
         if self._base is None or version >= self._base[0]:
-            self._base = (version, view)
+            opened = self.base_for(version)
+            new: ParamsView = opened if opened is not None else view
+            old = self._base
+            if opened is not None and (old is None or old[1] is not opened):
+                assert self.history is not None
+                self.history.hold(opened)
+            if old is not None and isinstance(old[1], Base) and old[1] is not new:
+                assert self.history is not None
+                self.history.release(old[1])
+            self._base = (version, new)
         self._acked[peer] = version
         self._acked.move_to_end(peer)
         while len(self._acked) > self.max_peers:
@@ -159,6 +236,8 @@ class DeltaDecoder:
         if held is None or held[0] != base_version:
             raise WireError("no-base", f"no base version {base_version!r} from {sender}", 409)
         out: Params = {}
+        if isinstance(held[1], Base) and not held[1].alive:
+            raise WireError("no-base", f"base version {base_version!r} from {sender} is gone", 409)
         for name, entry in rows.items():
             tspec = spec[name]
             if len(tspec.shape) != 2:
@@ -172,11 +251,24 @@ class DeltaDecoder:
             if n and (idx[0] < 0 or idx[-1] >= tspec.shape[0] or np.any(np.diff(idx) <= 0)):
                 raise WireError("shape", f"{name}: row indices must be increasing and in range")
             vals = unpack_tensor(entry["v"], TensorSpec(tspec.dtype, (n, tspec.shape[1])), what=f"{name}.v")
-            arr = np.array(held[1][name], copy=True)
+            try:
+                src = held[1][name]
+            except BaseGone:
+                raise WireError(
+                    "no-base", f"base version {base_version!r} from {sender} is gone", 409
+                ) from None
+            arr = src if isinstance(held[1], Base) else np.array(src, copy=True)
             arr[idx] = vals
             arr.flags.writeable = False
             out[name] = arr
         return out
+
+    def share(self, sender: int, version: int, base: Base) -> None:
+        """Keep ``base``, the sender's own base of ``version`` in this process, instead of the
+        copy just decoded from its frame: the same values, held once (learning/history.py)."""
+        held = self._bases.get(sender)
+        if held is not None and held[0] == version:
+            self._bases[sender] = (version, base)
 
     def _remember(self, sender: int, version: int, params: ParamsView) -> None:
         if not self.enabled:
