@@ -198,7 +198,9 @@ class WireConfig:
     delta_peers: int = field(  #: senders whose last model a node keeps as a base (0: from the budget)
         default=0, metadata={"check": (lambda v: v >= 0, "must be >= 0 (0: from the budget)")}
     )
-    delta_budget_bytes: int = 768 * 1024  #: memory per node for those bases when delta_peers is 0
+    #: memory per node for delta bases: how many senders' models a receiver keeps (when
+    #: delta_peers is 0), and the changed rows a sender's base may save before it closes
+    delta_budget_bytes: int = 768 * 1024
 
     def bases(self, model_bytes: int) -> int:
         """How many senders' last models a node keeps: GMF (216 kB) gets 3, PRME (807 kB) 1.

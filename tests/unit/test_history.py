@@ -83,7 +83,37 @@ def test_the_compiled_mean_is_numpys_bit_for_bit_and_names_the_rows_it_changes()
     assert mean_pair_rows(huge.copy(), huge, -1)[3] is False
 
 
-def _scripted(history: bool, seed: int) -> list[bytes]:
+def test_a_senders_budget_closes_its_base_past_that_many_saved_rows() -> None:
+    from learning.learner import Snapshot
+
+    params = model(6)  # 200 item rows of 8 floats: a row costs 36 delta bytes
+    hist = ParamHistory(params)
+    row = hist.row_cost("item")
+    enc = DeltaEncoder(history=hist, budget=20 * row)
+
+    def send(version: int) -> Any:
+        snap = Snapshot({k: v.copy() for k, v in params.items()})
+        snap.stamp = hist.stamp
+        encoded = enc.encode(1, version, snap)
+        enc.acknowledged(1, version, encoded.view)
+        enc.settled(encoded)
+        return encoded
+
+    send(1)
+    hist.touch_rows("item", np.arange(10))
+    params["item"][:10] += 1
+    assert send(2).is_delta  # 10 rows: within the budget
+    hist.touch_rows("item", np.arange(30))
+    params["item"][:30] += 1
+    # 30 changed rows would still make a delta (the rule's limit is 90% of 200 rows), but not
+    # within the budget: the model goes whole, and the old base is let go
+    old = enc.base_for(2)
+    assert old is not None
+    assert not send(3).is_delta
+    assert not old.alive and old not in hist.bases
+
+
+def _scripted(history: bool, seed: int, budget: float = float("inf")) -> list[bytes]:
     """Wire bytes of a node that trains rows, merges peers' models and sends to three peers, in
     one random order: with bases kept by rows, or as copies of what it sent."""
     from learning.learner import Snapshot
@@ -91,7 +121,7 @@ def _scripted(history: bool, seed: int) -> list[bytes]:
     rng = np.random.default_rng(seed)
     params = model(seed, rows=120)
     hist = ParamHistory(params)
-    enc = DeltaEncoder(history=hist if history else None)
+    enc = DeltaEncoder(history=hist if history else None, budget=budget)
     out: list[bytes] = []
     version = 0
     pending = []
@@ -137,6 +167,8 @@ def _scripted(history: bool, seed: int) -> list[bytes]:
 @pytest.mark.parametrize("seed", range(4))
 def test_bases_kept_by_rows_send_the_same_bytes_as_copies(seed: int) -> None:
     assert _scripted(True, seed) == _scripted(False, seed)
+    # a budget above the delta rule's own limit (a whole model here) changes no byte
+    assert _scripted(True, seed, budget=120 * 36.0) == _scripted(False, seed)
 
 
 def test_a_receiver_in_the_same_process_rebuilds_a_delta_from_the_senders_own_base() -> None:
