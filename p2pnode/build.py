@@ -167,9 +167,7 @@ def make_node(
         transport,
         metrics,
         node_rng(cfg.seed, node_id),
-        DeltaEncoder(
-            wire.delta, wire.float16, history=learner.history, budget=wire.delta_budget_bytes
-        ),
+        DeltaEncoder(wire.delta, wire.float16, history=learner.history, budget=wire.delta_budget_bytes),
         DeltaDecoder(wire.delta, wire.bases(prep.model_bytes)),
         on_learned,
     )
