@@ -204,9 +204,11 @@ class POIConfig:
             raise DataError("poi: need 1 <= neighbourhoods <= venues")
         if self.min_per_user < 2:
             raise DataError("poi: min_per_user must be >= 2 (leave-one-out)")
-        if self.checkins < max(self.venues, self.users * self.min_per_user):
+        # every venue has a first visitor, who spends at most half of its check-ins on them
+        if self.checkins < max(2 * self.venues + self.users, self.users * self.min_per_user):
             raise DataError(
-                f"poi: {self.checkins} check-ins cannot visit {self.venues} venues and give "
+                f"poi: {self.checkins} check-ins cannot visit {self.venues} venues (at most half of a "
+                f"user's check-ins go to first visits: need {2 * self.venues + self.users}) and give "
                 f"{self.users} users {self.min_per_user} each"
             )
         for name in ("home_share", "repeat_share"):

@@ -46,6 +46,19 @@ def _experiment_flags(exp: argparse.ArgumentParser) -> None:
     exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
     exp.add_argument("--rounds", type=int, help="override the number of rounds")
     exp.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help="run every row on this data file (Foursquare's TSMC2014 file, Gowalla's SNAP file, a "
+        "CSV; preprocessing with --set bbox=nyc, min_interactions=N, ...); every user is a node "
+        "unless --nodes",
+    )
+    exp.add_argument(
+        "--paper",
+        metavar="DATASET",
+        help="with --dataset: whose paper numbers stand beside ours (ml-100k, foursquare-nyc, "
+        "gowalla-nyc; default: from the file's name as distributed, e.g. dataset_TSMC2014_NYC.txt)",
+    )
+    exp.add_argument(
         "--set",
         action="append",
         default=[],
@@ -178,6 +191,20 @@ def _experiment(args: argparse.Namespace) -> int:
         overrides["nodes"] = args.nodes
     if args.rounds is not None:
         overrides["rounds"] = args.rounds
+    if args.paper and not args.dataset:
+        raise ConfigError("--paper has no effect without --dataset (the bundled runs are ML-100k)")
+    if args.dataset:
+        if not Path(args.dataset).is_file():
+            raise ConfigError(
+                f"--dataset {args.dataset}: no such file (p2pnode data list says where to get one)"
+            )
+        overrides["dataset"] = str(args.dataset)
+        if args.nodes is None and exp.rows:  # every user of the file, as simulate --dataset does
+            from p2pnode.cli import _nodes_from_dataset
+
+            probe = exp.config(exp.rows[0], exp.seeds[0], overrides)
+            overrides["nodes"] = _nodes_from_dataset(probe).nodes
+        exp = exp.on_dataset(args.dataset, args.paper or ex.paper_dataset_of(args.dataset))
     seeds = None
     if args.seeds:
         try:

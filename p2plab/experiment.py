@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from p2plab.fanout import Footprint
 from p2plab.figures import save_figure
 from p2plab.mixing import MixingSpec
 from p2pnode.atomic import write_text
@@ -47,12 +49,30 @@ class Column:
     optional: bool = False  #: some rows have no such figure (ε spent where no DP runs)
 
 
+#: the CIA paper's data sets (Table I); an experiment row may carry each one's numbers
+PAPER_DATASETS = ("ml-100k", "foursquare-nyc", "gowalla-nyc")
+
+
 @dataclass(frozen=True)
 class Row:
     label: str
     changes: dict[str, Any]
-    paper: dict[str, float]
+    paper: dict[str, float]  #: the paper's numbers on the data set the row runs on
     paths: dict[str, str] = field(default_factory=dict)  #: per-column path overrides
+    #: the paper's numbers on its other data sets (``papers.foursquare-nyc`` in the file)
+    papers: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def paper_dataset_of(path: str) -> str | None:
+    """Which of the paper's data sets a file is, by its name as distributed (None: not known)."""
+    name = Path(path).name.lower()
+    if "tsmc2014" in name or "foursquare" in name or "fsq" in name:
+        return "foursquare-nyc"
+    if "gowalla" in name:
+        return "gowalla-nyc"
+    if "ml-100k" in name or name == "u.data":
+        return "ml-100k"
+    return None
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,22 @@ class Experiment:
 
     def path(self, row: Row, column: Column) -> str:
         return row.paths.get(column.key, column.path)
+
+    def on_dataset(self, path: str, paper: str | None) -> Experiment:
+        """This experiment on a data file: every row's paper numbers become those the paper gives
+        for ``paper`` (none where it gives none, or where ``paper`` is None), and the title says
+        which file and which of the paper's columns."""
+        if paper is not None and paper not in PAPER_DATASETS:
+            raise ConfigError(f"--paper {paper!r}: one of {', '.join(PAPER_DATASETS)}")
+        rows = tuple(
+            dataclasses.replace(
+                r, paper=r.paper if paper == "ml-100k" else dict(r.papers.get(paper or "", {}))
+            )
+            for r in self.rows
+        )
+        said = f"paper: {paper}" if paper else "no paper numbers (--paper names the data set)"
+        title = self.title.replace("ML-100k", Path(path).name)
+        return dataclasses.replace(self, rows=rows, title=f"{title} [{said}]")
 
 
 def names(directory: Path = EXPERIMENTS_DIR) -> list[str]:
@@ -121,7 +157,13 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
     try:
         columns = tuple(Column(**c) for c in raw["columns"])
         rows = tuple(
-            Row(r["label"], dict(r.get("set", {})), dict(r.get("paper", {})), dict(r.get("paths", {})))
+            Row(
+                r["label"],
+                dict(r.get("set", {})),
+                dict(r.get("paper", {})),
+                dict(r.get("paths", {})),
+                {str(d): dict(v) for d, v in r.get("papers", {}).items()},
+            )
             for r in raw["rows"]
         )
         exp = Experiment(
@@ -144,7 +186,12 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
     keys = {c.key for c in exp.columns}
     for row in exp.rows:
-        unknown = (set(row.paper) | set(row.paths)) - keys
+        unknown = (set(row.paper) | set(row.paths) | {k for v in row.papers.values() for k in v}) - keys
+        if set(row.papers) - set(PAPER_DATASETS):
+            raise ConfigError(
+                f"{path}: row {row.label!r}: papers for {sorted(set(row.papers) - set(PAPER_DATASETS))}; "
+                f"the paper's data sets are {', '.join(PAPER_DATASETS)}"
+            )
         if unknown:
             raise ConfigError(f"{path}: row {row.label!r} names unknown columns {sorted(unknown)}")
     for row in exp.rows:  # every configuration must validate before anything runs
@@ -253,7 +300,25 @@ def run_key(config: RunConfig) -> str:
         attack.pop("multicast", None)
     if not attack["kind"] or attack["momentum"] == 0:  # with β = 0 every reading of eq. 4 is Θ_u
         attack.pop("momentum_estimator", None)
+    if config.dataset not in ("ml-100k", "synthetic") and Path(config.dataset).is_file():
+        identity["dataset_sha256"] = _file_digest(config.dataset)  # a new file at the same path is new data
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: str) -> str:
+    """SHA-256 of a data file's bytes (remembered per path, size and modification time)."""
+    st = Path(path).stat()
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
 
 
 def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
@@ -269,7 +334,10 @@ def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
             continue
         try:
             stored = _with_legacy_defaults(json.loads(path.read_text()).get("config"))
-            key = run_key(from_mapping(stored, RunConfig(), source=str(path)))
+            config = from_mapping(stored, RunConfig(), source=str(path))
+            if config.dataset not in ("ml-100k", "synthetic"):
+                continue  # ran on a file whose contents then are not known: not matched again
+            key = run_key(config)
         except (OSError, ValueError, AttributeError, ConfigError):
             continue  # unreadable or from an incompatible version: not reused
         if key in wanted:
@@ -342,19 +410,39 @@ def throttled(progress: Progress, seconds: float = 15.0) -> Progress:
 
 
 #: model bytes per model and data: an experiment's rows and seeds share them (a prepare is ~0.4 s)
-_MODEL_BYTES: dict[tuple[object, ...], int] = {}
+_FOOTPRINTS: dict[tuple[object, ...], Footprint] = {}
 
 
-def _model_bytes(config: RunConfig) -> int:
-    """Bytes of one model of ``config`` (what a run's memory is estimated from)."""
+def footprint(config: RunConfig) -> Footprint:
+    """What one run of ``config`` holds per node and per observer (``p2plab.fanout.run_bytes``
+    turns it into bytes): its model's size, and its adversaries with what each keeps of a user."""
+    from adversary.cia import kept_rows
+    from p2pnode.attack import plan_for
     from p2pnode.prepare import prepare
 
     lc = config.learning
-    key = (config.model, config.dataset, config.data_dir, config.min_interactions, config.nodes,
-           lc.factors, lc.prme_dim, config.synthetic)  # fmt: skip
-    if key not in _MODEL_BYTES:
-        _MODEL_BYTES[key] = prepare(config).model_bytes
-    return _MODEL_BYTES[key]
+    key = (config.model, config.dataset, config.data_dir, config.table_options(), config.nodes,
+           lc.factors, lc.prme_dim, config.synthetic, config.seed, config.attack)  # fmt: skip
+    if key not in _FOOTPRINTS:
+        prep = prepare(config)
+        model = prep.model_bytes
+        plan = plan_for(prep)
+        if plan is None:
+            _FOOTPRINTS[key] = Footprint(model)
+        else:
+            n_items = max(int(v.shape[0]) for v in prep.init.values())
+            observers = [s for s in plan.adversaries.values() if not s.forwarder]
+            rows = sum(kept_rows(s.targets).size for s in observers) // max(len(observers), 1)  # their mean
+            per_row = sum(
+                v.nbytes // v.shape[0] for v in prep.init.values() if v.ndim == 2 and v.shape[0] == n_items
+            )
+            rest = sum(v.nbytes for v in prep.init.values() if not (v.ndim == 2 and v.shape[0] == n_items))
+            kept = (rows * per_row + rest + 256) * (
+                2 if config.attack.mia_proxy else 1
+            )  # 256: the arrays' headers
+            partners = max((len(s.partners) for s in observers), default=0)
+            _FOOTPRINTS[key] = Footprint(model, len(observers), kept, 1 + partners)
+    return _FOOTPRINTS[key]
 
 
 def run_experiment(
@@ -423,13 +511,13 @@ def run_experiment(
         if progress:
             progress(f"{len(pending)} runs on the Ray cluster at {ray_address}")
         tasks = [(k, v[2]) for k, v in pending.items()]
-        for key, summary, seconds in run_on_ray(tasks, ray_address, workers or None, _model_bytes):
+        for key, summary, seconds in run_on_ray(tasks, ray_address, workers or None, footprint):
             finished(key, summary, seconds)
     elif workers > 1 and len(pending) > 1:
         from p2plab.fanout import check_memory, run_parallel
 
         configs = [c for _r, _s, c, _p in pending.values()]
-        check_memory(configs, workers, _model_bytes)
+        check_memory(configs, workers, footprint)
         if progress:
             progress(f"{len(pending)} runs in {min(workers, len(pending))} worker processes")
         for key, summary, seconds in run_parallel([(k, v[2]) for k, v in pending.items()], workers):

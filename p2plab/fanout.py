@@ -24,20 +24,45 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from p2pnode.config import ConfigError, RunConfig
 
-#: bytes per node per byte of model, measured: 943-node ML-100k GMF runs with every node an
-#: adversary take 2.3-2.9 GB (model, optimizer state, delta bases, what adversaries keep)
-BYTES_PER_MODEL_BYTE = 14
-BASE_BYTES = 400 << 20  #: the interpreter, torch, the dataset
+BASE_BYTES = 450 << 20  #: the interpreter, torch, numba's kernels, the dataset
+#: per node beyond its model, moments and bases: its data (an item mask), protocol, sampler and
+#: wire state; measured at 1,083 Foursquare-shaped nodes (RSS after the build less the floor)
+NODE_BYTES = 200 << 10
 
 
-def run_bytes(config: RunConfig, model_bytes: int) -> int:
-    """The memory one simulation of ``config`` is expected to take at its largest."""
-    return BASE_BYTES + BYTES_PER_MODEL_BYTE * model_bytes * config.nodes
+@dataclass(frozen=True)
+class Footprint:
+    """What a run's memory is estimated from (``p2plab.experiment.footprint`` measures a config)."""
+
+    model_bytes: int  #: one node's model
+    adversaries: int = 0  #: CIA observers (colluders that only forward keep none)
+    observer_bytes: int = 0  #: what an observer keeps per user heard from, on average (v_u; doubled by MIA)
+    heard_per_round: int = 1  #: distinct users an observer may hear from a round (1 + partners)
+
+
+def run_bytes(config: RunConfig, fp: Footprint) -> int:
+    """The memory one simulation of ``config`` is expected to take at its largest.
+
+    Per node: the model and Adam's two moments for it (the float32 floor), and the sender's delta
+    base, which saves at most the delta budget of changed rows (learning/history.py; in one
+    process receivers share it). Per observer: v_u of every user it heard from, which grows with
+    the rounds up to every user (adversary/cia.py). Measured against it: 1,083 Foursquare-shaped
+    nodes, every one an adversary, peak at 15.72 GiB after 26 rounds (``python -m bench.scale
+    --shape foursquare-nyc``), estimated 16.6 GiB for 26 rounds; over 400 rounds the observers add
+    up to 5 GiB more (an upper bound: it counts a new user every round).
+    """
+    model = fp.model_bytes
+    delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
+    per_node = 3 * model + delta + NODE_BYTES
+    heard = min(max(config.nodes - 1, 0), config.rounds * fp.heard_per_round)
+    attack = fp.adversaries * heard * fp.observer_bytes
+    return int(BASE_BYTES + config.nodes * per_node + attack)
 
 
 def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -51,12 +76,15 @@ def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     return None
 
 
-def check_memory(configs: Sequence[RunConfig], workers: int, model_bytes: Callable[[RunConfig], int]) -> None:
-    """Refuse ``workers`` parallel runs of ``configs`` that would not fit in free memory."""
+def check_memory(
+    configs: Sequence[RunConfig], workers: int, footprint: Callable[[RunConfig], Footprint]
+) -> None:
+    """Refuse ``workers`` parallel runs of ``configs`` that would not fit in free memory: as many
+    runs as the largest needs (a POI run of fewer nodes can outweigh an ML-100k run of more)."""
     if workers <= 1 or not configs:
         return
-    largest = max(configs, key=lambda c: c.nodes)
-    need = run_bytes(largest, model_bytes(largest))
+    needs = [(run_bytes(c, footprint(c)), c) for c in configs]
+    need, largest = max(needs, key=lambda nc: nc[0])
     free = available_bytes()
     if free is None:
         return
@@ -124,7 +152,7 @@ def run_on_ray(
     tasks: Sequence[tuple[str, RunConfig]],
     address: str,
     workers: int | None,
-    model_bytes: Callable[[RunConfig], int],
+    footprint: Callable[[RunConfig], Footprint],
 ) -> Iterator[tuple[str, dict[str, Any], float]]:
     """Run every (key, config) on the Ray cluster at ``address`` (``auto``: the one this machine
     belongs to), at most ``workers`` at once (default: the cluster's CPUs), each reserving its
@@ -139,7 +167,7 @@ def run_on_ray(
     except (ConnectionError, ValueError, RuntimeError) as e:
         raise ConfigError(f"--ray {address}: no Ray cluster there ({e})") from None
     try:
-        yield from _ray_runs(ray, tasks, workers, model_bytes)
+        yield from _ray_runs(ray, tasks, workers, footprint)
     finally:
         ray.shutdown()
 
@@ -159,10 +187,10 @@ def _ray_runs(
     ray: Any,
     tasks: Sequence[tuple[str, RunConfig]],
     workers: int | None,
-    model_bytes: Callable[[RunConfig], int],
+    footprint: Callable[[RunConfig], Footprint],
 ) -> Iterator[tuple[str, dict[str, Any], float]]:
     offered = max((n["Resources"].get("memory", 0.0) for n in ray.nodes() if n["Alive"]), default=0.0)
-    needs = {key: run_bytes(config, model_bytes(config)) for key, config in tasks}
+    needs = {key: run_bytes(config, footprint(config)) for key, config in tasks}
     for key, config in tasks:
         if needs[key] > offered:
             raise ConfigError(

@@ -207,6 +207,9 @@ def _data_flags(data: argparse.ArgumentParser) -> None:
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument("--users", type=int, help="fewer users (check-ins and venues scale with them)")
     synth.add_argument(
+        "--venues", type=int, help="this many venues (e.g. the full catalogue for fewer users)"
+    )
+    synth.add_argument(
         "--elsewhere", type=float, default=0.0, help="share of added check-ins in other cities (a world file)"
     )
 
@@ -345,11 +348,21 @@ def _synth(args: argparse.Namespace) -> int:
     from learning import synthetic
 
     cfg = dataclasses.replace(synthetic.POI_SHAPES[args.shape], seed=args.seed)
+    users, venues, checkins = cfg.users, cfg.venues, cfg.checkins
     if args.users:
+        if args.users < 2:
+            raise ConfigError("--users must be at least 2")
         scale = args.users / cfg.users
-        cfg = dataclasses.replace(
-            cfg, users=args.users, checkins=max(round(cfg.checkins * scale), args.users * cfg.min_per_user)
-        )
+        users, venues, checkins = args.users, max(round(cfg.venues * scale), 2), round(cfg.checkins * scale)
+    if args.venues:
+        if args.venues < 2:
+            raise ConfigError("--venues must be at least 2")
+        venues = args.venues
+    # enough for every venue's first visit (at most half of a user's check-ins) and every user's minimum
+    checkins = max(checkins, 2 * venues + users, users * cfg.min_per_user)
+    cfg = dataclasses.replace(
+        cfg, users=users, venues=venues, checkins=checkins, neighbourhoods=min(cfg.neighbourhoods, venues)
+    )
     log = synthetic.poi_checkins(cfg)
     if args.elsewhere:
         log = synthetic.elsewhere(log, args.elsewhere, args.seed)

@@ -375,6 +375,55 @@ def test_workers_that_would_not_fit_in_memory_are_refused(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(fanout, "available_bytes", lambda: 3 << 30)
     configs = [RunConfig(nodes=943)] * 4
-    fanout.check_memory(configs, 1, lambda c: 215_000)  # one at a time: nothing to check
-    with pytest.raises(ConfigError, match=r"--workers 4: 4 runs of 943 nodes need about .* use --workers 1"):
-        fanout.check_memory(configs, 4, lambda c: 215_000)
+    gmf = fanout.Footprint(215_000)
+    fanout.check_memory(configs, 1, lambda c: gmf)  # one at a time: nothing to check
+    fanout.check_memory(configs, 2, lambda c: gmf)  # two runs of 943 honest GMF nodes fit in 3 GiB
+    with pytest.raises(ConfigError, match=r"--workers 4: 4 runs of 943 nodes need about .* use --workers 2"):
+        fanout.check_memory(configs, 4, lambda c: gmf)
+    # 400 rounds with every node an observer: v_u of up to 400 users each (2.6 GB more a run)
+    attacked = [RunConfig(nodes=943, rounds=400)] * 2
+    every_node_observes = fanout.Footprint(215_000, adversaries=943, observer_bytes=6_900)
+    with pytest.raises(ConfigError, match=r"--workers 2: 2 runs of 943 nodes need about .* use --workers 1"):
+        fanout.check_memory(attacked, 2, lambda c: every_node_observes)
+
+
+def test_a_poi_runs_memory_is_estimated_from_its_model_and_what_its_observers_keep() -> None:
+    """The estimate against bench.scale's measurement: 1,083 Foursquare-shaped nodes, every one
+    an adversary keeping 103 target rows on average of each user it hears from, peak at 15.72 GiB
+    at round 26; the estimate is above that, by less than 10%, and a 400-round run adds the
+    observers' growth."""
+    from p2plab import fanout
+
+    model = (38_333 + 1) * 32 * 4 + 32 * 4 + 4
+    fp = fanout.Footprint(model, adversaries=1083, observer_bytes=105 * 128 + 256)
+    short = fanout.run_bytes(RunConfig(nodes=1083, rounds=26), fp) / 2**30
+    assert 15.72 <= short <= 15.72 * 1.1
+    long = fanout.run_bytes(RunConfig(nodes=1083, rounds=400), fp) / 2**30
+    assert long - short > 5.0  # 1,083 observers × 374 more users × 13.7 kB
+
+
+def test_an_experiment_runs_on_a_poi_file_beside_the_papers_numbers_for_it(tmp_path: Path) -> None:
+    """``--dataset FILE``: every user of the file is a node, the paper's numbers are those of the
+    data set the file's name says it is, and new contents at the same path are new runs."""
+    from learning import synthetic
+    from p2plab.cli import main as lab_main
+
+    small = synthetic.POIConfig(users=30, venues=300, checkins=1500, neighbourhoods=6)
+    path = tmp_path / "dataset_TSMC2014_NYC.txt"
+    path.write_text("".join(synthetic.tsmc_lines(synthetic.poi_checkins(small))))
+    out = tmp_path / "t3"
+    argv = ["experiment", "table3", "--dataset", str(path), "--rows", "Rand-Gossip GMF", "--rounds", "2"]
+    argv += ["--seeds", "0", "--set", "attack.target_k=3", "--out", str(out), "--quiet"]
+    assert lab_main(argv) == 0
+    report = (out / "report.md").read_text()
+    assert "dataset_TSMC2014_NYC.txt" in report and "[paper: foursquare-nyc]" in report
+    assert "| Rand-Gossip GMF | 7.12 |" in report  # the paper's Foursquare-NYC Max AAC
+    runs = sorted((out / "runs").glob("simulate-*.json"))
+    assert len(runs) == 1
+    assert json.loads(runs[0].read_text())["config"]["nodes"] == 30
+    path.write_text("".join(synthetic.tsmc_lines(synthetic.poi_checkins(dataclasses.replace(small, seed=1)))))
+    assert lab_main(argv) == 0
+    assert len(list((out / "runs").glob("simulate-*.json"))) == 2
+    assert lab_main([*argv[:-3], "--paper", "gowalla-nyc", "--out", str(tmp_path / "g"), "--quiet"]) == 0
+    assert "| Rand-Gossip GMF | 11 |" in (tmp_path / "g" / "report.md").read_text()
+    assert lab_main(["experiment", "table3", "--paper", "gowalla-nyc", "--quiet"]) == 2  # no --dataset

@@ -266,3 +266,19 @@ def test_category_targets_by_name_and_by_group() -> None:
     assert _category_target("Health and Medicine", cats).tolist() == [1, 2, 4]
     with pytest.raises(ConfigError, match="no venue category 'gym'"):
         _category_target("gym", cats)
+
+
+def test_synth_scales_venues_with_users_or_keeps_the_catalogue_and_says_what_cannot_be_made(
+    tmp_path: Path,
+) -> None:
+    from p2pnode.cli import main
+
+    out = tmp_path / "few.txt"
+    assert main(["data", "synth", "foursquare-nyc", str(out), "--users", "30"]) == 0
+    data = load(out, TableOptions())
+    assert data.n_users == 30 and 900 <= data.n_items <= 1100  # 38,333 × 30 / 1,083 venues
+    out2 = tmp_path / "catalogue.txt"
+    assert main(["data", "synth", "gowalla-nyc", str(out2), "--users", "20", "--venues", "2000"]) == 0
+    assert load(out2, TableOptions()).n_items == 2000  # every venue visited at least once
+    with pytest.raises(DataError, match=r"cannot visit 600 venues .* need 1240"):
+        poi_checkins(POIConfig(users=40, venues=600, checkins=1000, neighbourhoods=6, min_per_user=10))
