@@ -452,7 +452,7 @@ class RunConfig:
     seed: int = opt(0, "seed of everything random")
     dataset: str = opt(
         "ml-100k",
-        "ml-100k, synthetic, or a user,item[,timestamp] file",
+        "ml-100k, synthetic, or a file: Foursquare TSMC2014, SNAP Gowalla, or CSV/TSV (p2pnode data list)",
         check=(bool, "must be ml-100k, synthetic or a file path"),
     )
     data_dir: str = opt("", "dataset directory (default $P2PNODE_DATA or ~/.cache)")
