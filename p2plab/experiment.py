@@ -437,9 +437,9 @@ def footprint(config: RunConfig) -> Footprint:
                 v.nbytes // v.shape[0] for v in prep.init.values() if v.ndim == 2 and v.shape[0] == n_items
             )
             rest = sum(v.nbytes for v in prep.init.values() if not (v.ndim == 2 and v.shape[0] == n_items))
-            kept = (rows * per_row + rest + 256) * (
-                2 if config.attack.mia_proxy else 1
-            )  # 256: the arrays' headers
+            kept = rows * per_row + rest + 256  # 256: the arrays' headers
+            if config.attack.mia_proxy:  # the latest observation of each user too
+                kept *= 2
             partners = max((len(s.partners) for s in observers), default=0)
             _FOOTPRINTS[key] = Footprint(model, len(observers), kept, 1 + partners)
     return _FOOTPRINTS[key]

@@ -135,6 +135,7 @@ class DeltaEncoder:
             return None
         full_bytes = 0
         delta_bytes = 0
+        row_bytes = 0  #: the part of delta_bytes that is changed rows
         dense: dict[str, Any] = {}
         rows: dict[str, Any] = {}
         for name, arr in view.items():
@@ -142,19 +143,16 @@ class DeltaEncoder:
             full_bytes += arr.size * itemsize
             changed = self._changed(base_params, name, arr) if arr.ndim == 2 else None
             if changed is not None:
-                delta_bytes += changed.size * (4 + arr.shape[1] * itemsize)
+                row_bytes += changed.size * (4 + arr.shape[1] * itemsize)
                 rows[name] = (changed, arr)
             else:
                 delta_bytes += arr.size * itemsize
                 dense[name] = pack_tensor(arr, dtype)
+        delta_bytes += row_bytes
         if delta_bytes > (1.0 - self.min_saving) * full_bytes:
             return None
-        if isinstance(base_params, Base):  # its own limit: the same rule, or the budget below it
-            dense_bytes = sum(
-                view[name].size * (2 if dtype == "float16" else view[name].itemsize) for name in dense
-            )
-            if delta_bytes - dense_bytes > base_params.limit:
-                return None
+        if isinstance(base_params, Base) and row_bytes > base_params.limit:  # the budget below the rule
+            return None
         packed_rows = {
             name: {"i": pack_tensor(idx), "v": pack_tensor(arr[idx], dtype)}
             for name, (idx, arr) in rows.items()
