@@ -382,9 +382,13 @@ Runner = Callable[[RunConfig, Progress | None], dict[str, Any]]
 
 
 def simulator(config: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
+    from p2pnode.process import release_memory
     from p2pnode.sim import simulate
 
-    return simulate(config, progress)
+    try:
+        return simulate(config, progress)
+    finally:
+        release_memory()  # the next run of this process starts on an empty heap
 
 
 def real_network(processes: int) -> Runner:
@@ -422,13 +426,15 @@ def footprint(config: RunConfig) -> Footprint:
 
     lc = config.learning
     key = (config.model, config.dataset, config.data_dir, config.table_options(), config.nodes,
-           lc.factors, lc.prme_dim, config.synthetic, config.seed, config.attack)  # fmt: skip
+           lc.factors, lc.prme_dim, config.synthetic, config.seed, config.attack, config.protocol,
+           config.fraction)  # fmt: skip
     if key not in _FOOTPRINTS:
         prep = prepare(config)
         model = prep.model_bytes
         plan = plan_for(prep)
+        fed = max(1, math.ceil(config.fraction * config.nodes)) if config.protocol == "fedavg" else 0
         if plan is None:
-            _FOOTPRINTS[key] = Footprint(model)
+            _FOOTPRINTS[key] = Footprint(model, in_flight=fed)
         else:
             n_items = max(int(v.shape[0]) for v in prep.init.values())
             observers = [s for s in plan.adversaries.values() if not s.forwarder]
@@ -441,7 +447,8 @@ def footprint(config: RunConfig) -> Footprint:
             if config.attack.mia_proxy:  # the latest observation of each user too
                 kept *= 2
             partners = max((len(s.partners) for s in observers), default=0)
-            _FOOTPRINTS[key] = Footprint(model, len(observers), kept, 1 + partners)
+            heard = fed or 1 + partners  # the FedAvg server hears from every selected client a round
+            _FOOTPRINTS[key] = Footprint(model, len(observers), kept, heard, fed)
     return _FOOTPRINTS[key]
 
 
@@ -523,6 +530,11 @@ def run_experiment(
         for key, summary, seconds in run_parallel([(k, v[2]) for k, v in pending.items()], workers):
             finished(key, summary, seconds)
     else:
+        if runner is simulator and pending:
+            from p2plab.fanout import check_memory
+
+            one_per_row = {id(r): c for r, _s, c, _p in reversed(pending.values())}  # seeds alike
+            check_memory(list(one_per_row.values()), 1, footprint)
         for key, (_row, _seed, config, _path) in pending.items():
             t0 = time.perf_counter()
             summary = runner(config, throttled(progress) if progress else None)

@@ -44,6 +44,9 @@ class Footprint:
     adversaries: int = 0  #: CIA observers (colluders that only forward keep none)
     observer_bytes: int = 0  #: what an observer keeps per user heard from, on average (v_u; doubled by MIA)
     heard_per_round: int = 1  #: distinct users an observer may hear from a round (1 + partners)
+    #: models of a round held at once beyond the nodes' own: FedAvg's updates, each in flight as a
+    #: frame beside the client's snapshot until the server takes it (0 for gossip)
+    in_flight: int = 0
 
 
 def run_bytes(config: RunConfig, fp: Footprint) -> int:
@@ -55,14 +58,17 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     the rounds up to every user (adversary/cia.py). Measured against it: 1,083 Foursquare-shaped
     nodes, every one an adversary, peak at 15.72 GiB after 26 rounds (``python -m bench.scale
     --shape foursquare-nyc``), estimated 16.6 GiB for 26 rounds; over 400 rounds the observers add
-    up to 5 GiB more (an upper bound: it counts a new user every round).
+    up to 5 GiB more (an upper bound: it counts a new user every round). FedAvg's server hears
+    from every selected client each round, so it keeps a v_u of every user (with every user's
+    items as targets: a whole item table each), and the round's updates are held twice while in
+    flight: 200 Gowalla-shaped clients peak at 5.13 GiB, estimated 5.3 GiB.
     """
     model = fp.model_bytes
     delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
     per_node = 3 * model + delta + NODE_BYTES
     heard = min(max(config.nodes - 1, 0), config.rounds * fp.heard_per_round)
     attack = fp.adversaries * heard * fp.observer_bytes
-    return int(BASE_BYTES + config.nodes * per_node + attack)
+    return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
 
 
 def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -80,15 +86,24 @@ def check_memory(
     configs: Sequence[RunConfig], workers: int, footprint: Callable[[RunConfig], Footprint]
 ) -> None:
     """Refuse ``workers`` parallel runs of ``configs`` that would not fit in free memory: as many
-    runs as the largest needs (a POI run of fewer nodes can outweigh an ML-100k run of more)."""
-    if workers <= 1 or not configs:
+    runs as the largest needs (a POI run of fewer nodes can outweigh an ML-100k run of more). One
+    run at a time is refused too when the largest alone does not fit: better said before it starts
+    than an OOM kill halfway through, or a machine brought down."""
+    if not configs:
         return
     needs = [(run_bytes(c, footprint(c)), c) for c in configs]
     need, largest = max(needs, key=lambda nc: nc[0])
     free = available_bytes()
     if free is None:
         return
-    parallel = min(workers, len(configs))
+    if need > free:
+        data = Path(str(largest.dataset)).name
+        raise ConfigError(
+            f"a run of {largest.nodes} nodes ({largest.protocol}, {data}) needs about "
+            f"{need / 2**30:.1f} GiB and {free / 2**30:.1f} GiB is free; run fewer --nodes or on a "
+            "machine with more memory (--ray)"
+        )
+    parallel = min(max(workers, 1), len(configs))
     if parallel * need > free:
         fits = max(1, free // need)
         raise ConfigError(
@@ -121,13 +136,15 @@ def code_digest() -> str:
 
 
 def _simulate(config: RunConfig) -> tuple[dict[str, Any], float]:
-    from p2pnode.process import tune_process
+    from p2pnode.process import release_memory, tune_process
     from p2pnode.sim import simulate
 
     tune_process()
     t0 = time.perf_counter()
     summary = simulate(config)
-    return summary, time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    release_memory()  # this worker's next run starts on an empty heap
+    return summary, seconds
 
 
 def run_parallel(

@@ -84,6 +84,6 @@ class Host:
         """The receiver's delta base of ``sender`` is the sender's own base of that version."""
         source = self.nodes.get(sender)
         if source is not None:
-            base = source.encoder.base_for(version)
+            base = source.encoder.shared(version)
             if base is not None:
                 node.decoder.share(sender, version, base)

@@ -68,6 +68,9 @@ class DeltaEncoder:
         self._base: tuple[int, ParamsView] | None = None
         self._acked: OrderedDict[int, int] = OrderedDict()
         self._open: dict[int, Base] = {}  #: per version: the base opened when it was encoded
+        #: without a history: the last model sent whole, which receivers in this process may keep
+        #: in place of their own decoded copy (a FedAvg server's global model, sent to every client)
+        self._last_whole: tuple[int, ParamsView] | None = None
 
     def encode(self, peer: int, version: int, params: ParamsView) -> EncodedModel:
         view = _round16(params) if self.float16 else params
@@ -91,6 +94,8 @@ class DeltaEncoder:
             packed[k] = pack_tensor(v, dtype)
             nbytes += v.nbytes
         body = {"ver": version, "p": packed}
+        if self.history is None:
+            self._last_whole = (version, view)
         return EncodedModel(body, view, False, nbytes // 2 if dtype else nbytes, opened)
 
     def _open_base(self, version: int, params: ParamsView) -> Base | None:
@@ -113,6 +118,16 @@ class DeltaEncoder:
         """The open base of the model this node encoded as ``version`` (None: none is open)."""
         base = self._open.get(version)
         return base if base is not None and base.alive else None
+
+    def shared(self, version: int) -> ParamsView | None:
+        """What a receiver in this process may keep as its base of ``version`` instead of the copy
+        it decoded: the open base on the live model, or, without a history, the model last sent
+        whole (the same values; nothing writes to a sent snapshot)."""
+        base = self.base_for(version)
+        if base is not None:
+            return base
+        last = self._last_whole
+        return last[1] if last is not None and last[0] == version else None
 
     def settled(self, encoded: EncodedModel) -> None:
         """A send is over (answered or failed): it no longer holds the bases it opened or was
@@ -273,9 +288,10 @@ class DeltaDecoder:
             out[name] = arr
         return out
 
-    def share(self, sender: int, version: int, base: Base) -> None:
-        """Keep ``base``, the sender's own base of ``version`` in this process, instead of the
-        copy just decoded from its frame: the same values, held once (learning/history.py)."""
+    def share(self, sender: int, version: int, base: ParamsView) -> None:
+        """Keep ``base``, the sender's own base (learning/history.py) or sent model of ``version``
+        in this process, instead of the copy just decoded from its frame: the same values, held
+        once."""
         held = self._bases.get(sender)
         if held is not None and held[0] == version:
             self._bases[sender] = (version, base)

@@ -201,3 +201,35 @@ def test_a_receiver_in_the_same_process_rebuilds_a_delta_from_the_senders_own_ba
         np.testing.assert_array_equal(got[k], params[k])
     rows = wire(second.body)["r"]["item"]["i"]
     assert unpack_tensor(rows, spec_of({"i": np.zeros(2, np.int32)})["i"]).tolist() == [2, 3]
+
+
+def test_receivers_in_the_same_process_keep_a_history_less_senders_model_once() -> None:
+    """A FedAvg server (no history) sends one global model to every client: each client keeps
+    that model as its base, not the copy it decoded, and a later delta against it decodes the
+    same. Not before it was sent, and not a model sent as a delta."""
+    from learning.params import spec_of
+
+    params = model(6)
+    spec = spec_of(params)
+    enc = DeltaEncoder()  # no history: the FedAvg server's ParamStore
+    assert enc.shared(1) is None
+    sent = {k: v.copy() for k, v in params.items()}
+    clients = [DeltaDecoder() for _ in range(3)]
+    for peer, dec in enumerate(clients):
+        first = enc.encode(peer, 1, sent)
+        assert not first.is_delta
+        dec.decode(0, wire(first.body), spec)
+        shared = enc.shared(1)
+        assert shared is sent and enc.shared(2) is None
+        dec.share(0, 1, shared)
+        enc.acknowledged(peer, 1, first.view)
+    assert all(dec._bases[0][1] is sent for dec in clients)  # one model held, not three copies
+    new = {k: v.copy() for k, v in sent.items()}
+    new["item"][7] = 9.0
+    second = enc.encode(0, 2, new)
+    assert second.is_delta and enc.shared(2) is None  # a delta is no model to keep
+    version, got = clients[0].decode(0, wire(second.body), spec)
+    assert version == 2
+    for k in params:
+        np.testing.assert_array_equal(got[k], new[k])
+    np.testing.assert_array_equal(sent["item"], params["item"])  # the shared base was not written
