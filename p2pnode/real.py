@@ -34,7 +34,7 @@ from p2pnode.build import make_node, make_server, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
-from p2pnode.limits import Limits
+from p2pnode.limits import Limits, client_timeout
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import metric_for, summary
@@ -175,6 +175,7 @@ class NodeProcess:
         self._client_ssl = client_context(self.spec.tls) if self.spec.tls is not None else None
         self.transport = HttpTransport(
             self.addresses,
+            timeout_s=client_timeout(self.host.max_frame_bytes),  # sized from the model
             keys=self.keys,
             ssl_context=self._client_ssl,
             local=self.host if self.config.wire.local_delivery else None,
@@ -209,16 +210,16 @@ class NodeProcess:
         gc.collect()
         gc.freeze()
         self.host.accepting = False  # until the nodes start, below: they cannot answer yet
-        app = make_app(
-            self.host, self.status, self.members, self.keys, self.spec.limits, self.spec.tls is not None
-        )
+        # a model's body gets the time its bytes take (strangers' headers get no more)
+        limits = (self.spec.limits or Limits()).sized(self.host.max_frame_bytes)
+        app = make_app(self.host, self.status, self.members, self.keys, limits, self.spec.tls is not None)
         server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
         self.runner, self.listener = await listen(
             app,
             self.spec.listen_host,
             self.spec.listen_port,
             server_ssl,
-            self.spec.limits,
+            limits,
             on_refused=self.metrics.refused_connections.inc,
         )
         if self.round >= self.config.rounds:  # resumed after its last round: nothing left to run,

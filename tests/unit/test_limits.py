@@ -74,3 +74,19 @@ def test_address_guard_caps_connections_and_requests_per_address_and_forgets_clo
         Limits(max_connections_per_address=0)
     with pytest.raises(ValueError):
         Limits(body_timeout_s=0)
+
+
+def test_timeouts_grow_with_the_largest_frame_a_model_makes() -> None:
+    """A 4.9 MB Foursquare-shaped model's frame gets ~6 s more to arrive and be answered than an
+    ML-100k one, which keeps today's timeouts to within a third of a second."""
+    from p2pnode.host import body_limit
+    from p2pnode.limits import CLIENT_TIMEOUT_S, client_timeout
+
+    ml100k = body_limit((1682 + 1) * 32 * 4 + 32 * 4 + 4)  # items, its own user, h, bias
+    poi = body_limit((38_333 + 1) * 32 * 4 + 32 * 4 + 4)
+    base = Limits()
+    assert base.sized(ml100k).body_timeout_s - base.body_timeout_s < 0.4
+    assert client_timeout(ml100k) - CLIENT_TIMEOUT_S < 0.4
+    assert 5.5 < base.sized(poi).body_timeout_s - base.body_timeout_s < 6.5
+    assert 5.5 < client_timeout(poi) - CLIENT_TIMEOUT_S < 6.5
+    assert base.sized(poi).header_timeout_s == base.header_timeout_s  # strangers get no more time
