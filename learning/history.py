@@ -219,11 +219,16 @@ class ParamHistory:
     # -- hooks: called before the rows change ------------------------------------------------------
 
     def touch_rows(self, name: str, rows: Index) -> None:
-        """Rows ``rows`` (unique) of 2-D ``name`` are about to change."""
+        """Rows ``rows`` of 2-D ``name`` are about to change (repeats allowed: a batch's items).
+        Made unique and sorted, as ``np.unique`` would, through a mask over the table: on a
+        38k-row POI table ``np.unique`` of an epoch's items was 7% of a round."""
         self.stamp += 1
         if not self.bases:
             return
         live = self.params[name]
+        seen = np.zeros(live.shape[0], dtype=bool)
+        seen[rows] = True
+        rows = np.flatnonzero(seen)
         cost = self.row_cost(name)
         for base in self.bases:
             base._save_rows(name, rows, live, cost)

@@ -498,7 +498,7 @@ class GMFLearner(BaseLearner):
         """The rows of ``items`` and every other tensor are about to change (a training step;
         dense Adam moves every row)."""
         if self.config.sparse_items:
-            self.history.touch_rows(gmf.ITEM, np.unique(items))
+            self.history.touch_rows(gmf.ITEM, items)
         else:
             self.history.touch_all(gmf.ITEM)
         self._touch_dense()

@@ -109,7 +109,7 @@ class PRMELearner(BaseLearner):
             for sel in self._batches():
                 prev, pos, neg, gap = self._previous[sel], self._next[sel], negatives[sel], self._gap[sel]
                 if self.dp is None:
-                    rows = np.unique(np.concatenate((prev, pos, neg)))
+                    rows = np.concatenate((prev, pos, neg))  # made unique where a base saves them
                     for name in (prme.ITEM_P, prme.ITEM_S):
                         self.history.touch_rows(name, rows)
                     self._touch_dense()
