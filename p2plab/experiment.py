@@ -418,10 +418,9 @@ _FOOTPRINTS: dict[tuple[object, ...], Footprint] = {}
 
 
 def footprint(config: RunConfig) -> Footprint:
-    """What one run of ``config`` holds per node and per observer (``p2plab.fanout.run_bytes``
-    turns it into bytes): its model's size, and its adversaries with what each keeps of a user."""
-    from adversary.cia import kept_rows
-    from p2pnode.attack import plan_for
+    """What one run of ``config`` holds per node and per observer (p2pnode.footprint), prepared
+    once per model and data: an experiment's rows and seeds share them."""
+    from p2pnode.footprint import footprint_of
     from p2pnode.prepare import prepare
 
     lc = config.learning
@@ -429,26 +428,7 @@ def footprint(config: RunConfig) -> Footprint:
            lc.factors, lc.prme_dim, config.synthetic, config.seed, config.attack, config.protocol,
            config.fraction)  # fmt: skip
     if key not in _FOOTPRINTS:
-        prep = prepare(config)
-        model = prep.model_bytes
-        plan = plan_for(prep)
-        fed = max(1, math.ceil(config.fraction * config.nodes)) if config.protocol == "fedavg" else 0
-        if plan is None:
-            _FOOTPRINTS[key] = Footprint(model, in_flight=fed)
-        else:
-            n_items = max(int(v.shape[0]) for v in prep.init.values())
-            observers = [s for s in plan.adversaries.values() if not s.forwarder]
-            rows = sum(kept_rows(s.targets).size for s in observers) // max(len(observers), 1)  # their mean
-            per_row = sum(
-                v.nbytes // v.shape[0] for v in prep.init.values() if v.ndim == 2 and v.shape[0] == n_items
-            )
-            rest = sum(v.nbytes for v in prep.init.values() if not (v.ndim == 2 and v.shape[0] == n_items))
-            kept = rows * per_row + rest + 256  # 256: the arrays' headers
-            if config.attack.mia_proxy:  # the latest observation of each user too
-                kept *= 2
-            partners = max((len(s.partners) for s in observers), default=0)
-            heard = fed or 1 + partners  # the FedAvg server hears from every selected client a round
-            _FOOTPRINTS[key] = Footprint(model, len(observers), kept, heard, fed)
+        _FOOTPRINTS[key] = footprint_of(config, prepare(config))
     return _FOOTPRINTS[key]
 
 

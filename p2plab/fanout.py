@@ -24,62 +24,13 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from p2pnode.config import ConfigError, RunConfig
+from p2pnode.footprint import BASE_BYTES, NODE_BYTES, Footprint, available_bytes, run_bytes, too_big
 
-BASE_BYTES = 450 << 20  #: the interpreter, torch, numba's kernels, the dataset
-#: per node beyond its model, moments and bases: its data (an item mask), protocol, sampler and
-#: wire state; measured at 1,083 Foursquare-shaped nodes (RSS after the build less the floor)
-NODE_BYTES = 200 << 10
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """What a run's memory is estimated from (``p2plab.experiment.footprint`` measures a config)."""
-
-    model_bytes: int  #: one node's model
-    adversaries: int = 0  #: CIA observers (colluders that only forward keep none)
-    observer_bytes: int = 0  #: what an observer keeps per user heard from, on average (v_u; doubled by MIA)
-    heard_per_round: int = 1  #: distinct users an observer may hear from a round (1 + partners)
-    #: models of a round held at once beyond the nodes' own: FedAvg's updates, each in flight as a
-    #: frame beside the client's snapshot until the server takes it (0 for gossip)
-    in_flight: int = 0
-
-
-def run_bytes(config: RunConfig, fp: Footprint) -> int:
-    """The memory one simulation of ``config`` is expected to take at its largest.
-
-    Per node: the model and Adam's two moments for it (the float32 floor), and the sender's delta
-    base, which saves at most the delta budget of changed rows (learning/history.py; in one
-    process receivers share it). Per observer: v_u of every user it heard from, which grows with
-    the rounds up to every user (adversary/cia.py). Measured against it: 1,083 Foursquare-shaped
-    nodes, every one an adversary, peak at 15.72 GiB after 26 rounds (``python -m bench.scale
-    --shape foursquare-nyc``), estimated 16.6 GiB for 26 rounds; over 400 rounds the observers add
-    up to 5 GiB more (an upper bound: it counts a new user every round). FedAvg's server hears
-    from every selected client each round, so it keeps a v_u of every user (with every user's
-    items as targets: a whole item table each), and the round's updates are held twice while in
-    flight: 200 Gowalla-shaped clients peak at 5.13 GiB, estimated 5.3 GiB.
-    """
-    model = fp.model_bytes
-    delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
-    per_node = 3 * model + delta + NODE_BYTES
-    heard = min(max(config.nodes - 1, 0), config.rounds * fp.heard_per_round)
-    attack = fp.adversaries * heard * fp.observer_bytes
-    return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
-
-
-def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """``MemAvailable`` of this machine (None where it cannot be read)."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+__all__ = ["BASE_BYTES", "NODE_BYTES", "Footprint", "available_bytes", "check_memory", "run_bytes"]
 
 
 def check_memory(
@@ -97,12 +48,7 @@ def check_memory(
     if free is None:
         return
     if need > free:
-        data = Path(str(largest.dataset)).name
-        raise ConfigError(
-            f"a run of {largest.nodes} nodes ({largest.protocol}, {data}) needs about "
-            f"{need / 2**30:.1f} GiB and {free / 2**30:.1f} GiB is free; run fewer --nodes or on a "
-            "machine with more memory (--ray)"
-        )
+        raise ConfigError(too_big(largest, need, free) + " (--ray)")
     parallel = min(max(workers, 1), len(configs))
     if parallel * need > free:
         fits = max(1, free // need)

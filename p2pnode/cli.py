@@ -174,6 +174,12 @@ def _run_flags(run: argparse.ArgumentParser) -> None:
 
 def _simulate_flags(simulate: argparse.ArgumentParser) -> None:
     experiment_flags(simulate, real=False)
+    simulate.add_argument(
+        "--no-memory-check",
+        dest="memory_check",
+        action="store_false",
+        help="run even where the estimate says it will not fit in free memory",
+    )
 
 
 def _keys_flags(keys: argparse.ArgumentParser) -> None:
@@ -383,7 +389,7 @@ def _simulate(args: argparse.Namespace) -> int:
     tune_process()
     config = config_from_args(args)
     progress = progress_printer(args)
-    result = simulate(config, progress)
+    result = simulate(config, progress, memory_check=args.memory_check)
     if progress is not None:
         progress(summary(result, metric_for(config)))
     if args.out is not None:

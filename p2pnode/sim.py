@@ -16,6 +16,7 @@ from p2pcore.churn import ChurnEvent, Schedule, schedule
 from p2pnode.build import make_node, make_server
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
+from p2pnode.footprint import check_fits
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
@@ -140,10 +141,19 @@ class Churn:
         return {"churn": out}
 
 
-def simulate(config: RunConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run ``config.rounds`` rounds; return the final summary with per-round history."""
+def simulate(
+    config: RunConfig, progress: Callable[[str], None] | None = None, memory_check: bool = True
+) -> dict[str, Any]:
+    """Run ``config.rounds`` rounds; return the final summary with per-round history.
+
+    ``memory_check``: first refuse (ConfigError) a run estimated not to fit in free memory
+    (p2pnode.footprint), before anything is built."""
     t0 = time.perf_counter()
-    sim = Simulation(config)
+    config = config.validate()
+    prep = prepare(config)
+    if memory_check:
+        check_fits(config, prep)
+    sim = Simulation(config, prep)
     extra = sim.churn.report if sim.churn is not None else None
     runner = RoundRunner(RoundLog(config, sim.prep, sim.host.nodes, progress, extra=extra), config.rounds)
     while (r := runner.next_round()) is not None:

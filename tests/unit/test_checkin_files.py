@@ -282,3 +282,23 @@ def test_synth_scales_venues_with_users_or_keeps_the_catalogue_and_says_what_can
     assert load(out2, TableOptions()).n_items == 2000  # every venue visited at least once
     with pytest.raises(DataError, match=r"cannot visit 600 venues .* need 1240"):
         poi_checkins(POIConfig(users=40, venues=600, checkins=1000, neighbourhoods=6, min_per_user=10))
+
+
+def test_a_run_estimated_not_to_fit_is_refused_before_it_is_built_unless_told_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``simulate`` estimates a run's memory from its prepared model and attack (p2pnode.footprint)
+    and refuses one that does not fit in free memory in one line; ``--no-memory-check`` runs it."""
+    from p2plab.cli import main as lab_main
+    from p2pnode import footprint
+
+    log = poi_checkins(POIConfig(users=30, venues=400, checkins=2400, neighbourhoods=4, min_per_user=10))
+    path = write(tmp_path / "dataset_TSMC2014_NYC.txt", tsmc_lines(log))
+    argv = ["simulate", "--dataset", str(path), "--rounds", "1", "--protocol", "fedavg", "--attack", "cia"]
+    argv += ["--target-k", "5"]
+    monkeypatch.setattr(footprint, "available_bytes", lambda: 100 << 20)
+    assert lab_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("p2pnode: error: a run of 30 nodes (fedavg, dataset_TSMC2014_NYC.txt) needs about")
+    assert err.endswith("0.1 GiB is free; run fewer --nodes or on a machine with more memory")
+    assert lab_main([*argv, "--no-memory-check"]) == 0

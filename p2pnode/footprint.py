@@ -1,0 +1,109 @@
+"""How much memory a simulation will take, estimated before it is built.
+
+The estimate is what ``simulate`` and ``experiment`` check against the machine's free memory, so
+that a run that cannot fit is refused in one line instead of being OOM-killed halfway (or taking
+the machine down). It counts what a run holds at its largest: every node's model with Adam's two
+moments and its delta base, what every CIA observer keeps of each user it hears from, and for
+FedAvg the round's updates in flight. Figures it was checked against are in :func:`run_bytes`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from p2pnode.config import ConfigError, RunConfig
+from p2pnode.prepare import Prepared
+
+BASE_BYTES = 450 << 20  #: the interpreter, torch, numba's kernels, the dataset
+#: per node beyond its model, moments and bases: its data (an item mask), protocol, sampler and
+#: wire state; measured at 1,083 Foursquare-shaped nodes (RSS after the build less the floor)
+NODE_BYTES = 200 << 10
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a run's memory is estimated from (:func:`footprint_of` measures a run)."""
+
+    model_bytes: int  #: one node's model
+    adversaries: int = 0  #: CIA observers (colluders that only forward keep none)
+    observer_bytes: int = 0  #: what an observer keeps per user heard from, on average (v_u; doubled by MIA)
+    heard_per_round: int = 1  #: distinct users an observer may hear from a round (1 + partners)
+    #: models of a round held at once beyond the nodes' own: FedAvg's updates, each in flight as a
+    #: frame beside the client's snapshot until the server takes it (0 for gossip)
+    in_flight: int = 0
+
+
+def run_bytes(config: RunConfig, fp: Footprint) -> int:
+    """The memory one simulation of ``config`` is expected to take at its largest.
+
+    Per node: the model and Adam's two moments for it (the float32 floor), and the sender's delta
+    base, which saves at most the delta budget of changed rows (learning/history.py; in one
+    process receivers share it). Per observer: v_u of every user it heard from, which grows with
+    the rounds up to every user (adversary/cia.py). Measured against it: 1,083 Foursquare-shaped
+    nodes, every one an adversary, peak at 15.72 GiB after 26 rounds (``python -m bench.scale
+    --shape foursquare-nyc``), estimated 16.6 GiB for 26 rounds; over 400 rounds the observers add
+    up to 5 GiB more (an upper bound: it counts a new user every round). FedAvg's server hears
+    from every selected client each round, so it keeps a v_u of every user (with every user's
+    items as targets: a whole item table each), and the round's updates are held twice while in
+    flight: 200 Gowalla-shaped clients peak at 5.13 GiB, estimated 5.3 GiB.
+    """
+    model = fp.model_bytes
+    delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
+    per_node = 3 * model + delta + NODE_BYTES
+    heard = min(max(config.nodes - 1, 0), config.rounds * fp.heard_per_round)
+    attack = fp.adversaries * heard * fp.observer_bytes
+    return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
+
+
+def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """``MemAvailable`` of this machine (None where it cannot be read)."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
+    """What one run of ``config`` holds per node and per observer: its model's size, and its
+    adversaries with what each keeps of a user (:func:`run_bytes` turns it into bytes)."""
+    from adversary.cia import kept_rows
+    from p2pnode.attack import plan_for
+
+    model = prep.model_bytes
+    plan = plan_for(prep)
+    fed = max(1, math.ceil(config.fraction * config.nodes)) if config.protocol == "fedavg" else 0
+    if plan is None:
+        return Footprint(model, in_flight=fed)
+    n_items = max(int(v.shape[0]) for v in prep.init.values())
+    observers = [s for s in plan.adversaries.values() if not s.forwarder]
+    rows = sum(kept_rows(s.targets).size for s in observers) // max(len(observers), 1)  # their mean
+    per_row = sum(v.nbytes // v.shape[0] for v in prep.init.values() if v.ndim == 2 and v.shape[0] == n_items)
+    rest = sum(v.nbytes for v in prep.init.values() if not (v.ndim == 2 and v.shape[0] == n_items))
+    kept = rows * per_row + rest + 256  # 256: the arrays' headers
+    if config.attack.mia_proxy:  # the latest observation of each user too
+        kept *= 2
+    partners = max((len(s.partners) for s in observers), default=0)
+    heard = fed or 1 + partners  # the FedAvg server hears from every selected client a round
+    return Footprint(model, len(observers), kept, heard, fed)
+
+
+def check_fits(config: RunConfig, prep: Prepared) -> None:
+    """Refuse a run whose estimate is above this machine's free memory (ConfigError)."""
+    need = run_bytes(config, footprint_of(config, prep))
+    free = available_bytes()
+    if free is not None and need > free:
+        raise ConfigError(too_big(config, need, free))
+
+
+def too_big(config: RunConfig, need: int, free: int) -> str:
+    """The one line that refuses a run that does not fit."""
+    data = Path(str(config.dataset)).name
+    return (
+        f"a run of {config.nodes} nodes ({config.protocol}, {data}) needs about {need / 2**30:.1f} GiB "
+        f"and {free / 2**30:.1f} GiB is free; run fewer --nodes or on a machine with more memory"
+    )
