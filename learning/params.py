@@ -78,13 +78,43 @@ def all_finite(params: Mapping[str, Array]) -> bool:
     return True
 
 
+class Checked(dict[str, Array]):
+    """Tensors a receiver decoded and checked for finiteness, with the dot product of each with
+    itself that the check computed (``squares``, by name): :func:`l2_norm` takes those instead of
+    reading the tensors again, the same bits (the same dot on the same memory). Replacing a
+    tensor forgets its square."""
+
+    def __init__(self, tensors: Mapping[str, Array], squares: dict[str, float]) -> None:
+        super().__init__(tensors)
+        self.squares = squares
+
+    def __setitem__(self, name: str, value: Array) -> None:
+        self._forget((name,))
+        super().__setitem__(name, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        new = dict(*args, **kwargs)
+        self._forget(new)
+        super().update(new)
+
+    def _forget(self, names: Iterable[str]) -> None:
+        squares = self.__dict__.get("squares")  # absent while a copy or unpickling fills it
+        if squares is not None:
+            for name in names:
+                squares.pop(name, None)
+
+
 def l2_norm(params: Mapping[str, Array], names: Iterable[str] | None = None) -> float:
     """‖params‖ over ``names`` (all tensors by default) as one vector; inf on overflow."""
     total = 0.0
+    squares = params.squares if isinstance(params, Checked) else {}
     with np.errstate(over="ignore", invalid="ignore"):
         for name in names if names is not None else params:
-            v = params[name].ravel()
-            total += float(np.dot(v, v))
+            sq = squares.get(name)
+            if sq is None:
+                v = params[name].ravel()
+                sq = float(np.dot(v, v))
+            total += sq
     return math.sqrt(total) if math.isfinite(total) else math.inf
 
 

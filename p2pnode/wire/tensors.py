@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from learning.params import TensorSpec
+from learning.params import Checked, TensorSpec
 from p2pnode.wire.schema import WireError
 
 ALLOWED_DTYPES: dict[str, np.dtype[Any]] = {
@@ -48,7 +48,9 @@ def unpack_tensors(
 ) -> dict[str, npt.NDArray[Any]]:
     """``unpack_tensor`` for every entry of ``objs`` against ``spec[name]`` (the caller checks
     that the names are the expected ones)."""
-    return {k: unpack_tensor(v, spec[k], allow_float16=allow_float16, what=k) for k, v in objs.items()}
+    squares: dict[str, float] = {}
+    out = {k: _unpack(v, spec[k], allow_float16, k, squares) for k, v in objs.items()}
+    return Checked(out, squares)
 
 
 def unpack_tensor(
@@ -59,6 +61,14 @@ def unpack_tensor(
     what: str = "tensor",
 ) -> npt.NDArray[Any]:
     """Check a wire tensor against ``spec`` and return a read-only array of the spec's dtype."""
+    return _unpack(obj, spec, allow_float16, what, None)
+
+
+def _unpack(
+    obj: object, spec: TensorSpec, allow_float16: bool, what: str, squares: dict[str, float] | None
+) -> npt.NDArray[Any]:
+    """``unpack_tensor``; the finiteness check's dot product goes to ``squares[what]`` when the
+    tensor arrived in its own dtype (l2_norm then reuses it)."""
     if type(obj) is not dict or len(obj) != 3:
         raise WireError("schema", f"{what}: a tensor is a map with keys d, s, b")
     try:
@@ -79,8 +89,12 @@ def unpack_tensor(
     if len(raw) != spec.count * got.itemsize:
         raise WireError("shape", f"{what}: {len(raw)} bytes for shape {spec.shape} {dtype_name}")
     flat = np.frombuffer(raw, dtype=got)  # read-only: it views the immutable bytes
-    if got.kind == "f" and flat.size and not all_finite(flat):
-        raise WireError("non-finite", f"{what}: NaN or infinite values")
+    if got.kind == "f" and flat.size:
+        sq = float(flat.dot(flat))  # as all_finite below, kept for l2_norm
+        if not math.isfinite(sq) and not np.isfinite(flat).all():
+            raise WireError("non-finite", f"{what}: NaN or infinite values")
+        if squares is not None and (got is want or got == want):
+            squares[what] = sq
     arr = flat.reshape(spec.shape) if len(spec.shape) != 1 else flat
     if got is not want and got != want:
         arr = arr.astype(want)

@@ -427,3 +427,30 @@ def test_batches_round_trip_and_refuse_anything_else_whole() -> None:
     assert parse_outcomes(pack_outcomes(outcomes), 3) is None
     assert parse_outcomes(b"\xc1", 2) is None
     assert parse_outcomes(msgpack.packb([[200, 1], [200, ""]]), 2) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 300), scale=st.sampled_from([1e-3, 1.0, 1e9, 1e20])
+)
+def test_a_decoded_models_norm_is_the_finiteness_checks_dot_bit_for_bit(
+    seed: int, rows: int, scale: float
+) -> None:
+    """The receiver's norm check (vet) reuses each tensor's dot product from the decode's
+    finiteness check: the same value as reading the tensors again, overflow (inf) included;
+    a tensor replaced after the decode (a delta's rows) is read again."""
+    from learning.params import Checked, l2_norm
+    from p2pnode.wire.tensors import unpack_tensors
+
+    rng = np.random.default_rng(seed)
+    params = {
+        "item": (rng.standard_normal((rows, 8)) * scale).astype(np.float32),
+        "h": rng.standard_normal(8).astype(np.float32),
+    }
+    packed = msgpack.unpackb(msgpack.packb({k: pack_tensor(v) for k, v in params.items()}), raw=False)
+    got = unpack_tensors(packed, spec_of(params))
+    assert isinstance(got, Checked) and set(got.squares) == {"item", "h"}
+    plain = dict(got)
+    assert l2_norm(got) == l2_norm(plain) and l2_norm(got, ["h"]) == l2_norm(plain, ["h"])
+    got.update({"item": params["item"] * np.float32(2)})
+    assert set(got.squares) == {"h"} and l2_norm(got) == l2_norm(dict(got))
