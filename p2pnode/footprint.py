@@ -22,6 +22,10 @@ BASE_BYTES = 450 << 20  #: the interpreter, torch, numba's kernels, the dataset
 NODE_BYTES = 200 << 10
 
 
+#: model copies a node's learner holds, by model (learning/learner.py: Adam; prme_learner.py: SGD)
+STATE_COPIES = {"gmf": 3, "prme": 1}
+
+
 @dataclass(frozen=True)
 class Footprint:
     """What a run's memory is estimated from (:func:`footprint_of` measures a run)."""
@@ -33,12 +37,17 @@ class Footprint:
     #: models of a round held at once beyond the nodes' own: FedAvg's updates, each in flight as a
     #: frame beside the client's snapshot until the server takes it (0 for gossip)
     in_flight: int = 0
+    #: copies of the model a node's learner holds: GMF's parameters and Adam's two moments (3);
+    #: PRME trains with plain SGD and holds its parameters alone (1)
+    copies: int = 3
 
 
 def run_bytes(config: RunConfig, fp: Footprint) -> int:
     """The memory one simulation of ``config`` is expected to take at its largest.
 
-    Per node: the model and Adam's two moments for it (the float32 floor), and the sender's delta
+    Per node: the model and, for GMF, Adam's two moments for it (the float32 floor; PRME's SGD
+    keeps none: 100 Foursquare-shaped PRME nodes of 18.4 MB peak at 2.16 GiB, estimated 2.24),
+    and the sender's delta
     base, which saves at most the delta budget of changed rows (learning/history.py; in one
     process receivers share it). Per observer: v_u of every user it heard from, which grows with
     the rounds up to every user (adversary/cia.py). Measured against it: 1,083 Foursquare-shaped
@@ -51,7 +60,7 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     """
     model = fp.model_bytes
     delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
-    per_node = 3 * model + delta + NODE_BYTES
+    per_node = fp.copies * model + delta + NODE_BYTES
     heard = min(max(config.nodes - 1, 0), config.rounds * fp.heard_per_round)
     attack = fp.adversaries * heard * fp.observer_bytes
     return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
@@ -77,8 +86,9 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     model = prep.model_bytes
     plan = plan_for(prep)
     fed = max(1, math.ceil(config.fraction * config.nodes)) if config.protocol == "fedavg" else 0
+    copies = STATE_COPIES[config.model]
     if plan is None:
-        return Footprint(model, in_flight=fed)
+        return Footprint(model, in_flight=fed, copies=copies)
     n_items = max(int(v.shape[0]) for v in prep.init.values())
     observers = [s for s in plan.adversaries.values() if not s.forwarder]
     rows = sum(kept_rows(s.targets).size for s in observers) // max(len(observers), 1)  # their mean
@@ -89,7 +99,7 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
         kept *= 2
     partners = max((len(s.partners) for s in observers), default=0)
     heard = fed or 1 + partners  # the FedAvg server hears from every selected client a round
-    return Footprint(model, len(observers), kept, heard, fed)
+    return Footprint(model, len(observers), kept, heard, fed, copies)
 
 
 def check_fits(config: RunConfig, prep: Prepared) -> None:
