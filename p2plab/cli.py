@@ -26,6 +26,12 @@ def _launch_flags(launch: argparse.ArgumentParser) -> None:
         "--cluster-key-file", type=Path, help="keyring file for all processes (default: a fresh one)"
     )
     launch.add_argument("--open", action="store_true", help="no authentication at all (not recommended)")
+    launch.add_argument(
+        "--no-memory-check",
+        dest="memory_check",
+        action="store_false",
+        help="start even where the estimate says the processes will not fit in free memory",
+    )
 
 
 def _metrics_flags(metrics: argparse.ArgumentParser) -> None:
@@ -117,6 +123,11 @@ def _launch(args: argparse.Namespace) -> int:
         raise ConfigError("--processes must be at least 1")
     if args.open and args.cluster_key_file:
         raise ConfigError("--open and --cluster-key-file exclude each other")
+    if args.memory_check:
+        from p2pnode.footprint import check_fits
+        from p2pnode.prepare import prepare
+
+        check_fits(config, prepare(config), processes=args.processes)
     result = cli.run_async(
         launch(config, args.processes, args.out, cli.progress_printer(args), args.cluster_key_file, args.open)
     )

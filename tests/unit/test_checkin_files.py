@@ -302,3 +302,8 @@ def test_a_run_estimated_not_to_fit_is_refused_before_it_is_built_unless_told_to
     assert err.startswith("p2pnode: error: a run of 30 nodes (fedavg, dataset_TSMC2014_NYC.txt) needs about")
     assert err.endswith("0.1 GiB is free; run fewer --nodes or on a machine with more memory")
     assert lab_main([*argv, "--no-memory-check"]) == 0
+    # launch: the same, for its processes together, before any is started
+    launch = ["launch", *argv[1:], "--processes", "2"]
+    assert lab_main(launch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("p2pnode: error: a run of 30 nodes (fedavg, dataset_TSMC2014_NYC.txt) needs about")
