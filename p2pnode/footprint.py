@@ -1,10 +1,11 @@
 """How much memory a simulation will take, estimated before it is built.
 
-The estimate is what ``simulate`` and ``experiment`` check against the machine's free memory, so
-that a run that cannot fit is refused in one line instead of being OOM-killed halfway (or taking
-the machine down). It counts what a run holds at its largest: every node's model with Adam's two
-moments and its delta base, what every CIA observer keeps of each user it hears from, and for
-FedAvg the round's updates in flight. Figures it was checked against are in :func:`run_bytes`.
+The estimate is what ``simulate``, ``launch`` and ``experiment`` check against the machine's free
+memory, so that a run that cannot fit is refused in one line instead of being OOM-killed halfway
+(or taking the machine down). It counts what a run holds at its largest: every node's model with
+its optimizer's state and its delta base, what every CIA observer keeps of each user it hears
+from, and for FedAvg the round's updates in flight. Figures it was checked against are in
+:func:`run_bytes` and :func:`launch_bytes`.
 """
 
 from __future__ import annotations
@@ -46,17 +47,18 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     """The memory one simulation of ``config`` is expected to take at its largest.
 
     Per node: the model and, for GMF, Adam's two moments for it (the float32 floor; PRME's SGD
-    keeps none: 100 Foursquare-shaped PRME nodes of 18.4 MB peak at 2.16 GiB, estimated 2.24),
-    and the sender's delta
-    base, which saves at most the delta budget of changed rows (learning/history.py; in one
-    process receivers share it). Per observer: v_u of every user it heard from, which grows with
-    the rounds up to every user (adversary/cia.py). Measured against it: 1,083 Foursquare-shaped
-    nodes, every one an adversary, peak at 15.72 GiB after 26 rounds (``python -m bench.scale
-    --shape foursquare-nyc``), estimated 16.6 GiB for 26 rounds; over 400 rounds the observers add
-    up to 5 GiB more (an upper bound: it counts a new user every round). FedAvg's server hears
-    from every selected client each round, so it keeps a v_u of every user (with every user's
-    items as targets: a whole item table each), and the round's updates are held twice while in
-    flight: 200 Gowalla-shaped clients peak at 5.13 GiB, estimated 5.3 GiB.
+    keeps none), and the sender's delta base, which saves at most the delta budget of changed rows
+    (learning/history.py; in one process receivers share it). Per observer: v_u of every user it
+    heard from, which grows with the rounds up to every user (adversary/cia.py); it counts a new
+    user every round, an upper bound. FedAvg's server hears from every selected client each
+    round, so it keeps a v_u of every user (with every user's items as targets: a whole item
+    table each), and the round's updates are held twice while in flight.
+
+    Measured against it (peak RSS / estimate, GiB): 1,083 Foursquare-shaped gossip nodes, every
+    one an adversary, 26 rounds (``python -m bench.scale --shape foursquare-nyc``): 15.72 / 16.6;
+    100 Foursquare-shaped PRME nodes of 18.4 MB: 2.17 / 2.25; 200 Gowalla-shaped FedAvg clients:
+    5.13 / 5.33; Table II on the Gowalla shape, 718 clients, 30 rounds, three seeds in one
+    process: 18.2 / 18.0, the one figure below its measurement (by 1%).
     """
     model = fp.model_bytes
     delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
