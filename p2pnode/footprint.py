@@ -23,6 +23,11 @@ BASE_BYTES = 450 << 20  #: the interpreter, torch, numba's kernels, the dataset
 NODE_BYTES = 200 << 10
 
 
+#: distinct new users a gossip observer hears from a round, per source of models it reads (itself,
+#: each forwarding partner): measured 0.50-0.53 on Foursquare-shaped nodes (1,083 over 26 rounds,
+#: 300 over 100), with a margin; the 400-round Table III run peaks at 18.1 GiB, estimated 19.3
+SENDER_RATE = 0.55
+
 #: model copies a node's learner holds, by model (learning/learner.py: Adam; prme_learner.py: SGD)
 STATE_COPIES = {"gmf": 3, "prme": 1}
 
@@ -34,7 +39,9 @@ class Footprint:
     model_bytes: int  #: one node's model
     adversaries: int = 0  #: CIA observers (colluders that only forward keep none)
     observer_bytes: int = 0  #: what an observer keeps per user heard from, on average (v_u; doubled by MIA)
-    heard_per_round: int = 1  #: distinct users an observer may hear from a round (1 + partners)
+    #: distinct users an observer hears from a round: (1 + partners) x SENDER_RATE in gossip, every
+    #: selected client at the FedAvg server
+    heard_per_round: float = 1.0
     #: models of a round held at once beyond the nodes' own: FedAvg's updates, each in flight as a
     #: frame beside the client's snapshot until the server takes it (0 for gossip)
     in_flight: int = 0
@@ -49,21 +56,23 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     Per node: the model and, for GMF, Adam's two moments for it (the float32 floor; PRME's SGD
     keeps none), and the sender's delta base, which saves at most the delta budget of changed rows
     (learning/history.py; in one process receivers share it). Per observer: v_u of every user it
-    heard from, which grows with the rounds up to every user (adversary/cia.py); it counts a new
-    user every round, an upper bound. FedAvg's server hears from every selected client each
-    round, so it keeps a v_u of every user (with every user's items as targets: a whole item
-    table each), and the round's updates are held twice while in flight.
+    heard from, which grows with the rounds up to every user (adversary/cia.py): ``SENDER_RATE``
+    new users a round per source in gossip (measured). FedAvg's server hears from every selected
+    client each round, so it keeps a v_u of every user (with every user's items as targets: a
+    whole item table each), and the round's updates are held twice while in flight.
 
     Measured against it (peak RSS / estimate, GiB): 1,083 Foursquare-shaped gossip nodes, every
-    one an adversary, 26 rounds (``python -m bench.scale --shape foursquare-nyc``): 15.72 / 16.6;
-    100 Foursquare-shaped PRME nodes of 18.4 MB: 2.17 / 2.25; 200 Gowalla-shaped FedAvg clients:
-    5.13 / 5.33; Table II on the Gowalla shape, 718 clients, 30 rounds, three seeds in one
-    process: 18.2 / 18.0, the one figure below its measurement (by 1%).
+    one an adversary, 26 rounds (``python -m bench.scale --shape foursquare-nyc``): 15.72 / 16.5;
+    the same over Table III's 400 rounds: 18.1 / 19.3; 718 Gowalla-shaped ones, 400 rounds, two
+    seeds in one process: 11.0 / 12.0; 100 Foursquare-shaped PRME nodes of 18.4 MB: 2.17 / 2.25;
+    200 Gowalla-shaped FedAvg clients: 5.13 / 5.33; Table II on the Gowalla shape, 718 clients,
+    30 rounds, three seeds in one process: 18.2 / 18.0, the one figure below its measurement (by
+    1%).
     """
     model = fp.model_bytes
     delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
     per_node = fp.copies * model + delta + NODE_BYTES
-    heard = min(max(config.nodes - 1, 0), config.rounds * fp.heard_per_round)
+    heard = min(max(config.nodes - 1, 0), math.ceil(config.rounds * fp.heard_per_round))
     attack = fp.adversaries * heard * fp.observer_bytes
     return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
 
@@ -100,7 +109,7 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     if config.attack.mia_proxy:  # the latest observation of each user too
         kept *= 2
     partners = max((len(s.partners) for s in observers), default=0)
-    heard = fed or 1 + partners  # the FedAvg server hears from every selected client a round
+    heard = fed or (1 + partners) * SENDER_RATE  # the FedAvg server: every selected client a round
     return Footprint(model, len(observers), kept, heard, fed, copies)
 
 
