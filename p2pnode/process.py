@@ -17,13 +17,20 @@ M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """The C library where it is glibc (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
 def tune_allocator(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 << 30) -> bool:
     """Ask glibc to keep buffers up to ``mmap_threshold`` on the heap. False where not glibc."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = _glibc()
+    if libc is None:
         return False
     ok = libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
     ok &= libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
@@ -40,13 +47,8 @@ def release_memory() -> bool:
     import gc
 
     gc.collect()
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return bool(libc.malloc_trim(0))
+    libc = _glibc()
+    return libc is not None and bool(libc.malloc_trim(0))
 
 
 def tune_process() -> None:

@@ -90,11 +90,11 @@ def _unpack(
         raise WireError("shape", f"{what}: {len(raw)} bytes for shape {spec.shape} {dtype_name}")
     flat = np.frombuffer(raw, dtype=got)  # read-only: it views the immutable bytes
     if got.kind == "f" and flat.size:
-        sq = float(flat.dot(flat))  # as all_finite below, kept for l2_norm
-        if not math.isfinite(sq) and not np.isfinite(flat).all():
+        sq = finite_square(flat)
+        if sq is None:
             raise WireError("non-finite", f"{what}: NaN or infinite values")
         if squares is not None and (got is want or got == want):
-            squares[what] = sq
+            squares[what] = sq  # l2_norm takes it instead of reading the tensor again
     arr = flat.reshape(spec.shape) if len(spec.shape) != 1 else flat
     if got is not want and got != want:
         arr = arr.astype(want)
@@ -102,8 +102,9 @@ def _unpack(
     return arr
 
 
-def all_finite(flat: npt.NDArray[Any]) -> bool:
-    """True when no element of the 1-D float array ``flat`` is NaN or ±inf.
+def finite_square(flat: npt.NDArray[Any]) -> float | None:
+    """The dot product of the 1-D float array ``flat`` with itself, or None when an element is
+    NaN or ±inf.
 
     A BLAS dot product of the values with themselves is NaN or inf as soon as one value is, and
     costs about one read of the array; only when it is not finite is the exact element-wise check
@@ -111,7 +112,8 @@ def all_finite(flat: npt.NDArray[Any]) -> bool:
     would print for those is filtered for this module alone (``_QUIET_OVERFLOW``) rather than
     silenced with ``np.errstate``, whose entry costs more than the dot product of a small tensor.
     """
-    return math.isfinite(flat.dot(flat)) or bool(np.isfinite(flat).all())
+    sq = float(flat.dot(flat))
+    return sq if math.isfinite(sq) or bool(np.isfinite(flat).all()) else None
 
 
 # Squares of finite values above ~1.8e19 overflow float32: the exact check then decides. NaN and
