@@ -27,6 +27,7 @@ from p2pcore.churn import ChurnEvent, schedule
 from p2plab.merge import aggregate
 from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import RunConfig
+from p2pnode.identity import Authority, save_authority, save_identity
 from p2pnode.real import split_users
 from p2pnode.report import metric_for, summary
 
@@ -44,6 +45,26 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
+def _identities(
+    key_file: Path, workdir: Path, parts: Sequence[tuple[int, ...]], config: RunConfig
+) -> list[Path]:
+    """A fresh keyring that requires identities, its authority, and one identity per process
+    (process 0 also names the FedAvg server's id); all written owner-only in ``workdir``."""
+    cluster = f"launch-{secrets.token_hex(4)}"
+    authority = Authority.generate(cluster)
+    save_keyring(key_file, Keyring.generate(cluster).trust(authority.public_key))
+    paths = []
+    for k, users in enumerate(parts):
+        ranges = [(users[0], users[-1])]
+        if k == 0 and config.protocol == "fedavg":
+            ranges.append((config.nodes, config.nodes))  # the server's id (p2pnode.build.server_id)
+        path = workdir / f"proc{k}.identity"
+        save_identity(path, authority.issue(ranges))
+        paths.append(path)
+    save_authority(workdir / "authority.key", authority)
+    return paths
+
+
 async def launch(
     config: RunConfig,
     processes: int,
@@ -55,7 +76,9 @@ async def launch(
     """Start the cluster, wait for it, return the aggregated summary.
 
     The processes authenticate each other with ``key_file``, or with a fresh keyring written
-    (mode 0600) into the work directory; ``open_cluster`` runs them without authentication.
+    (mode 0600) into the work directory, together with a fresh cluster authority that the keyring
+    trusts and one identity per process naming its nodes (p2pnode.identity): each process then
+    speaks only for its own nodes. ``open_cluster`` runs them without authentication.
     """
     parts = split_users(config.nodes, processes)
     ports = free_ports(len(parts))
@@ -66,10 +89,11 @@ async def launch(
     cfg_file.write_text(json.dumps(config.to_dict()))
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     key_args: list[str] = []
+    identities: list[Path] = []
     if not open_cluster:
         if key_file is None:
             key_file = workdir / "cluster.key"
-            save_keyring(key_file, Keyring.generate(f"launch-{secrets.token_hex(4)}"))
+            identities = _identities(key_file, workdir, parts, config)
         key_args = ["--cluster-key-file", str(key_file)]
     churn = config.churn.active
     plan = (
@@ -100,6 +124,7 @@ async def launch(
             ",".join(a for a in addresses if a != addresses[k]),
             *(["--server"] if k == 0 and config.protocol == "fedavg" else []),
             *key_args,
+            *(["--identity", str(identities[k])] if identities else []),
             "--out",
             str(workdir / f"proc{k}"),
             # under churn a crash loses at most the round under way, as in the simulator

@@ -35,11 +35,12 @@ import secrets
 import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
+from p2pnode.identity import Identity, Trust
 
 H_CLUSTER = "X-P2P-Cluster"
 H_KEY = "X-P2P-Key"
@@ -65,6 +66,10 @@ class Keyring:
     cluster: str
     keys: Mapping[str, bytes]
     primary: str
+    #: public keys of the cluster authorities (p2pnode.identity); when any is set, every request
+    #: must also carry a credential naming its sender and the signature of the credential's key
+    authorities: tuple[bytes, ...] = ()
+    revoked: frozenset[int] = frozenset()  #: credential serials no longer accepted
 
     def __post_init__(self) -> None:
         if not _ID.match(self.cluster):
@@ -78,6 +83,19 @@ class Keyring:
                 raise ConfigError(f"key {kid!r} is {len(key)} bytes; at least {MIN_KEY_BYTES} are needed")
         if self.primary not in self.keys:
             raise ConfigError(f"primary key {self.primary!r} is not in the keyring")
+        for key in self.authorities:
+            if len(key) != 32:
+                raise ConfigError("an authority's public key is 32 bytes (64 hex digits)")
+
+    def trust(self, authority: bytes) -> Keyring:
+        """Require identities issued by ``authority`` (its raw public key) from now on."""
+        if authority in self.authorities:
+            return self
+        return replace(self, authorities=(*self.authorities, authority))
+
+    def revoke(self, serial: int) -> Keyring:
+        """Refuse the credential with this serial from now on."""
+        return replace(self, revoked=self.revoked | {serial})
 
     @classmethod
     def generate(cls, cluster: str, key_id: str = "k1") -> Keyring:
@@ -87,13 +105,13 @@ class Keyring:
         """A new key, accepted but not yet used to sign (step 1 of a rotation)."""
         if key_id in self.keys:
             raise ConfigError(f"key {key_id!r} is already installed")
-        return Keyring(self.cluster, {**self.keys, key_id: key or secrets.token_bytes(32)}, self.primary)
+        return replace(self, keys={**self.keys, key_id: key or secrets.token_bytes(32)})
 
     def use(self, key_id: str) -> Keyring:
         """Sign with ``key_id`` from now on (step 2)."""
         if key_id not in self.keys:
             raise ConfigError(f"key {key_id!r} is not installed")
-        return Keyring(self.cluster, self.keys, key_id)
+        return replace(self, primary=key_id)
 
     def remove(self, key_id: str) -> Keyring:
         """Stop accepting ``key_id`` (step 3); the signing key cannot be removed."""
@@ -101,7 +119,7 @@ class Keyring:
             raise ConfigError(f"key {key_id!r} is not installed")
         if key_id == self.primary:
             raise ConfigError(f"key {key_id!r} signs; switch to another key before removing it")
-        return Keyring(self.cluster, {k: v for k, v in self.keys.items() if k != key_id}, self.primary)
+        return replace(self, keys={k: v for k, v in self.keys.items() if k != key_id})
 
 
 def body_digest(body: bytes) -> str:
@@ -127,13 +145,21 @@ def mac(key: bytes, message: bytes) -> str:
 
 
 def sign(
-    keyring: Keyring, method: str, path: str, sender: int, body: bytes, now_ms: int, nonce: str | None = None
+    keyring: Keyring,
+    method: str,
+    path: str,
+    sender: int,
+    body: bytes,
+    now_ms: int,
+    nonce: str | None = None,
+    identity: Identity | None = None,
 ) -> dict[str, str]:
-    """The authentication headers of one request, signed with the primary key."""
+    """The authentication headers of one request, signed with the primary key (and, with an
+    ``identity``, by the process's own key over the same bytes, with its credential)."""
     nonce = nonce or secrets.token_hex(16)
     digest = body_digest(body)
     message = canonical(keyring.cluster, method, path, sender, now_ms, nonce, digest)
-    return {
+    headers = {
         H_CLUSTER: keyring.cluster,
         H_KEY: keyring.primary,
         H_SENDER: str(sender),
@@ -142,6 +168,9 @@ def sign(
         H_DIGEST: digest,
         H_MAC: mac(keyring.keys[keyring.primary], message),
     }
+    if identity is not None:
+        headers.update(identity.request_headers(message))
+    return headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +178,7 @@ class Verdict:
     status: int  #: 200 accepted, else 401 / 403 / 409
     reason: str
     sender: int | None = None
+    serial: int | None = None  #: the credential's serial, with identities
 
     @property
     def ok(self) -> bool:
@@ -177,9 +207,22 @@ class Verifier:
     not_before_ms: int = 0
     _nonces: OrderedDict[str, int] = field(default_factory=OrderedDict)
     _floor_ms: int = 0
+    trust: Trust | None = None  #: set from the keyring's authorities (see :meth:`use`)
 
     def __post_init__(self) -> None:
         self._floor_ms = self.not_before_ms
+        self.use(self.keyring)
+
+    def use(self, keyring: Keyring) -> None:
+        """Judge by ``keyring`` from now on (a reload); verified credentials stay cached while
+        the authorities do not change."""
+        self.keyring = keyring
+        if not keyring.authorities:
+            self.trust = None
+        elif self.trust is not None and self.trust.authorities == keyring.authorities:
+            self.trust.revoked = keyring.revoked
+        else:
+            self.trust = Trust(keyring.cluster, keyring.authorities, keyring.revoked)
 
     def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
         """Headers, then the body against their digest (the server does the two steps apart)."""
@@ -205,11 +248,18 @@ class Verifier:
             return Verdict(401, "bad-auth")
         if not _NONCE.match(nonce) or not _DIGEST.match(digest):
             return Verdict(401, "bad-auth")
-        expected = mac(key, canonical(cluster, method, path, sender, ts_ms, nonce, digest))
-        if not hmac.compare_digest(expected, given):
+        message = canonical(cluster, method, path, sender, ts_ms, nonce, digest)
+        if not hmac.compare_digest(mac(key, message), given):
             return Verdict(401, "bad-mac")
         if not self.known_sender(sender):
             return Verdict(403, "unknown-sender", sender)
+        serial = None
+        if self.trust is not None:  # which member: its credential must name the sender
+            judged = self.trust.check_request(headers, sender, message)
+            if not judged.ok:
+                return Verdict(judged.status, judged.reason, sender)
+            assert judged.credential is not None
+            serial = judged.credential.serial
         self._expire(now_ms)
         if now_ms - ts_ms > self.window_ms or ts_ms - now_ms > self.max_future_ms or ts_ms < self._floor_ms:
             return Verdict(409, "stale", sender)
@@ -219,7 +269,7 @@ class Verifier:
         if len(self._nonces) > self.max_nonces:
             _old, old_ts = self._nonces.popitem(last=False)
             self._floor_ms = max(self._floor_ms, old_ts + 1)
-        return Verdict(200, "", sender)
+        return Verdict(200, "", sender, serial)
 
     def _expire(self, now_ms: int) -> None:
         """Forget nonces whose timestamps fell out of the window (they are refused as stale)."""
@@ -248,7 +298,9 @@ def load_keyring(path: Path) -> Keyring:
         raise ConfigError(f"{path}: {exc}") from None
     try:
         keys = {str(k): bytes.fromhex(v) for k, v in dict(raw["keys"]).items()}
-        return Keyring(str(raw["cluster"]), keys, str(raw["primary"]))
+        authorities = tuple(bytes.fromhex(str(a)) for a in raw.get("authorities", []))
+        revoked = frozenset(int(r) for r in raw.get("revoked", []))
+        return Keyring(str(raw["cluster"]), keys, str(raw["primary"]), authorities, revoked)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, ConfigError):
             raise ConfigError(f"{path}: {exc}") from None
@@ -257,7 +309,12 @@ def load_keyring(path: Path) -> Keyring:
 
 def save_keyring(path: Path, keyring: Keyring) -> None:
     """Write the key file atomically, readable by its owner only."""
-    lines = [f'cluster = "{keyring.cluster}"', f'primary = "{keyring.primary}"', "", "[keys]"]
+    lines = [f'cluster = "{keyring.cluster}"', f'primary = "{keyring.primary}"']
+    if keyring.authorities:
+        lines.append("authorities = [" + ", ".join(f'"{a.hex()}"' for a in keyring.authorities) + "]")
+    if keyring.revoked:
+        lines.append("revoked = [" + ", ".join(str(r) for r in sorted(keyring.revoked)) + "]")
+    lines += ["", "[keys]"]
     lines += [f'"{k}" = "{v.hex()}"' for k, v in keyring.keys.items()]
     write_text(path, "\n".join(lines) + "\n", mode=0o600)
 
@@ -289,9 +346,13 @@ class KeyHolder:
         known_sender: Callable[[int], bool] = lambda _s: True,
         on_error: Callable[[str], None] | None = None,
         not_before_ms: int = 0,
+        identity: Identity | None = None,
     ) -> None:
         self.path = path
         self.keyring = keyring
+        #: this process's own key and credential (p2pnode.identity): signs every request beside the
+        #: MAC; required by receivers whose keyring trusts an authority
+        self.identity = identity
         self.verifier = Verifier(keyring, known_sender, not_before_ms=not_before_ms)
         self.check_every_s = check_every_s
         self._on_error = on_error
@@ -307,6 +368,7 @@ class KeyHolder:
         known_sender: Callable[[int], bool] = lambda _s: True,
         on_error: Callable[[str], None] | None = None,
         not_before_ms: int = 0,
+        identity: Identity | None = None,
     ) -> KeyHolder:
         return cls(
             load_keyring(path),
@@ -314,7 +376,13 @@ class KeyHolder:
             known_sender=known_sender,
             on_error=on_error,
             not_before_ms=not_before_ms,
+            identity=identity,
         )
+
+    def sign(self, method: str, path: str, sender: int, body: bytes, now_ms: int) -> dict[str, str]:
+        """The headers of one request: the MAC with the primary key and, with an identity, the
+        process's signature and credential."""
+        return sign(self.keyring, method, path, sender, body, now_ms, identity=self.identity)
 
     def refresh(self, now_s: float) -> None:
         if self.path is None or now_s < self._next_check:
@@ -340,7 +408,7 @@ class KeyHolder:
         self._mtime = mtime
         self._last_error = ""
         self.keyring = keyring
-        self.verifier.keyring = keyring
+        self.verifier.use(keyring)
         self.reloads += 1
         return True
 

@@ -165,6 +165,9 @@ def _run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--cluster-key-file", type=Path, help="keyring file (p2pnode keys new); else $P2PNODE_CLUSTER_KEY"
     )
+    run.add_argument(
+        "--identity", type=Path, help="this process's key and credential (p2pnode keys issue)"
+    )
     run.add_argument("--tls-cert", type=Path, help="mutual TLS: this process's certificate (PEM)")
     run.add_argument("--tls-key", type=Path, help="mutual TLS: its private key (PEM)")
     run.add_argument("--tls-ca", type=Path, help="mutual TLS: the cluster CA certificate (PEM)")
@@ -183,10 +186,23 @@ def _simulate_flags(simulate: argparse.ArgumentParser) -> None:
 
 
 def _keys_flags(keys: argparse.ArgumentParser) -> None:
-    keys.add_argument("action", choices=["new", "install", "use", "remove", "show"])
-    keys.add_argument("file", type=Path, help="the key file")
-    keys.add_argument("key_id", nargs="?", help="key id (install, use, remove; new: default k1)")
-    keys.add_argument("--cluster", default="default", help="new: the cluster label")
+    keys.add_argument(
+        "action",
+        choices=["new", "install", "use", "remove", "show", "authority", "issue", "trust", "revoke"],
+        help="keyring: new, install, use, remove, show; identities: authority (make the cluster "
+        "authority), issue (a process's key and credential), trust (a keyring requires the "
+        "authority's credentials), revoke (a keyring refuses a credential by serial)",
+    )
+    keys.add_argument("file", type=Path, help="the keyring (authority, issue: the authority file)")
+    keys.add_argument(
+        "key_id",
+        nargs="?",
+        help="install, use, remove: key id (new: default k1); issue: the identity file to write; "
+        "trust: the authority file; revoke: the credential's serial",
+    )
+    keys.add_argument("--cluster", default="default", help="new, authority: the cluster label")
+    keys.add_argument("--nodes", help="issue: the node ids the process may host, e.g. 0-19,40")
+    keys.add_argument("--keyring", type=Path, help="authority: also make this keyring trust it")
 
 
 def _data_flags(data: argparse.ArgumentParser) -> None:
@@ -291,10 +307,13 @@ def _tls(args: argparse.Namespace) -> Any:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    """Keyring rotation as memberlist does it: install everywhere, use everywhere, remove."""
+    """Keyring rotation as memberlist does it (install everywhere, use everywhere, remove), and
+    the process identities of p2pnode.identity (authority, issue, trust, revoke)."""
     from p2pnode.auth import Keyring, load_keyring, save_keyring
 
     path: Path = args.file
+    if args.action in ("authority", "issue"):
+        return _identity_keys(args)
     if args.action == "new":
         if path.exists():
             raise ConfigError(f"{path} exists; not overwriting a keyring")
@@ -302,17 +321,73 @@ def _keys(args: argparse.Namespace) -> int:
     else:
         ring = load_keyring(path)
         if args.action != "show" and not args.key_id:
-            raise ConfigError(f"keys {args.action} needs a key id")
+            needs = {"trust": "an authority file", "revoke": "a credential serial"}
+            what = needs.get(args.action, "a key id")
+            raise ConfigError(f"keys {args.action} needs {what}")
         if args.action == "install":
             ring = ring.install(args.key_id)
         elif args.action == "use":
             ring = ring.use(args.key_id)
         elif args.action == "remove":
             ring = ring.remove(args.key_id)
+        elif args.action == "trust":
+            ring = _trust(ring, Path(args.key_id))
+        elif args.action == "revoke":
+            if not args.key_id.isdigit():
+                raise ConfigError(f"keys revoke: {args.key_id!r} is not a serial number")
+            ring = ring.revoke(int(args.key_id))
     if args.action != "show":
         save_keyring(path, ring)
     ids = ", ".join(f"{k}{' (signs)' if k == ring.primary else ''}" for k in ring.keys)
     print(f"{path}: cluster {ring.cluster!r}, keys {ids}")
+    if ring.authorities:
+        print(f"  requires identities from authority {', '.join(a.hex()[:16] for a in ring.authorities)}")
+    if ring.revoked:
+        print(f"  revoked serials: {', '.join(str(r) for r in sorted(ring.revoked))}")
+    return 0
+
+
+def _trust(ring: Any, authority_file: Path) -> Any:
+    from p2pnode.identity import load_authority
+
+    authority = load_authority(authority_file)
+    if authority.cluster != ring.cluster:
+        raise ConfigError(
+            f"{authority_file} is for cluster {authority.cluster!r}, the keyring for {ring.cluster!r}"
+        )
+    return ring.trust(authority.public_key)
+
+
+def _identity_keys(args: argparse.Namespace) -> int:
+    """``keys authority AUTH``: the cluster authority (``--keyring``: and trust it there);
+    ``keys issue AUTH OUT --nodes``: a process's key and the authority's credential for it."""
+    from p2pnode.auth import Keyring, load_keyring, save_keyring
+    from p2pnode.identity import Authority, load_authority, parse_ranges, save_authority, save_identity
+
+    path: Path = args.file
+    if args.action == "authority":
+        if path.exists():
+            raise ConfigError(f"{path} exists; not overwriting an authority")
+        authority = Authority.generate(args.cluster)
+        save_authority(path, authority)
+        print(f"{path}: authority of cluster {authority.cluster!r}, public key {authority.public_key.hex()}")
+        if args.keyring is not None:
+            ring = load_keyring(args.keyring) if args.keyring.exists() else Keyring.generate(args.cluster)
+            save_keyring(args.keyring, _trust(ring, path))
+            print(f"{args.keyring}: requires identities from this authority")
+        return 0
+    if not args.key_id or not args.nodes:
+        raise ConfigError("keys issue AUTHORITY OUT --nodes IDS")
+    out = Path(args.key_id)
+    if out.exists():
+        raise ConfigError(f"{out} exists; not overwriting an identity")
+    ranges = parse_ranges(args.nodes)
+    authority = load_authority(path)
+    identity = authority.issue(ranges)
+    save_authority(path, authority)  # the next serial
+    save_identity(out, identity)
+    cred = identity.credential
+    print(f"{out}: serial {cred.serial}, cluster {cred.cluster!r}, nodes {args.nodes}")
     return 0
 
 
@@ -431,6 +506,7 @@ def _run(args: argparse.Namespace) -> int:
         args.out,
         server=args.server,
         key_file=args.cluster_key_file,
+        identity_file=args.identity,
         state_dir=args.state_dir,
         checkpoint_every=args.checkpoint_every,
         tls=_tls(args),

@@ -34,6 +34,7 @@ from p2pnode.build import make_node, make_server, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
+from p2pnode.identity import load_identity, new_challenge
 from p2pnode.limits import Limits, client_timeout
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
@@ -65,6 +66,7 @@ class ProcessSpec:
     bootstrap_timeout_s: float = 60.0
     server: bool = False  #: also host the FedAvg server node
     key_file: Path | None = None  #: cluster keyring (p2pnode.auth); else $P2PNODE_CLUSTER_KEY; else open
+    identity_file: Path | None = None  #: this process's key and credential (p2pnode.identity)
     limits: Limits | None = None  #: load bounds of the HTTP server (default Limits())
     state_dir: Path | None = None  #: checkpoints: resume from here, save here (p2pnode.checkpoint)
     checkpoint_every: int = 10  #: rounds between checkpoints (and one when the process stops)
@@ -116,13 +118,23 @@ class NodeProcess:
 
         # requests signed before this process started are refused: its nonce cache starts empty
         started = int(time.time() * 1000)
+        identity = load_identity(self.spec.identity_file) if self.spec.identity_file is not None else None
+        holder = None
         if self.spec.key_file is not None:
-            return KeyHolder.from_file(
-                self.spec.key_file, known_sender=known, on_error=log.warning, not_before_ms=started
+            holder = KeyHolder.from_file(
+                self.spec.key_file,
+                known_sender=known,
+                on_error=log.warning,
+                not_before_ms=started,
+                identity=identity,
             )
-        ring = keyring_from_env(os.environ)
-        if ring is not None:
-            return KeyHolder(ring, None, known_sender=known, not_before_ms=started)
+        elif (ring := keyring_from_env(os.environ)) is not None:
+            holder = KeyHolder(ring, None, known_sender=known, not_before_ms=started, identity=identity)
+        if holder is not None:
+            self._check_identity(holder)
+            return holder
+        if identity is not None:
+            raise StartupError("--identity signs beside the cluster key: give --cluster-key-file too")
         print(
             f"p2pnode: WARNING: no cluster key, nodes on {self.spec.address} run OPEN: anyone who "
             "can reach this port can send them models (give --cluster-key-file or $P2PNODE_CLUSTER_KEY)",
@@ -131,6 +143,30 @@ class NodeProcess:
         )
         log.warning("running without authentication")
         return None
+
+    def _check_identity(self, keys: KeyHolder) -> None:
+        """An identity must be of this cluster and name every node this process hosts; a keyring
+        that trusts an authority needs one (its peers would refuse every request without it)."""
+        identity = keys.identity
+        if identity is None:
+            if keys.keyring.authorities:
+                raise StartupError(
+                    "the keyring trusts a cluster authority, so peers accept only requests signed by "
+                    "a process identity: give --identity (issued by 'p2pnode keys issue')"
+                )
+            return
+        cred = identity.credential
+        if cred.cluster != keys.keyring.cluster:
+            raise StartupError(
+                f"the identity is for cluster {cred.cluster!r}, the keyring for {keys.keyring.cluster!r}"
+            )
+        missing = [u for u in self.hosted if not cred.names(u)]
+        if missing:
+            raise StartupError(
+                f"the identity (serial {cred.serial}) does not name node(s) {missing[:5]} hosted here"
+            )
+        if cred.serial in keys.keyring.revoked:
+            raise StartupError(f"the identity's credential (serial {cred.serial}) is revoked")
 
     # -- HTTP views ----------------------------------------------------------------------------
 
@@ -212,7 +248,15 @@ class NodeProcess:
         self.host.accepting = False  # until the nodes start, below: they cannot answer yet
         # a model's body gets the time its bytes take (strangers' headers get no more)
         limits = (self.spec.limits or Limits()).sized(self.host.max_frame_bytes)
-        app = make_app(self.host, self.status, self.members, self.keys, limits, self.spec.tls is not None)
+        app = make_app(
+            self.host,
+            self.status,
+            self.members,
+            self.keys,
+            limits,
+            self.spec.tls is not None,
+            address=self.spec.address,
+        )
         server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
         self.runner, self.listener = await listen(
             app,
@@ -367,10 +411,24 @@ class NodeProcess:
         ) as session:
             while pending:
                 still: list[str] = []
+                trust = self.keys.verifier.trust if self.keys is not None else None
                 for peer in pending:
                     try:
-                        async with session.get(f"{scheme}://{peer}/v1/members") as resp:
+                        challenge = new_challenge()
+                        params = {"challenge": challenge} if trust is not None else None
+                        async with session.get(f"{scheme}://{peer}/v1/members", params=params) as resp:
                             body = await resp.json()
+                        if trust is not None:  # only the nodes the peer proves it holds
+                            cred = trust.check_proof(body, challenge, peer)
+                            if cred is None or cred.serial in trust.revoked:
+                                raise StartupError(
+                                    f"{peer} could not prove a credential of this cluster's authority"
+                                )
+                            unproven = [u for u in body["nodes"] if not cred.names(int(u))]
+                            if unproven:
+                                raise StartupError(
+                                    f"{peer} lists node(s) {unproven[:5]} its credential does not name"
+                                )
                         for u in body["nodes"]:
                             if u in self.addresses and self.addresses[u] != peer:
                                 raise StartupError(

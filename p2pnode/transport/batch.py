@@ -23,18 +23,19 @@ from typing import Any
 
 import msgpack
 
+from p2pnode.identity import MAX_CREDENTIAL_CHARS
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import Channel, WireError
 
 MAX_FRAMES = 64  #: frames in one batch
 SMALL_SHARE = 4  #: a frame joins a batch if it is at most 1/SMALL_SHARE of the body limit
-ENTRY_BYTES = 512  #: room an entry takes besides its frame (its auth headers and msgpack framing)
+ENTRY_BYTES = 1024  #: room an entry takes besides its frame (its auth headers, credential included)
 _CHANNELS = {int(c) for c in Channel}
 
 
 Entry = tuple[int, Channel, bytes, dict[str, str]]  #: destination, channel, frame, its auth headers
-MAX_AUTH = 8  #: headers in one entry's auth map
-MAX_HEADER = 128  #: characters in one of them
+MAX_AUTH = 10  #: headers in one entry's auth map
+MAX_HEADER = MAX_CREDENTIAL_CHARS  #: characters in one of them (a credential is the longest)
 
 
 def pack_batch(entries: list[Entry]) -> bytes:

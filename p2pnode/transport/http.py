@@ -20,17 +20,19 @@ import contextlib
 import json
 import logging
 import random
+import re
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from p2pnode.auth import KeyHolder, Verdict, body_matches, sign
+from p2pnode.auth import KeyHolder, Verdict, body_matches
 from p2pnode.host import Host
+from p2pnode.identity import Credential, new_challenge
 from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
@@ -53,6 +55,7 @@ _PROBE: web.AppKey[asyncio.Task[None]] = web.AppKey("lag-probe", asyncio.Task)
 GUARD: web.AppKey[AddressGuard] = web.AppKey("address-guard", AddressGuard)
 SHEDDER: web.AppKey[LagShedder] = web.AppKey("lag-shedder", LagShedder)
 JSON = "application/json; charset=utf-8"
+_CHALLENGE = re.compile(r"^[0-9a-f]{32}$")
 CLIENT_PER_HOST = 32  #: connections a process opens to one destination (below the server's caps)
 CLIENT_KEEPALIVE_S = 4.0  #: idle client connections are dropped before the server's header timeout
 
@@ -111,6 +114,9 @@ class HttpTransport:
         self._ssl = ssl_context
         #: with mutual TLS: per address, the node ids its server's certificate names (checked once)
         self._server_ids: dict[str, asyncio.Task[set[int]]] = {}
+        #: with identities: per address, the credential serial and node ids its server proved
+        self._proven: dict[str, asyncio.Task[Credential | None]] = {}
+        self.unproven = 0  #: sends refused because the address's server does not hold the node
 
     async def server_ids(self, address: str) -> set[int]:
         """The node ids the certificate of the server at ``address`` names (mutual TLS).
@@ -126,6 +132,33 @@ class HttpTransport:
             task = asyncio.ensure_future(_certified_at(host, int(port), self._ssl))
             self._server_ids[address] = task
         return await asyncio.shield(task)
+
+    async def holds(self, address: str, dsts: tuple[int, ...]) -> bool:
+        """Whether the server at ``address`` proved it holds every node of ``dsts`` (identities,
+        p2pnode.identity): one ``GET /v1/members?challenge=`` per address, answered with its
+        credential and a signature by the key it names over the challenge and that very address.
+        A model goes to ``dst`` only where ``dst``'s holder answers, so a relayed address cannot
+        divert it. A proof that could not be fetched is not kept; a revoked credential holds
+        nothing."""
+        trust = self.keys.verifier.trust if self.keys is not None else None
+        if trust is None:
+            return True
+        task = self._proven.get(address)
+        if task is None or (task.done() and task.exception() is not None):
+            task = asyncio.ensure_future(self._prove(address))
+            self._proven[address] = task
+        cred = await asyncio.shield(task)
+        return cred is not None and cred.serial not in trust.revoked and all(cred.names(d) for d in dsts)
+
+    async def _prove(self, address: str) -> Credential | None:
+        assert self.keys is not None and self.keys.verifier.trust is not None
+        challenge = new_challenge()
+        url = f"{self.scheme}://{address}/v1/members"
+        async with self.session.get(url, params={"challenge": challenge}) as resp:
+            answer = await resp.json() if resp.status == 200 else {}
+        if not isinstance(answer, dict):
+            return None
+        return self.keys.verifier.trust.check_proof(answer, challenge, address)
 
     def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
         if self.local is not None and dst in self.local.nodes and not self.closed:
@@ -197,7 +230,7 @@ class HttpTransport:
         if self.keys is not None:
             now = time.time()
             self.keys.refresh(now)
-            headers.update(sign(self.keys.keyring, "POST", path, src, bytes(body), int(now * 1000)))
+            headers.update(self.keys.sign("POST", path, src, bytes(body), int(now * 1000)))
         return headers
 
     async def _post(
@@ -255,6 +288,8 @@ class HttpTransport:
             try:
                 if self._ssl is not None and not set(dsts) <= await self.server_ids(address):
                     return Outcome(UNREACHABLE, "cert-mismatch"), b""
+                if not await self.holds(address, dsts):
+                    return self._not_holder(address, dsts), b""
                 async with self.session.post(url, data=data, headers=self._headers(path, src, data)) as resp:
                     answer = await resp.read()
                     outcome = Outcome(resp.status, resp.headers.get(REASON_HEADER, ""))
@@ -267,6 +302,15 @@ class HttpTransport:
             attempt += 1
             self.retried += 1
             await asyncio.sleep(delay)
+
+    def _not_holder(self, address: str, dsts: tuple[int, ...]) -> Outcome:
+        """``address`` does not hold some of ``dsts``: forget it for them (a first-hand entry, or
+        another relayed one, may bring their right address) and fail the send."""
+        self.unproven += 1
+        for dst in dsts:
+            if self.addresses.get(dst) == address and (self.local is None or dst not in self.local.nodes):
+                del self.addresses[dst]
+        return Outcome(UNREACHABLE, "not-holder")
 
     async def drain(self, timeout_s: float) -> None:
         """Post this turn's batches, wait for in-flight sends to finish, then cancel what is left."""
@@ -306,6 +350,7 @@ def make_app(
     keys: KeyHolder | None = None,
     limits: Limits | None = None,
     tls: bool = False,
+    address: str = "",
 ) -> web.Application:
     """The aiohttp application of one process; the body limit comes from the model size.
 
@@ -316,6 +361,10 @@ def make_app(
     matched against the authenticated digest (401). Only then is it decoded. Every refusal is
     counted in ``p2pnode_rejected_messages_total{reason}`` and changes nothing. Without keys there
     is no per-sender limit: the sender id would be whatever a stranger claims.
+
+    ``GET /v1/members?challenge=HEX`` (with an identity in ``keys``) adds the process's credential
+    and its signature over the challenge and ``address`` (the address it advertises), so that a
+    peer posts to a node only where its holder answers (p2pnode.identity).
     """
     app = web.Application(client_max_size=host.max_frame_bytes)
     limits = limits or Limits()
@@ -373,23 +422,34 @@ def make_app(
     def deliver_entry(
         dst: int, channel: Channel, frame: bytes, auth: dict[str, str], allowed: set[int] | None
     ) -> Outcome:
-        """One frame of a batch, judged as its own post would be: its authentication headers (for
-        its own path), its body digest and the rate limit, then ``Host.receive``."""
-        sender = None
-        if keys is not None:
-            now = time.time()
-            path = f"/v1/nodes/{dst}/{_PATH[channel]}"
-            verdict = keys.verifier.check_headers("POST", path, auth, int(now * 1000))
-            if verdict.ok and not body_matches(auth, frame):
-                verdict = Verdict(401, "bad-digest")
-            if not verdict.ok:
-                host.refuse(dst, verdict.reason)
-                return Outcome(verdict.status, verdict.reason)
-            sender = verdict.sender
-            if sender is not None and not rate.allow(sender, dst, now):
-                host.refuse(dst, "rate-limited")
-                return Outcome(429, "rate-limited")
+        """One frame of a batch, judged as its own post would be (:func:`admit` with its own
+        path and headers, and its frame as the body), then ``Host.receive``."""
+        refused, sender = admit(f"/v1/nodes/{dst}/{_PATH[channel]}", auth, dst, time.time(), frame)
+        if refused is not None:
+            return refused
         return host.receive(dst, channel, frame, sender, allowed)
+
+    def admit(
+        path: str, headers: Mapping[str, str], dest: int, now: float, frame: bytes | None = None
+    ) -> tuple[Outcome | None, int | None]:
+        """The checks of a sender, in one place for a post and for each entry of a batch: the
+        authentication from the headers alone (MAC, identity, replay: p2pnode.auth), the body
+        against their digest when it is already at hand (a batch entry's frame), then the
+        per-(sender, node) rate limit (``dest`` -1, a batch: its entries are limited one by one).
+        Returns the refusal (counted) or None, and the authenticated sender."""
+        if keys is None:  # an open cluster: the sender is whatever the frame claims
+            return None, None
+        verdict = keys.verifier.check_headers("POST", path, headers, int(now * 1000))
+        if verdict.ok and frame is not None and not body_matches(headers, frame):
+            verdict = Verdict(401, "bad-digest", verdict.sender)
+        if not verdict.ok:
+            host.refuse(dest, verdict.reason)
+            return Outcome(verdict.status, verdict.reason), None
+        sender = verdict.sender
+        if sender is not None and dest >= 0 and not rate.allow(sender, dest, now):
+            host.refuse(dest, "rate-limited")
+            return Outcome(429, "rate-limited"), None
+        return None, sender
 
     async def serve(
         request: web.Request,
@@ -397,21 +457,16 @@ def make_app(
         deliver: Callable[[bytes, int | None, set[int] | None], web.Response],
     ) -> web.StreamResponse:
         """The admission every POST goes through (``dest`` -1: a batch, rate-limited per frame)."""
-        sender = None
         now = time.time()
-        if keys is not None:  # from the headers alone: a stranger's body is never read
+        if keys is not None:
             keys.refresh(now)
-            verdict = keys.verifier.check_headers("POST", request.path, request.headers, int(now * 1000))
-            if not verdict.ok:
-                host.refuse(dest, verdict.reason)
-                return _answer(Outcome(verdict.status, verdict.reason), close=True)
-            sender = verdict.sender
+        # from the headers alone: a stranger's body is never read
+        refused, sender = admit(request.path, request.headers, dest, now)
+        if refused is not None:
+            return _answer(refused, close=True)
         if not host.accepting:  # after the headers: a stranger learns nothing, not even this
             host.refuse(dest, "starting")
             return _answer(Outcome(503, "starting"), close=True)
-        if sender is not None and dest >= 0 and not rate.allow(sender, dest, now):
-            host.refuse(dest, "rate-limited")
-            return _answer(Outcome(429, "rate-limited"), close=True)
         address = request.remote or "?"
         if not guard.enter(address):
             host.refuse(dest, "busy")
@@ -492,9 +547,28 @@ def make_app(
     def render_json(source: Callable[[], dict[str, Any]]) -> Callable[[], bytes]:
         return lambda: _dumps(source()).encode()
 
+    members_page = bounded("members", render_json(members), JSON)
+
+    async def get_members(request: web.Request) -> web.Response:
+        """The members page; with a challenge, signed afresh (one Ed25519 signature, ~30 us,
+        served a few at a time like every GET)."""
+        challenge = request.query.get("challenge")
+        identity = keys.identity if keys is not None else None
+        if challenge is None or identity is None:
+            return await members_page(request)
+        if not _CHALLENGE.match(challenge):
+            return _answer(Outcome(400, "bad-challenge"), close=True)
+        if not get_gate.enter():
+            return _answer(Outcome(503, "busy"), close=True)
+        try:
+            body = {**members(), **identity.prove(challenge, address)}
+            return web.Response(body=_dumps(body).encode(), headers={"Content-Type": JSON})
+        finally:
+            get_gate.leave()
+
     app.router.add_post("/v1/nodes/{node}/{channel}", post_frame)
     app.router.add_post("/v1/batch", post_batch)
-    app.router.add_get("/v1/members", bounded("members", render_json(members), JSON))
+    app.router.add_get("/v1/members", get_members)
     app.router.add_get("/status", bounded("status", render_json(status), JSON))
     app.router.add_get(
         "/metrics", bounded("metrics", lambda: generate_latest(host.metrics.registry), CONTENT_TYPE_LATEST)
