@@ -165,9 +165,7 @@ def _run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--cluster-key-file", type=Path, help="keyring file (p2pnode keys new); else $P2PNODE_CLUSTER_KEY"
     )
-    run.add_argument(
-        "--identity", type=Path, help="this process's key and credential (p2pnode keys issue)"
-    )
+    run.add_argument("--identity", type=Path, help="this process's key and credential (p2pnode keys issue)")
     run.add_argument("--tls-cert", type=Path, help="mutual TLS: this process's certificate (PEM)")
     run.add_argument("--tls-key", type=Path, help="mutual TLS: its private key (PEM)")
     run.add_argument("--tls-ca", type=Path, help="mutual TLS: the cluster CA certificate (PEM)")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from p2pnode.auth import Keyring, KeyHolder, Verifier, load_keyring, save_keyring, sign
+from p2pnode.auth import KeyHolder, Keyring, Verifier, load_keyring, save_keyring, sign
 from p2pnode.config import ConfigError
 from p2pnode.identity import (
     H_CRED,
@@ -153,7 +153,7 @@ def test_files_round_trip_owner_only_and_serials_advance(tmp_path: Path) -> None
     loaded = load_identity(tmp_path / "p.identity")
     assert loaded.credential == first.credential and loaded.credential.verify([authority.public_key])
     (tmp_path / "bad.identity").write_text('private_key = "00"\ncredential = "x"\n')
-    with pytest.raises(ConfigError, match="bad.identity"):
+    with pytest.raises(ConfigError, match=r"bad\.identity"):
         load_identity(tmp_path / "bad.identity")
     with pytest.raises(ConfigError):
         parse_ranges("5-2")
