@@ -118,6 +118,36 @@ def l2_norm(params: Mapping[str, Array], names: Iterable[str] | None = None) -> 
     return math.sqrt(total) if math.isfinite(total) else math.inf
 
 
+def distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
+    """‖other − own‖ over the tensors ``other`` carries that ``own`` has, as one vector (three
+    dot products per tensor, no temporary array; inf on overflow)."""
+    diff = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for name, theirs in other.items():
+            mine = own.get(name)
+            if mine is None:
+                continue
+            a, b = mine.ravel(), theirs.ravel()
+            diff += float(np.dot(b, b)) - 2.0 * float(np.dot(a, b)) + float(np.dot(a, a))
+    return math.sqrt(max(diff, 0.0)) if math.isfinite(diff) else math.inf
+
+
+def toward(own: Mapping[str, Array], other: Mapping[str, Array], scale: float) -> Params:
+    """own + scale · (other − own) for the tensors ``other`` carries that ``own`` has (new arrays:
+    neither input changes); tensors only ``other`` has are kept as they are."""
+    out: Params = {}
+    for name, theirs in other.items():
+        mine = own.get(name)
+        if mine is None:
+            out[name] = theirs
+            continue
+        step = theirs - mine
+        step *= np.float32(scale)
+        step += mine
+        out[name] = step
+    return out
+
+
 def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
     """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
     as one vector); a received model far from the receiver's by this measure is refused (#18).

@@ -26,7 +26,7 @@ from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
-from protocols.gossip import GossipProtocol, TimingConfig
+from protocols.gossip import ClipRadius, GossipProtocol, TimingConfig
 from protocols.merging import Merger, ScoreWeightedMerge, UniformMerge
 from protocols.samo import Samo
 
@@ -159,6 +159,8 @@ def make_node(
     else:
         protocol = BaseGossip(node_id, learner, sampler, timing, merger)
     protocol.max_distance = cfg.max_model_distance
+    if cfg.clip_factor > 0:
+        protocol.clip = ClipRadius(cfg.clip_factor)
     wire = cfg.wire
     runtime = NodeRuntime(
         attack.wrap(prep, node_id, protocol, learner),

@@ -501,6 +501,14 @@ class RunConfig:
         metavar="D",
         check=_min(0),
     )
+    clip_factor: float = opt(
+        0.0,
+        "ClippedGossip: clip a received model's difference from the own model to C x the median "
+        "distance of the last 16 senders' models (Base GL, SAMO; 0: off)",
+        metavar="C",
+        check=_min(0),
+        needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
+    )
     tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
     eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
     learning: LearningConfig = field(default_factory=LearningConfig)

@@ -23,6 +23,6 @@ class BaseGossip(GossipProtocol):
 
     def on_model(self, sender: NodeId, message: ModelMessage, now: float, rng: random.Random) -> list[Effect]:
         self.stats.models_received += 1
-        self.sampler.record_scores(self.merger.merge([(sender, message.params)]))
+        self.sampler.record_scores(self.merger.merge([(sender, self.clipped(sender, message.params))]))
         self.stats.merges += 1
         return self.train()

@@ -7,13 +7,15 @@ wake-ups, Δ_i drawn once at the start. The first wake-up falls at a random phas
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from learning.params import l2_norm
+from learning.params import ParamsView, distance, l2_norm, toward
 from p2pcore.effects import (
     Delivered,
     Dropped,
@@ -53,6 +55,55 @@ class ProtocolStats:
     local_steps: int = 0
     buffer_drops: int = 0
     recoveries: int = 0  #: times the model went non-finite and went back to its last good state
+    clipped: int = 0  #: received models whose difference was clipped (ClippedGossip)
+
+
+class ClipRadius:
+    """ClippedGossip's adaptive radius for one node (He, Karimireddy, Jaggi, "Byzantine-robust
+    decentralized learning via ClippedGossip", 2022): a received model θ_j is taken as
+    θ_i + min(1, τ / ‖θ_j − θ_i‖)·(θ_j − θ_i), its difference from the own model clipped to τ.
+
+    τ = ``factor`` × the median of the distances of the last ``window`` distinct senders' latest
+    models (each sender counts once, however often it sends: a member flooding from its few ids
+    holds few places), taken once ``warmup`` senders were heard (before that: no clip, the fixed
+    bound of ``--max-model-distance`` alone). The distances kept are the raw ones, so a frame far
+    out moves the median by one place at most, and no accepted frame raises the next bound by
+    more than its own place in the median: escalating frames and frames just under a fixed bound
+    both end at τ.
+    """
+
+    def __init__(self, factor: float, window: int = 16, warmup: int = 8, quantile: float = 0.25) -> None:
+        self.factor = factor
+        self.window = window
+        self.warmup = warmup
+        self.quantile = quantile
+        self._last: OrderedDict[NodeId, float] = OrderedDict()
+        self.clipped = 0  #: models clipped
+
+    def radius(self) -> float | None:
+        if len(self._last) < self.warmup:
+            return None
+        ranked = sorted(self._last.values())
+        return self.factor * ranked[int(self.quantile * (len(ranked) - 1))]
+
+    def scale(self, sender: NodeId, dist: float) -> float:
+        """The factor the difference of ``sender``'s model is taken at (1: unclipped); then the
+        distance is remembered as ``sender``'s latest."""
+        tau = self.radius()
+        self._last.pop(sender, None)
+        self._last[sender] = dist
+        if len(self._last) > self.window:
+            self._last.popitem(last=False)
+        if tau is None or dist <= tau:
+            return 1.0
+        self.clipped += 1
+        return tau / dist if math.isfinite(dist) else 0.0
+
+    def state(self) -> list[list[float]]:
+        return [[float(k), v] for k, v in self._last.items()]
+
+    def restore(self, state: list[list[float]]) -> None:
+        self._last = OrderedDict((int(k), float(v)) for k, v in state)
 
 
 class GossipProtocol(ABC):
@@ -70,6 +121,7 @@ class GossipProtocol(ABC):
 
     name = "abstract"
     max_distance = 0.0
+    clip: ClipRadius | None = None  #: ClippedGossip (``--clip-factor``); None: models taken whole
 
     def __init__(
         self,
@@ -133,12 +185,31 @@ class GossipProtocol(ABC):
             return "too-far"
         return None
 
+    def clipped(self, sender: NodeId, params: ParamsView) -> ParamsView:
+        """``params`` as the merge takes them: with ClippedGossip, its difference from the own
+        model clipped to the adaptive radius (:class:`ClipRadius`; a new model, the received
+        one is unchanged, since it may be a sender's delta base)."""
+        if self.clip is None:
+            return params
+        own = self.learner.params
+        scale = self.clip.scale(sender, distance(own, params))
+        if scale >= 1.0:
+            return params
+        self.stats.clipped += 1
+        return toward(own, params, scale)
+
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps of the protocol (its counters; subclasses add buffers)."""
-        return {"stats": dataclasses.asdict(self.stats)}
+        """What a checkpoint keeps of the protocol (its counters, the clip's distances; subclasses
+        add buffers)."""
+        out: dict[str, Any] = {"stats": dataclasses.asdict(self.stats)}
+        if self.clip is not None:
+            out["clip"] = self.clip.state()
+        return out
 
     def restore(self, state: dict[str, Any]) -> None:
         self._own_norm = None
+        if self.clip is not None and "clip" in state:
+            self.clip.restore(state["clip"])
         for k, v in state["stats"].items():
             if hasattr(self.stats, k):
                 setattr(self.stats, k, int(v))

@@ -72,5 +72,5 @@ class Samo(GossipProtocol):
             self.buffer.pop(0)
             self.stats.buffer_drops += 1
             effects.append(Dropped("buffer-full"))
-        self.buffer.append((sender, message.params))
+        self.buffer.append((sender, self.clipped(sender, message.params)))
         return effects

@@ -176,3 +176,30 @@ def test_compiled_snapshot_copies_check_bit_for_bit() -> None:
         y[7, 3] = bad
         assert copy_checked(y)[1] is False
         assert copy_checked(y[:, 1::2])[1] is False  # strided: the numpy path says the same
+
+
+def test_clip_radius_counts_each_sender_once_and_clips_far_models_to_the_radius() -> None:
+    from protocols.gossip import ClipRadius
+
+    clip = ClipRadius(2.0, window=16, warmup=4, quantile=0.5)
+    assert [clip.scale(s, 1.0) for s in range(4)] == [1.0] * 4  # warm-up: nothing clipped
+    assert clip.radius() == 2.0
+    # a flood from one id holds one place: the radius stays where the honest senders put it
+    for _ in range(50):
+        assert clip.scale(99, 1000.0) == pytest.approx(2.0 / 1000.0, rel=0.5)
+    assert clip.radius() == 2.0
+    assert clip.scale(5, 1.5) == 1.0 and clip.scale(6, float("inf")) == 0.0
+    restored = ClipRadius(2.0, window=16, warmup=4, quantile=0.5)
+    restored.restore(clip.state())
+    assert restored.radius() == clip.radius()
+
+
+def test_toward_moves_a_copy_and_leaves_both_models_as_they_were() -> None:
+    from learning.params import distance, toward
+
+    own = {"E": np.zeros((3, 2), dtype=np.float32)}
+    far = {"E": np.full((3, 2), 10.0, dtype=np.float32), "extra": np.ones(2, dtype=np.float32)}
+    moved = toward(own, far, 0.1)
+    assert np.allclose(moved["E"], 1.0) and moved["extra"] is far["extra"]
+    assert float(own["E"].sum()) == 0.0 and float(far["E"].sum()) == 60.0
+    assert distance(own, moved) == pytest.approx(0.1 * distance(own, far))
