@@ -284,11 +284,17 @@ class NodeProcess:
             return
         self.spec.state_dir.mkdir(parents=True, exist_ok=True)
         rounds = []
+        states = {}
         for runtime in self.host.nodes.values():
             try:
-                state = checkpoint.load(checkpoint.path_for(self.spec.state_dir, runtime.node_id))
+                states[runtime.node_id] = checkpoint.load(
+                    checkpoint.path_for(self.spec.state_dir, runtime.node_id)
+                )
             except checkpoint.CheckpointError as exc:
                 raise StartupError(f"{exc}; move the file away to start this node afresh") from None
+        self._check_complete(states)
+        for runtime in self.host.nodes.values():
+            state = states[runtime.node_id]
             if state is not None:
                 try:
                     runtime.restore_state(state)
@@ -313,6 +319,24 @@ class NodeProcess:
             log.warning(
                 "resumed %d node(s) from %s at round %d", len(rounds), self.spec.state_dir, self.round
             )
+
+    def _check_complete(self, states: dict[int, dict[str, Any] | None]) -> None:
+        """Some hosted nodes have a checkpoint and others none: the saves that made them did not
+        all complete (a full disk fails the rest of a save). Resuming those few while the others
+        start afresh would mix a run's rounds silently, so the start stops and says which."""
+        have = sorted(n for n, st in states.items() if st is not None)
+        if not have or len(have) == len(states):
+            return
+        missing = sorted(n for n, st in states.items() if st is None)
+        rounds = sorted({int(st.get("round", 0)) for st in states.values() if st is not None})
+        where = f"round {rounds[0]}" if len(rounds) == 1 else f"rounds {rounds[0]}-{rounds[-1]}"
+        raise StartupError(
+            f"{self.spec.state_dir}: {len(have)} of {len(states)} hosted nodes have a checkpoint "
+            f"({where}), {len(missing)} have none (first: {missing[:5]}): a save did not complete "
+            "(was the disk full? the run said 'cannot write checkpoints'). Resuming would restart "
+            "those nodes afresh beside the others; free space and restore the missing files, or "
+            "move the state directory away to start every node afresh"
+        )
 
     def _load_process_state(self) -> dict[str, Any]:
         """The history and resumes saved with the last checkpoints (empty when unreadable)."""

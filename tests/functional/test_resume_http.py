@@ -121,6 +121,27 @@ async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path:
     await proc.shutdown()
 
 
+async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_path: Path) -> None:
+    """A save cut short by a full disk leaves some nodes' checkpoints and not the others'."""
+    users = (0, 1, 2, 3)
+    first = NodeProcess(
+        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+    )
+    await first.start()
+    try:
+        await first.run()
+    finally:
+        await first.shutdown()
+    for node in (1, 3):
+        (tmp_path / f"node-{node}.ckpt").unlink()
+    again = NodeProcess(
+        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+    )
+    with pytest.raises(StartupError, match=r"2 of 4 hosted nodes have a checkpoint \(round 2\), 2 have none"):
+        await again.start()
+    await again.shutdown()
+
+
 def past_round_one(port: int) -> bool:
     url = f"http://127.0.0.1:{port}/status"
     with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=2) as resp:
