@@ -5,7 +5,12 @@ wake-ups are pushed past the run so only the receive path is measured) and a sep
 process posting real full-model frames (ML-100k GMF, 32 factors) over keep-alive connections.
 Reports accepted messages/s, latency percentiles and the server's CPU time per message.
 
-    .venv/bin/python -m bench.http_load [--nodes 100] [--seconds 10] [--concurrency 16]
+``--auth`` picks what the requests carry: ``open`` (nothing), ``hmac`` (the cluster key's MAC,
+p2pnode.auth), ``identity`` (the MAC and the sender process's Ed25519 signature and credential,
+p2pnode.identity), or ``all``: the three one after the other in one run, for the receive path's
+cost of each side by side.
+
+    .venv/bin/python -m bench.http_load [--nodes 100] [--seconds 10] [--concurrency 16] [--auth all]
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,12 +39,35 @@ def server_config(nodes: int, protocol: str) -> RunConfig:
     return RunConfig(nodes=nodes, rounds=1, protocol=protocol, sampling="static", tick_seconds=60.0)
 
 
-async def serve(port: int, nodes: int, protocol: str) -> None:
+AUTHS = ("open", "hmac", "identity")
+
+
+def key_files(folder: Path, auth: str, nodes: int) -> tuple[Path | None, Path | None, Path | None]:
+    """The server's keyring and identity and the loader's identity (None where ``auth`` has none)."""
+    from p2pnode.auth import Keyring, save_keyring
+    from p2pnode.identity import Authority, save_identity
+
+    if auth == "open":
+        return None, None, None
+    ring = Keyring.generate("load")
+    if auth == "hmac":
+        save_keyring(folder / "k", ring)
+        return folder / "k", None, None
+    authority = Authority.generate("load")
+    save_keyring(folder / "k", ring.trust(authority.public_key))
+    save_identity(folder / "server.id", authority.issue([(0, nodes - 1)]))
+    save_identity(folder / "loader.id", authority.issue([(0, nodes - 1)]))  # the senders' process
+    return folder / "k", folder / "server.id", folder / "loader.id"
+
+
+async def serve(port: int, nodes: int, protocol: str, auth: str, folder: Path) -> None:
     from p2pnode.process import tune_process
     from p2pnode.real import NodeProcess, ProcessSpec
 
     tune_process()
-    proc = NodeProcess(server_config(nodes, protocol), ProcessSpec(tuple(range(nodes)), "127.0.0.1", port))
+    key, ident, _ = key_files(folder, auth, nodes)
+    spec = ProcessSpec(tuple(range(nodes)), "127.0.0.1", port, key_file=key, identity_file=ident)
+    proc = NodeProcess(server_config(nodes, protocol), spec)
     await proc.start()
     print("ready", flush=True)
     await asyncio.Event().wait()
@@ -49,7 +78,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def load(port: int, nodes: int, seconds: float, concurrency: int, pid: int, protocol: str) -> None:
+async def load(
+    port: int, nodes: int, seconds: float, concurrency: int, pid: int, protocol: str, auth: str, folder: Path
+) -> None:
+    from p2pnode.auth import KeyHolder, load_keyring
+    from p2pnode.identity import load_identity
+
+    key = folder / "k"
+    holder = None
+    if auth != "open":
+        ident = load_identity(folder / "loader.id") if auth == "identity" else None
+        holder = KeyHolder(load_keyring(key), identity=ident)
     init = gmf.init_params(1682, 32, seed=0)
     frames = [
         bytes(encode_model_frame((d + 1) % nodes, d, DeltaEncoder(enabled=False).encode(d, 1, init)))
@@ -65,8 +104,12 @@ async def load(port: int, nodes: int, seconds: float, concurrency: int, pid: int
             while time.perf_counter() < deadline:
                 d = i % nodes
                 t = time.perf_counter()
+                path = f"/v1/nodes/{d}/gossip"
+                headers = None
+                if holder is not None:
+                    headers = holder.sign("POST", path, (d + 1) % nodes, frames[d], int(time.time() * 1000))
                 async with session.post(
-                    f"http://127.0.0.1:{port}/v1/nodes/{d}/gossip", data=frames[d]
+                    f"http://127.0.0.1:{port}{path}", data=frames[d], headers=headers
                 ) as resp:
                     await resp.read()
                     statuses[resp.status] = statuses.get(resp.status, 0) + 1
@@ -84,7 +127,8 @@ async def load(port: int, nodes: int, seconds: float, concurrency: int, pid: int
     ok = statuses.get(200, 0)
     lat = np.array(latencies) * 1e3
     print(
-        f"protocol {protocol}: {nodes} nodes in one process, {concurrency} concurrent senders, {wall:.1f} s"
+        f"auth {auth}, protocol {protocol}: {nodes} nodes in one process, {concurrency} concurrent "
+        f"senders, {wall:.1f} s"
     )
     others = {k: v for k, v in statuses.items() if k != 200}
     print(
@@ -106,10 +150,19 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--protocol", default="samo", choices=["samo", "base"])
+    ap.add_argument("--auth", default="open", choices=[*AUTHS, "all"])
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mode == "serve":
-        asyncio.run(serve(args.port, args.nodes, args.protocol))
+        asyncio.run(serve(args.port, args.nodes, args.protocol, args.auth, args.dir))
         return
+    for auth in AUTHS if args.auth == "all" else (args.auth,):
+        with tempfile.TemporaryDirectory() as folder:
+            run_one(args, auth, Path(folder))
+        print(flush=True)
+
+
+def run_one(args: argparse.Namespace, auth: str, folder: Path) -> None:
     from p2plab.launch import free_ports
 
     port = free_ports(1)[0]
@@ -125,6 +178,10 @@ def main() -> None:
             str(args.nodes),
             "--protocol",
             args.protocol,
+            "--auth",
+            auth,
+            "--dir",
+            str(folder),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -133,7 +190,9 @@ def main() -> None:
         assert server.stdout is not None
         if server.stdout.readline().strip() != "ready":
             raise SystemExit("server did not start")
-        asyncio.run(load(port, args.nodes, args.seconds, args.concurrency, server.pid, args.protocol))
+        asyncio.run(
+            load(port, args.nodes, args.seconds, args.concurrency, server.pid, args.protocol, auth, folder)
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
