@@ -209,6 +209,7 @@ BRINGS = {
     "--protocol fedavg": ["--protocol", "fedavg"],
     "--protocol samo": ["--protocol", "samo"],
     "--protocol samo or fedavg": ["--protocol", "samo"],
+    "a gossip protocol (FedAvg has --merge)": [],
     "--sampling peerswap": [],
     "--sampling pers": ["--sampling", "pers"],
     "--churn exp|weibull": ["--churn", "exp", "--sampling", "cyclon"],

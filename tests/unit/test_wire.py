@@ -396,7 +396,15 @@ def test_a_version_may_not_jump_within_a_life_and_a_new_incarnation_is_always_ne
 
 def test_batches_round_trip_and_refuse_anything_else_whole() -> None:
     from p2pnode.transport.base import Outcome
-    from p2pnode.transport.batch import MAX_FRAMES, pack_batch, pack_outcomes, parse_batch, parse_outcomes
+    from p2pnode.transport.batch import (
+        MAX_AUTH,
+        MAX_FRAMES,
+        MAX_HEADER,
+        pack_batch,
+        pack_outcomes,
+        parse_batch,
+        parse_outcomes,
+    )
 
     entries = [(1, Channel.SAMPLING, b"\x01\x02", {"X-P2P-Sender": "3"}), (7, Channel.GOSSIP, b"", {})]
     assert parse_batch(pack_batch(entries)) == entries
@@ -412,8 +420,8 @@ def test_batches_round_trip_and_refuse_anything_else_whole() -> None:
         msgpack.packb([[True, 2, b"x", {}], ok]),
         msgpack.packb([[1, 2, b"x"], ok]),  # no auth map
         msgpack.packb([[1, 2, b"x", {"a": 1}], ok]),  # a header that is not a string
-        msgpack.packb([[1, 2, b"x", {str(k): "v" for k in range(9)}], ok]),  # too many headers
-        msgpack.packb([[1, 2, b"x", {"a": "v" * 200}], ok]),  # too long a header
+        msgpack.packb([[1, 2, b"x", {str(k): "v" for k in range(MAX_AUTH + 1)}], ok]),  # too many headers
+        msgpack.packb([[1, 2, b"x", {"a": "v" * (MAX_HEADER + 1)}], ok]),  # too long a header
         msgpack.packb([[1, 2, b"x", {}, 0], ok]),
         msgpack.packb({1: 2}),
         msgpack.packb([ok, ok]) + b"\x00",  # trailing bytes
