@@ -118,17 +118,28 @@ def l2_norm(params: Mapping[str, Array], names: Iterable[str] | None = None) -> 
     return math.sqrt(total) if math.isfinite(total) else math.inf
 
 
-def distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
-    """‖other − own‖ over the tensors ``other`` carries that ``own`` has, as one vector (three
-    dot products per tensor, no temporary array; inf on overflow)."""
+def _square_sums(own: Mapping[str, Array], other: Mapping[str, Array]) -> tuple[float, float]:
+    """‖other − own‖² and ‖own‖² over the tensors ``other`` carries that ``own`` has, from three
+    dot products per tensor, ‖b‖² − 2 a·b + ‖a‖², in float32 as the models are: no temporary
+    array (a float64 difference took ten times as long)."""
     diff = 0.0
+    norm = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
         for name, theirs in other.items():
             mine = own.get(name)
             if mine is None:
                 continue
             a, b = mine.ravel(), theirs.ravel()
-            diff += float(np.dot(b, b)) - 2.0 * float(np.dot(a, b)) + float(np.dot(a, a))
+            aa = float(np.dot(a, a))
+            diff += float(np.dot(b, b)) - 2.0 * float(np.dot(a, b)) + aa
+            norm += aa
+    return diff, norm
+
+
+def distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
+    """‖other − own‖ over the tensors ``other`` carries that ``own`` has, as one vector (inf on
+    overflow)."""
+    diff, _ = _square_sums(own, other)
     return math.sqrt(max(diff, 0.0)) if math.isfinite(diff) else math.inf
 
 
@@ -152,21 +163,10 @@ def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> f
     """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
     as one vector); a received model far from the receiver's by this measure is refused (#18).
 
-    From three dot products per tensor, ‖b‖² − 2 a·b + ‖a‖², in float32 as the models are: no
-    temporary array, on every model received (a float64 difference took ten times as long). The
-    cancellation when the models are close costs nothing where it matters: the bound is ~100x
-    the honest distances. An overflow gives inf, refused as too far."""
-    diff = 0.0
-    norm = 0.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        for name, theirs in other.items():
-            mine = own.get(name)
-            if mine is None:
-                continue
-            a, b = mine.ravel(), theirs.ravel()
-            aa = float(np.dot(a, a))
-            diff += float(np.dot(b, b)) - 2.0 * float(np.dot(a, b)) + aa
-            norm += aa
+    On every model received, by :func:`_square_sums`. The cancellation when the models are close
+    costs nothing where it matters: the bound is ~100x the honest distances. An overflow gives
+    inf, refused as too far."""
+    diff, norm = _square_sums(own, other)
     if not math.isfinite(diff):
         return math.inf
     return math.sqrt(max(diff, 0.0)) / max(math.sqrt(norm), 1e-12)

@@ -327,13 +327,13 @@ def new_challenge() -> str:
 
 def save_authority(path: Path, authority: Authority) -> None:
     """The authority file, readable by its owner only (it is the cluster's root of trust)."""
-    text = (
-        f'cluster = "{authority.cluster}"\n'
-        f'private_key = "{authority.private_key.hex()}"\n'
-        f'public_key = "{authority.public_key.hex()}"\n'
-        f"next_serial = {authority.next_serial}\n"
-    )
-    write_text(path, text, mode=0o600)
+    fields: dict[str, str | int] = {
+        "cluster": authority.cluster,
+        "private_key": authority.private_key.hex(),
+        "public_key": authority.public_key.hex(),
+        "next_serial": authority.next_serial,
+    }
+    _save_private(path, fields)
 
 
 def load_authority(path: Path) -> Authority:
@@ -350,14 +350,14 @@ def save_identity(path: Path, identity: Identity) -> None:
     """A process's identity file (its private key and credential), owner-only."""
     cred = identity.credential
     ids = ",".join(f"{a}-{b}" if a != b else str(a) for a, b in cred.ranges)
-    text = (
-        f'cluster = "{cred.cluster}"\n'
-        f"serial = {cred.serial}\n"
-        f'nodes = "{ids}"\n'
-        f'private_key = "{identity.private_key.hex()}"\n'
-        f'credential = "{identity.header}"\n'
-    )
-    write_text(path, text, mode=0o600)
+    fields: dict[str, str | int] = {
+        "cluster": cred.cluster,
+        "serial": cred.serial,
+        "nodes": ids,
+        "private_key": identity.private_key.hex(),
+        "credential": identity.header,
+    }
+    _save_private(path, fields)
 
 
 def load_identity(path: Path) -> Identity:
@@ -368,6 +368,13 @@ def load_identity(path: Path) -> Identity:
         if isinstance(exc, ConfigError):
             raise ConfigError(f"{path}: {exc}") from None
         raise ConfigError(f"{path}: malformed identity file ({type(exc).__name__}: {exc})") from None
+
+
+def _save_private(path: Path, fields: Mapping[str, str | int]) -> None:
+    """Flat TOML (strings are hex, base64url or labels: nothing to escape), written atomically,
+    readable by its owner only."""
+    lines = [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}" for k, v in fields.items()]
+    write_text(path, "\n".join(lines) + "\n", mode=0o600)
 
 
 def _toml(path: Path, what: str, maker: str) -> dict[str, Any]:
