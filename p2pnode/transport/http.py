@@ -148,7 +148,11 @@ class HttpTransport:
             task = asyncio.ensure_future(self._prove(address))
             self._proven[address] = task
         cred = await asyncio.shield(task)
-        return cred is not None and cred.serial not in trust.revoked and all(cred.names(d) for d in dsts)
+        if cred is None:  # kept only for addresses that proved a credential: relayed addresses
+            if self._proven.get(address) is task:  # that fail are forgotten (bounded memory)
+                del self._proven[address]
+            return False
+        return cred.serial not in trust.revoked and all(cred.names(d) for d in dsts)
 
     async def _prove(self, address: str) -> Credential | None:
         assert self.keys is not None and self.keys.verifier.trust is not None
