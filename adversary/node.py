@@ -29,7 +29,7 @@ import numpy as np
 from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
 from adversary.models import AttackModel
-from learning.params import Array, Index
+from learning.params import Array, Index, l2_norm
 from p2pcore.effects import Effect, NodeId, Send
 from protocols.fedavg import ROUND_TIMER
 from protocols.gossip import WAKE_TIMER, GossipNode, GossipProtocol
@@ -84,6 +84,26 @@ class AdversaryNode(GossipNode):
         elif key == ROUND_TIMER:  # the FedAvg server: one adversary, a new global model each round
             self._refresh()
         return effects
+
+    def admit(self, sender: NodeId, now: float, collusion: bool = False) -> str | None:
+        """A multicast is taken only from a partner of this node's own group (issue #31: with
+        process identities no other member can sign as one)."""
+        if collusion:
+            return None if sender in self.partners else "not-partner"
+        return super().admit(sender, now)
+
+    def vet(self, message: object) -> str | None:
+        """A multicast passes the checks a gossip model does: finite, and within the distance
+        bound of the node's own model over the rows it carries (``--max-model-distance``)."""
+        if not isinstance(message, CollusionMessage):
+            return super().vet(message)
+        if not all(np.isfinite(a).all() for a in message.params.values()):
+            return "non-finite"
+        bound = self.protocol.max_distance
+        own = self.observer.keep(self.protocol.learner.params) if bound > 0 else None
+        if own is not None and l2_norm(message.params) > (1 + bound) * l2_norm(own):
+            return "too-far"
+        return None
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         if isinstance(message, CollusionMessage):

@@ -26,8 +26,9 @@ from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
-from protocols.gossip import ClipRadius, GossipProtocol, TimingConfig
+from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.merging import Merger, ScoreWeightedMerge, UniformMerge
+from protocols.robust import ClipRadius, SenderGate
 from protocols.samo import Samo
 
 
@@ -161,6 +162,8 @@ def make_node(
     protocol.max_distance = cfg.max_model_distance
     if cfg.clip_factor > 0:
         protocol.clip = ClipRadius(cfg.clip_factor)
+    if cfg.sender_gate and cfg.protocol != "fedavg":
+        protocol.gate = sender_gate(protocol, timing)
     wire = cfg.wire
     runtime = NodeRuntime(
         attack.wrap(prep, node_id, protocol, learner),
@@ -175,3 +178,12 @@ def make_node(
     )
     runtime.population = population(cfg)
     return runtime
+
+
+def sender_gate(protocol: GossipProtocol, timing: TimingConfig) -> SenderGate:
+    """The gate of a gossip node (protocols.robust): in-neighbours only where the sampler knows
+    them, and from each sender at most about one model per the shortest wake-up period an honest
+    node draws (the mean less four standard deviations)."""
+    sampler = protocol.sampler
+    interval = timing.mean_ticks - 4 * timing.std_ticks
+    return SenderGate(sampler.expects if sampler.tracks_senders else None, interval)

@@ -509,6 +509,13 @@ class RunConfig:
         check=_min(0),
         needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
     )
+    sender_gate: bool = opt(
+        True,
+        "take gossip models from any member at any rate (default: with static and PeerSwap views "
+        "only from in-neighbours, and from each sender about once per own wake-up)",
+        name="--no-sender-gate",
+        switch=False,
+    )
     tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
     eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
     learning: LearningConfig = field(default_factory=LearningConfig)

@@ -383,6 +383,11 @@ class NodeRuntime:
         the allowed clock skew). None in the simulator, where every incarnation is 0."""
         return None if self.wall is None else int(self.wall()) + CLOCK_SKEW_S
 
+    def admit(self, sender: int, collusion: bool = False) -> str | None:
+        """The pure node's verdict on a model's (or multicast's) sender, before its body is read
+        (wire.codec.decode asks it)."""
+        return self.node.admit(sender, self.clock.now(), collusion)
+
     def vet(self, message: object) -> str | None:
         """The pure node's verdict on a decoded message (wire.codec.decode asks it)."""
         return self.node.vet(message)

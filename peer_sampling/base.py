@@ -20,6 +20,9 @@ class PeerSampler(ABC):
     """
 
     node_id: NodeId
+    #: whether :meth:`expects` knows who may send to this node (views that form a graph: static,
+    #: PeerSwap); a sampler that does not track its in-neighbours expects every member
+    tracks_senders = False
 
     @abstractmethod
     def out_view(self) -> tuple[NodeId, ...]:
@@ -28,6 +31,11 @@ class PeerSampler(ABC):
     def in_view(self) -> tuple[NodeId, ...]:
         """The peers known to send to this node (empty when the sampler does not track them)."""
         return ()
+
+    def expects(self, sender: NodeId) -> bool:
+        """Whether ``sender`` may send models to this node (protocols.robust.SenderGate): an
+        in-neighbour, for samplers that track them."""
+        return True
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
         """Effects to run when the node starts (first timers)."""
@@ -125,6 +133,8 @@ class PeerSampler(ABC):
 class StaticView(PeerSampler):
     """Views fixed to the initial random k-regular graph (002 §2.4, static setting)."""
 
+    tracks_senders = True
+
     def __init__(self, node_id: NodeId, out_view: Sequence[NodeId], in_view: Sequence[NodeId]):
         self.node_id = node_id
         self._out = tuple(sorted(out_view))
@@ -135,6 +145,9 @@ class StaticView(PeerSampler):
 
     def in_view(self) -> tuple[NodeId, ...]:
         return self._in
+
+    def expects(self, sender: NodeId) -> bool:
+        return sender in self._in
 
     def restore(self, state: dict[str, Any]) -> None:
         self._out = tuple(sorted(int(n) for n in state["out"]))

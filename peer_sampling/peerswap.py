@@ -113,7 +113,14 @@ class SwapStats:
 
 
 class PeerSwap(PeerSampler):
-    """A node's PeerSwap view state machine."""
+    """A node's PeerSwap view state machine.
+
+    The views form a graph, so a node knows who may send it models (:meth:`expects`): its
+    in-neighbours, and the last few it had (a model an in-neighbour sent before a swap moved it
+    away may arrive after the swap's commit).
+    """
+
+    tracks_senders = True
 
     def __init__(
         self,
@@ -126,6 +133,8 @@ class PeerSwap(PeerSampler):
         self.config = config
         self._out = sorted(out_view)
         self._in = sorted(in_view)
+        #: in-neighbours a swap removed lately, newest last (models they sent may still arrive)
+        self._former: OrderedDict[NodeId, None] = OrderedDict()
         self.lock: Txn | None = None
         self._pending: _Pending | None = None
         self._counter = 0
@@ -146,6 +155,20 @@ class PeerSwap(PeerSampler):
 
     def in_view(self) -> tuple[NodeId, ...]:
         return tuple(self._in)
+
+    def expects(self, sender: NodeId) -> bool:
+        return sender in self._in or sender in self._former
+
+    def _set_in(self, in_view: list[NodeId]) -> None:
+        """The new in-view; the ids it drops are kept as former in-neighbours (the last 2P)."""
+        for gone in sorted(set(self._in) - set(in_view)):
+            self._former.pop(gone, None)
+            self._former[gone] = None
+        for back in in_view:
+            self._former.pop(back, None)
+        while len(self._former) > 2 * max(1, len(in_view)):
+            self._former.popitem(last=False)
+        self._in = in_view
 
     def state(self) -> dict[str, Any]:
         return {"out": list(self._out), "in": list(self._in), "counter": self._counter}
@@ -216,7 +239,8 @@ class PeerSwap(PeerSampler):
                     self.ignored += 1
                     return []
                 del self._granted[txn]
-                self._out, self._in = _relabel(self._out, a, b), _relabel(self._in, a, b)
+                self._out = _relabel(self._out, a, b)
+                self._set_in(_relabel(self._in, a, b))
                 return self._release(txn, now)
             case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
                 if (
@@ -227,7 +251,8 @@ class PeerSwap(PeerSampler):
                     self.ignored += 1
                     return []
                 del self._granted[txn]
-                self._out, self._in = sorted(out_view), sorted(in_view)
+                self._out = sorted(out_view)
+                self._set_in(sorted(in_view))
                 return self._release(txn, now)
             case Unlock(txn=txn):
                 self._granted.pop(txn, None)  # aborted: its commit or adopt can no longer come
@@ -314,7 +339,7 @@ class PeerSwap(PeerSampler):
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
         self._out = _relabel(list(p.partner_out), me, j)
-        self._in = _relabel(list(p.partner_in), me, j)
+        self._set_in(_relabel(list(p.partner_in), me, j))
         self._pending = None
         self.stats.committed += 1
         return effects + self._release(p.txn, now)

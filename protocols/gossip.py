@@ -7,10 +7,8 @@ wake-ups, Δ_i drawn once at the start. The first wake-up falls at a random phas
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +29,7 @@ from peer_sampling.base import PeerSampler
 from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
 from protocols.messages import FedMessage, ModelMessage
+from protocols.robust import ClipRadius, SenderGate
 
 WAKE_TIMER = "wake"
 
@@ -58,54 +57,6 @@ class ProtocolStats:
     clipped: int = 0  #: received models whose difference was clipped (ClippedGossip)
 
 
-class ClipRadius:
-    """ClippedGossip's adaptive radius for one node (He, Karimireddy, Jaggi, "Byzantine-robust
-    decentralized learning via ClippedGossip", 2022): a received model θ_j is taken as
-    θ_i + min(1, τ / ‖θ_j − θ_i‖)·(θ_j − θ_i), its difference from the own model clipped to τ.
-
-    τ = ``factor`` × the median of the distances of the last ``window`` distinct senders' latest
-    models (each sender counts once, however often it sends: a member flooding from its few ids
-    holds few places), taken once ``warmup`` senders were heard (before that: no clip, the fixed
-    bound of ``--max-model-distance`` alone). The distances kept are the raw ones, so a frame far
-    out moves the median by one place at most, and no accepted frame raises the next bound by
-    more than its own place in the median: escalating frames and frames just under a fixed bound
-    both end at τ.
-    """
-
-    def __init__(self, factor: float, window: int = 16, warmup: int = 8, quantile: float = 0.25) -> None:
-        self.factor = factor
-        self.window = window
-        self.warmup = warmup
-        self.quantile = quantile
-        self._last: OrderedDict[NodeId, float] = OrderedDict()
-        self.clipped = 0  #: models clipped
-
-    def radius(self) -> float | None:
-        if len(self._last) < self.warmup:
-            return None
-        ranked = sorted(self._last.values())
-        return self.factor * ranked[int(self.quantile * (len(ranked) - 1))]
-
-    def scale(self, sender: NodeId, dist: float) -> float:
-        """The factor the difference of ``sender``'s model is taken at (1: unclipped); then the
-        distance is remembered as ``sender``'s latest."""
-        tau = self.radius()
-        self._last.pop(sender, None)
-        self._last[sender] = dist
-        if len(self._last) > self.window:
-            self._last.popitem(last=False)
-        if tau is None or dist <= tau:
-            return 1.0
-        self.clipped += 1
-        return tau / dist if math.isfinite(dist) else 0.0
-
-    def state(self) -> list[list[float]]:
-        return [[float(k), v] for k, v in self._last.items()]
-
-    def restore(self, state: list[list[float]]) -> None:
-        self._last = OrderedDict((int(k), float(v)) for k, v in state)
-
-
 class GossipProtocol(ABC):
     """A gossip learning protocol for one node: reacts to wake-ups and received models.
 
@@ -122,6 +73,7 @@ class GossipProtocol(ABC):
     name = "abstract"
     max_distance = 0.0
     clip: ClipRadius | None = None  #: ClippedGossip (``--clip-factor``); None: models taken whole
+    gate: SenderGate | None = None  #: whose models are taken at all (protocols.robust); None: anyone's
 
     def __init__(
         self,
@@ -172,18 +124,26 @@ class GossipProtocol(ABC):
         self.stats.recoveries += 1
         return [Dropped("non-finite")]
 
+    def admit(self, sender: NodeId, now: float) -> str | None:
+        """Why a model from ``sender`` must be refused before its body is read (None: read it):
+        the sender gate's verdict (protocols.robust.SenderGate)."""
+        return None if self.gate is None else self.gate.check(sender, now)
+
     def vet(self, message: ModelMessage | FedMessage) -> str | None:
         """Why a decoded model must be refused before it is taken (None: take it)."""
         bound = self.max_distance
         if bound <= 0:
             return None
-        names = tuple(message.params)
+        if l2_norm(message.params) > (1 + bound) * self.own_norm(tuple(message.params)):
+            return "too-far"
+        return None
+
+    def own_norm(self, names: tuple[str, ...]) -> float:
+        """‖θ_own‖ over the tensors ``names``, computed once per model version."""
         version = self.learner.version
         if self._own_norm is None or self._own_norm[:2] != (version, names):
             self._own_norm = (version, names, l2_norm(self.learner.params, names))
-        if l2_norm(message.params) > (1 + bound) * self._own_norm[2]:
-            return "too-far"
-        return None
+        return self._own_norm[2]
 
     def clipped(self, sender: NodeId, params: ParamsView) -> ParamsView:
         """``params`` as the merge takes them: with ClippedGossip, its difference from the own
@@ -192,7 +152,7 @@ class GossipProtocol(ABC):
         if self.clip is None:
             return params
         own = self.learner.params
-        scale = self.clip.scale(sender, distance(own, params))
+        scale = self.clip.scale(sender, distance(own, params), self.own_norm(tuple(params)))
         if scale >= 1.0:
             return params
         self.stats.clipped += 1
@@ -249,6 +209,8 @@ class GossipNode:
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         self.sampler.note_alive(sender)
         if isinstance(message, ModelMessage | FedMessage):
+            if self.protocol.gate is not None:
+                self.protocol.gate.spend(sender, now)
             return self.protocol.on_model(sender, message, now, rng)
         return self.sampler.on_message(sender, message, now, rng)
 
@@ -262,6 +224,12 @@ class GossipNode:
     def leave(self) -> list[Effect]:
         """The node leaves the network for good: what it tells its peers (its sampler decides)."""
         return self.sampler.leave()
+
+    def admit(self, sender: NodeId, now: float, collusion: bool = False) -> str | None:
+        """Why a model (``collusion``: a colluder's multicast) from ``sender`` must be refused
+        before its body is read (None: read it). Asked by the driver after the frame's envelope
+        checks; a refusal changes nothing. An honest node takes no multicasts."""
+        return "not-colluder" if collusion else self.protocol.admit(sender, now)
 
     def vet(self, message: object) -> str | None:
         """Why a decoded message must be refused before the node takes it (None: take it).

@@ -161,8 +161,13 @@ class Inbox(Protocol):
     def last_version(self) -> Mapping[int, int]:
         """Per sender: the newest model version taken."""
 
+    def admit(self, sender: int, collusion: bool = False) -> str | None:
+        """Why a model (``collusion``: a colluder's multicast) from ``sender`` must be refused
+        before its body is read (not an in-neighbour, too often, not a partner), or None."""
+
     def vet(self, message: object) -> str | None:
-        """Why a decoded message must be refused (a model too far from the own one), or None."""
+        """Why a decoded message must be refused (a model or multicast too far from the own
+        model, a non-finite multicast), or None."""
 
     @property
     def newest_incarnation(self) -> int | None:
@@ -206,12 +211,30 @@ def decode(
             raise WireError("old-model", f"older than the last model taken from {frame.sender}", 409)
         if order == "jump":
             raise WireError("version-jump", f"more than {MAX_VERSION_JUMP} versions ahead of the last", 422)
+        reason = inbox.admit(frame.sender)
+        if reason is not None:
+            raise WireError(
+                reason,
+                f"no model is taken from {frame.sender}: {reason}",
+                429 if reason == "too-often" else 403,
+            )
         message = decode_model(frame, inbox.spec, inbox.decoder)
         reason = inbox.vet(message)
         if reason is not None:
             raise WireError(reason, f"the model from {frame.sender} is refused: {reason}", 422)
     elif frame.type is MsgType.COLLUDE:
+        if inbox.collusion_spec is None:
+            raise WireError("not-colluder", "this node takes no colluder multicasts", 403)
+        reason = inbox.admit(frame.sender, collusion=True)
+        if reason is not None:
+            raise WireError(reason, f"no multicast is taken from {frame.sender}: {reason}", 403)
         message = decode_collusion(frame, inbox.collusion_spec)
+        population = inbox.population
+        if population is not None and message.user >= population:
+            raise WireError("unknown-id", f"a multicast names user {message.user} >= {population}", 422)
+        reason = inbox.vet(message)
+        if reason is not None:
+            raise WireError(reason, f"the multicast from {frame.sender} is refused: {reason}", 422)
     else:
         message = decode_sampling(frame)
         population = inbox.population

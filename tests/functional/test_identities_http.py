@@ -50,7 +50,7 @@ async def test_a_member_speaks_only_for_its_own_nodes_and_models_go_only_to_thei
     tmp_path: Path,
 ) -> None:
     key, _authority, identities = cluster_files(tmp_path)
-    config = cfg(nodes=12, rounds=8)
+    config = cfg(nodes=12, rounds=8, sampling="static")  # node 1's in-neighbours: 8 and 10 of B
     addrs = [f"127.0.0.1:{p}" for p in ports(2)]
     procs = []
     for k in range(2):
@@ -77,15 +77,18 @@ async def test_a_member_speaks_only_for_its_own_nodes_and_models_go_only_to_thei
             bare = await post(
                 s, url, path, key, 7, frame(MsgType.MODEL, 7, 1, {"ver": life, "p": good}), None
             )
-            as_7 = await post(
+            as_8 = await post(
+                s, url, path, key, 8, frame(MsgType.MODEL, 8, 1, {"ver": life, "p": good}), b_ident
+            )
+            as_7 = await post(  # B holds 7, but 7 is no in-neighbour of node 1: the sender gate
                 s, url, path, key, 7, frame(MsgType.MODEL, 7, 1, {"ver": life, "p": good}), b_ident
             )
         # B revoked: its next request is refused within a second of the keyring's change
         save_keyring(key, load_keyring(key).revoke(b_ident.credential.serial))
         await asyncio.sleep(1.2)
         async with aiohttp.ClientSession() as s:
-            body = frame(MsgType.MODEL, 7, 1, {"ver": life + 1, "p": good})
-            revoked = await post(s, url, path, key, 7, body, b_ident)
+            body = frame(MsgType.MODEL, 8, 1, {"ver": life + 1, "p": good})
+            revoked = await post(s, url, path, key, 8, body, b_ident)
         results = await run
         # the client side: node 7's model goes only where node 7's holder proves itself; an
         # address relayed for it (A's, which holds 0-5) fails the proof and is forgotten
@@ -102,7 +105,8 @@ async def test_a_member_speaks_only_for_its_own_nodes_and_models_go_only_to_thei
         await asyncio.gather(*(p.shutdown() for p in procs))
     assert as_2 == (403, "not-holder")  # B's identity does not name node 2
     assert bare == (401, "no-identity")  # the cluster key alone is no longer enough
-    assert as_7 == (200, "ok")
+    assert as_8 == (200, "ok")
+    assert as_7 == (403, "not-neighbour")
     assert revoked == (403, "revoked")
     assert diverted == Outcome(0, "not-holder") and 8 not in procs[0].addresses
     assert all(r["model_messages"] > 0 for r in results)

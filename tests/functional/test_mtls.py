@@ -61,7 +61,7 @@ async def test_mutual_tls_cluster_learns_and_refuses_strangers_and_impostors(tmp
     b = make_cert(tmp_path, "procB", ca, "6-11")
     rogue_ca = make_ca(tmp_path, "rogueca")
     rogue = make_cert(tmp_path, "rogue", rogue_ca, "0-11")
-    config = cfg(nodes=12, rounds=8)
+    config = cfg(nodes=12, rounds=8, sampling="static")  # node 1's in-neighbours: 8 and 10 of B
     addrs = [f"127.0.0.1:{p}" for p in ports(2)]
     procs = []
     for k, (users, tls) in enumerate(((tuple(range(6)), a), (tuple(range(6, 12)), b))):
@@ -94,7 +94,7 @@ async def test_mutual_tls_cluster_learns_and_refuses_strangers_and_impostors(tmp
         async with client(b) as s:  # a member whose certificate speaks for 6-11 posing as node 2
             async with s.post(url, data=frame(MsgType.MODEL, 2, 1, {"ver": 1, "p": good})) as r:
                 impostor = (r.status, r.headers.get("X-P2P-Reason"))
-            async with s.post(url, data=frame(MsgType.MODEL, 7, 1, {"ver": 1, "p": good})) as r:
+            async with s.post(url, data=frame(MsgType.MODEL, 8, 1, {"ver": 1, "p": good})) as r:
                 genuine = r.status
         results = await run
 

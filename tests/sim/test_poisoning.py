@@ -62,3 +62,26 @@ def test_samo_with_a_median_merge_shrugs_off_the_frame_even_without_the_bound() 
     median, outcomes = run(poison=True, protocol="samo", merge="median", max_model_distance=0.0)
     assert outcomes == ["200 "]  # taken into the buffer: the median is what stops it
     assert mean < clean - 0.15 and abs(median - clean) <= 0.1, (clean, mean, median)
+
+
+def test_the_sender_gate_takes_models_only_from_in_neighbours_at_an_honest_rate() -> None:
+    """Issue #31: with PeerSwap views a node takes models only from its in-neighbours (a member
+    signs only as its own ids), each at most about once per shortest honest wake-up period;
+    ``--no-sender-gate`` takes any member's at any rate."""
+    for gate in (True, False):
+        sim = Simulation(RunConfig(nodes=40, rounds=3, seed=2).replace(sender_gate=gate))
+        sim.run_round()
+        victim = sim.host.nodes[0]
+        inn = victim.node.sampler.in_view()
+        stranger = next(n for n in range(1, 40) if n not in inn)
+        params = victim.learner.snapshot()
+        outcomes: list[str] = []
+        for k, src in enumerate([stranger] + [inn[0]] * 5):  # within one tick
+            frame = bytes(encode_model_frame(src, 0, DeltaEncoder(False).encode(0, 2**40 + k, params)))
+            outcomes.append(sim.host.receive(0, Channel.GOSSIP, frame, sender=src).reason or "taken")
+        if gate:
+            assert outcomes[0] == "not-neighbour"
+            assert outcomes[1:].count("too-often") >= 2 and "taken" in outcomes[1:]
+        else:
+            assert outcomes == ["taken"] * 6
+        sim.run_round()  # the network goes on

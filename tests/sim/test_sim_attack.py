@@ -214,3 +214,38 @@ def test_a_dataset_file_names_its_attackers_by_its_own_user_ids(tmp_path: Any) -
     with pytest.raises(ConfigError, match="--attackers zz: no such user"):
         prepare_plan = cfg.replace(**{"attack.attackers": "u3,zz"}).validate()
         plan_for(prepare(prepare_plan))
+
+
+def test_the_colluder_route_takes_only_a_partner_and_finite_near_rows_of_network_users() -> None:
+    """Issue #31: a member flooded an observer with user ids up to 2^40 and 1e30 values. A
+    multicast is now taken only from a partner of the observer's own group, for a user of the
+    network, finite and within the distance bound of the observer's own rows; the observer's
+    state is bounded by the network's users."""
+    from adversary.messages import CollusionMessage
+    from p2pnode.wire.codec import encode_collusion_frame
+
+    config = synthetic(rounds=2).replace(**{"attack.colluders": 0.2, "attack.colluder_groups": 2})
+    sim = Simulation(config)
+    sim.run_round()
+    plan = plan_for(sim.prep)
+    assert plan is not None
+    reader = min(n for n, spec in plan.adversaries.items() if spec.evaluated)
+    node: Any = sim.host.nodes[reader].node
+    partner = node.partners[0]
+    stranger = next(m for m in plan.adversaries if m not in node.partners and m != reader)
+    own = node.observer.keep(node.protocol.learner.params)
+
+    def post(src: int, user: int, scale: float = 1.0, value: float | None = None) -> str:
+        rows = {k: (v * scale if value is None else np.full_like(v, value)) for k, v in own.items()}
+        frame = encode_collusion_frame(src, reader, CollusionMessage(user, rows))
+        return sim.host.receive(reader, Channel.COLLUDE, frame, sender=src).reason or "taken"
+
+    before = len(node.observer.v)
+    assert post(stranger, 5) == "not-partner"  # another group's colluder, or any member
+    assert post(partner, 100) == "unknown-id" and post(partner, 2**40 - 1) == "unknown-id"
+    assert post(partner, 5, value=float("nan")) == "non-finite"
+    assert post(partner, 5, value=1e30) == "too-far"
+    assert post(partner, 5, scale=500.0) == "too-far"  # beyond 100x the own rows' norm
+    assert len(node.observer.v) == before  # nothing refused touched the observer
+    assert post(partner, 5, scale=1.1) == "taken"
+    assert 5 in node.observer.v

@@ -104,7 +104,8 @@ def test_full_model_from_a_peer_is_refused_by_a_share_less_node() -> None:
     target = sim.host.nodes[3]
     before = {k: v.copy() for k, v in target.learner.params.items()}
     full = gmf.init_params(1682, 32, seed=9)  # carries "user"
-    frame = encode_model_frame(5, 3, DeltaEncoder(enabled=False).encode(3, 1, full))
+    sender = target.node.sampler.in_view()[0]  # an in-neighbour: the sender gate lets it through
+    frame = encode_model_frame(sender, 3, DeltaEncoder(enabled=False).encode(3, 1, full))
     outcome = sim.host.receive(3, Channel.GOSSIP, frame)
     assert outcome == Outcome(400, "schema")
     for k, v in before.items():

@@ -178,20 +178,78 @@ def test_compiled_snapshot_copies_check_bit_for_bit() -> None:
         assert copy_checked(y[:, 1::2])[1] is False  # strided: the numpy path says the same
 
 
-def test_clip_radius_counts_each_sender_once_and_clips_far_models_to_the_radius() -> None:
-    from protocols.gossip import ClipRadius
+def test_clip_radius_warms_up_on_the_own_norm_and_one_sender_cannot_move_it() -> None:
+    from protocols.robust import ClipRadius
 
-    clip = ClipRadius(2.0, window=16, warmup=4, quantile=0.5)
-    assert [clip.scale(s, 1.0) for s in range(4)] == [1.0] * 4  # warm-up: nothing clipped
-    assert clip.radius() == 2.0
-    # a flood from one id holds one place: the radius stays where the honest senders put it
-    for _ in range(50):
-        assert clip.scale(99, 1000.0) == pytest.approx(2.0 / 1000.0, rel=0.5)
-    assert clip.radius() == 2.0
-    assert clip.scale(5, 1.5) == 1.0 and clip.scale(6, float("inf")) == 0.0
-    restored = ClipRadius(2.0, window=16, warmup=4, quantile=0.5)
+    clip = ClipRadius(2.0, window=16, per_sender=4, warmup=4, min_senders=3)
+    # warm-up: the radius is 2 x the own norm, whatever the first sender sends
+    for _ in range(10):
+        assert clip.scale(99, 1000.0, own_norm=1.0) == pytest.approx(2.0 / 1000.0)
+    assert clip.radius(own_norm=1.0) == 2.0  # one sender's 4 places do not end the warm-up
+    for s in range(3):
+        assert clip.scale(s, 1.0, own_norm=1.0) == 1.0
+    # 4 places of 1000 and 3 of 1: the median is set by the honest senders with the flood capped
+    assert clip.radius(own_norm=5.0) == 2.0 * 1000.0  # the median of 7 is the 4th: 1000
+    for s in range(3, 10):
+        clip.scale(s, 1.0, own_norm=1.0)
+    assert clip.radius(own_norm=5.0) == 2.0  # 4 far places of 14: the median is honest
+    for _ in range(50):  # a flood from one id keeps holding 4 places, never more
+        assert clip.scale(99, 1000.0, own_norm=1.0) == pytest.approx(2.0 / 1000.0)
+    assert clip.radius(own_norm=1.0) == 2.0
+    assert clip.scale(5, 1.5, own_norm=1.0) == 1.0 and clip.scale(6, float("inf"), own_norm=1.0) == 0.0
+    restored = ClipRadius(2.0, window=16, per_sender=4, warmup=4, min_senders=3)
     restored.restore(clip.state())
-    assert restored.radius() == clip.radius()
+    assert restored.radius(own_norm=1.0) == clip.radius(own_norm=1.0)
+
+
+def test_escalating_frames_do_not_raise_the_radius() -> None:
+    from protocols.robust import ClipRadius
+
+    clip = ClipRadius(1.0, window=16, per_sender=4)
+    for s in range(12):
+        clip.scale(s, 1.0, own_norm=1.0)
+    for step in range(40):  # each frame farther than the last: the radius stays at the honest median
+        assert clip.scale(100, 10.0 * (step + 1), own_norm=1.0) == pytest.approx(1.0 / (10.0 * (step + 1)))
+    assert clip.radius(own_norm=1.0) == 1.0  # the member's frames hold 4 places of 16, the oldest go
+
+
+def test_sender_gate_takes_in_neighbours_at_an_honest_rate_only() -> None:
+    from protocols.robust import SenderGate
+
+    gate = SenderGate(lambda s: s in (1, 2), interval=60.0, burst=2.0)
+    assert gate.check(7, 0.0) == "not-neighbour"
+    for t in range(0, 10_000, 60):  # an honest sender, once per shortest wake-up period, never refused
+        assert gate.check(1, float(t)) is None
+        gate.spend(1, float(t))
+    refused = 0
+    for t in range(0, 1_000, 10):  # a member sending every 10 ticks gets about one model in 6
+        if gate.check(2, float(t)) is None:
+            gate.spend(2, float(t))
+        else:
+            refused += 1
+    assert 80 <= refused <= 86 and gate.refused == {"not-neighbour": 1, "too-often": refused}
+    assert gate.check(2, 10_000.0) is None  # refills
+    open_gate = SenderGate(None, interval=60.0)
+    assert open_gate.check(123456, 0.0) is None  # samplers without in-views: any member
+
+
+def test_peerswap_expects_its_in_neighbours_and_the_last_it_had() -> None:
+    from peer_sampling.messages import LockRequest, SwapCommit
+    from peer_sampling.peerswap import PeerSwap
+
+    node = PeerSwap(0, [1, 2, 3], [4, 5, 6])
+    assert node.expects(4) and not node.expects(9) and not node.expects(1)
+    rng = random.Random(0)
+    node.on_message(4, LockRequest((4, 1)), 0.0, rng)  # 4 swaps with 9: 9 becomes the in-neighbour
+    node.on_message(4, SwapCommit((4, 1), 4, 9), 1.0, rng)
+    assert node.in_view() == (5, 6, 9)
+    assert node.expects(9) and node.expects(4)  # 4's models sent before the swap still count
+    for k in range(10, 20):  # many swaps later, 4 is forgotten
+        node.on_message(9, LockRequest((9, k)), 2.0, rng)
+        node.on_message(9, SwapCommit((9, k), 9, k), 3.0, rng)
+        node.on_message(k, LockRequest((k, 1)), 2.0, rng)
+        node.on_message(k, SwapCommit((k, 1), k, 9), 3.0, rng)
+    assert node.in_view() == (5, 6, 9) and not node.expects(4)
 
 
 def test_toward_moves_a_copy_and_leaves_both_models_as_they_were() -> None:

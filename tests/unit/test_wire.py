@@ -317,6 +317,9 @@ class _Inbox:
         self.newest_incarnation: int | None = None
         self.refuse: str | None = None
 
+    def admit(self, sender: int, collusion: bool = False) -> str | None:
+        return None
+
     def vet(self, message: object) -> str | None:
         return self.refuse
 

@@ -1,0 +1,141 @@
+"""What a gossip node does so that one poisoning member cannot wreck its model (issue #31).
+
+Three parts, each pure and per node:
+
+- :class:`SenderGate` decides, from the sender id alone and before a received model's body is
+  read, whether the node takes it at all: only from an in-neighbour (the samplers whose views are
+  a graph, static and PeerSwap, know who may send to them: 002 §2.4, j ∈ out(i) ⇔ i ∈ in(j)), and
+  at most about one model per sender per own wake-up period (a token bucket). A member can then
+  reach only the nodes whose in-view holds one of its own ids (identities stop it from signing as
+  another), at about the rate an honest neighbour could.
+- :class:`ClipRadius` is ClippedGossip (He, Karimireddy, Jaggi, "Byzantine-robust decentralized
+  learning via ClippedGossip", 2022): a taken model θ_j enters the merge as
+  θ_i + min(1, τ / ‖θ_j − θ_i‖)·(θ_j − θ_i), its difference clipped to an adaptive radius τ.
+  The guarantee of that paper holds when the Byzantine share of each node's *neighbours* is small,
+  which is what the gate provides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+from p2pcore.effects import NodeId
+
+DEFAULT_CLIP_FACTOR = 0.0  #: off unless ``--clip-factor`` (the measurement is in THREAT_MODEL.md)
+
+
+class SenderGate:
+    """Which senders' models a node takes, judged from the id before the body is read.
+
+    ``expects(sender)`` says whether ``sender`` may send models to this node (the sampler's
+    in-neighbours, or None for samplers that do not track them, Cyclon and Pers-Gossip: then every
+    member may). Each sender has a bucket of ``burst`` tokens refilled at one token per
+    ``interval`` ticks: an honest sender sends to one peer at most once per own wake-up period
+    Δ_j, and every node draws Δ_j ~ N(100, 10²) ticks (002 §3.1), so with ``interval`` the mean
+    less four standard deviations (60 ticks) an honest sender never runs dry, even SAMO's, which
+    sends to every out-neighbour at each wake-up; a member sending more often is refused
+    (``too-often``). Buckets are kept for the last ``senders`` senders only.
+    """
+
+    def __init__(
+        self,
+        expects: Callable[[NodeId], bool] | None,
+        interval: float,
+        burst: float = 2.0,
+        senders: int = 256,
+    ) -> None:
+        self.expects = expects
+        self.interval = max(1.0, interval)
+        self.burst = burst
+        self.senders = senders
+        self._buckets: OrderedDict[NodeId, tuple[float, float]] = OrderedDict()  #: (tokens, at)
+        self.refused: dict[str, int] = {"not-neighbour": 0, "too-often": 0}
+
+    def check(self, sender: NodeId, now: float) -> str | None:
+        """Why a model from ``sender`` must be refused at ``now`` (None: read it)."""
+        if self.expects is not None and not self.expects(sender):
+            self.refused["not-neighbour"] += 1
+            return "not-neighbour"
+        if self._tokens(sender, now) < 1.0:
+            self.refused["too-often"] += 1
+            return "too-often"
+        return None
+
+    def spend(self, sender: NodeId, now: float) -> None:
+        """A model from ``sender`` was taken: one of its tokens is spent (a model refused later,
+        by the decoder or the distance bound, and sent again costs the sender nothing)."""
+        self._buckets[sender] = (self._tokens(sender, now) - 1.0, now)
+        self._buckets.move_to_end(sender)
+        if len(self._buckets) > self.senders:
+            self._buckets.popitem(last=False)
+
+    def _tokens(self, sender: NodeId, now: float) -> float:
+        tokens, at = self._buckets.get(sender, (self.burst, now))
+        return min(self.burst, tokens + max(0.0, now - at) / self.interval)
+
+
+class ClipRadius:
+    """ClippedGossip's adaptive radius τ for one node.
+
+    τ = ``factor`` × the median of the last ``window`` distances ‖θ_j − θ_i‖ of taken models, in
+    which one sender holds at most ``per_sender`` places (its newest replace its oldest): a member
+    flooding from its few ids, or from the one in-neighbour place it holds, cannot fill the
+    window, so it moves the median by a few places at most, either way. The distances kept are the
+    raw ones (before clipping), so escalating frames do not raise the next radius and frames just
+    under any fixed bound end at τ.
+
+    Warm-up: until ``warmup`` distances from at least ``min_senders`` senders are in the window,
+    τ is not defined by the window (a first sender cannot set it) but is ``factor`` × the own
+    model's norm: two honest models of one network are never farther apart than a few own norms
+    (``python -m bench.model_distance``), a member's frame at 90x is.
+    """
+
+    def __init__(
+        self,
+        factor: float,
+        window: int = 16,
+        per_sender: int = 4,
+        warmup: int = 8,
+        min_senders: int = 3,
+    ) -> None:
+        self.factor = factor
+        self.window = window
+        self.per_sender = per_sender
+        self.warmup = warmup
+        self.min_senders = min_senders
+        self._recent: deque[tuple[NodeId, float]] = deque()
+        self.clipped = 0  #: models clipped
+
+    def radius(self, own_norm: float) -> float:
+        """τ now, for a node whose own model has norm ``own_norm``."""
+        senders = {s for s, _ in self._recent}
+        if len(self._recent) < self.warmup or len(senders) < self.min_senders:
+            return self.factor * own_norm
+        ranked = sorted(d for _, d in self._recent)
+        mid = len(ranked) // 2
+        median = ranked[mid] if len(ranked) % 2 else 0.5 * (ranked[mid - 1] + ranked[mid])
+        return self.factor * median
+
+    def scale(self, sender: NodeId, dist: float, own_norm: float) -> float:
+        """The factor ``sender``'s difference is taken at (1: unclipped; 0 for a non-finite
+        distance); then the distance joins the window."""
+        tau = self.radius(own_norm)
+        if math.isfinite(dist):
+            mine = [i for i, (s, _) in enumerate(self._recent) if s == sender]
+            if len(mine) >= self.per_sender:
+                del self._recent[mine[0]]
+            self._recent.append((sender, dist))
+            while len(self._recent) > self.window:
+                self._recent.popleft()
+        if math.isfinite(dist) and dist <= tau:
+            return 1.0
+        self.clipped += 1
+        return tau / dist if math.isfinite(dist) and dist > 0 else 0.0
+
+    def state(self) -> list[list[float]]:
+        return [[float(s), d] for s, d in self._recent]
+
+    def restore(self, state: list[list[float]]) -> None:
+        self._recent = deque((int(s), float(d)) for s, d in state[-self.window :])
