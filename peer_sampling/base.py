@@ -32,9 +32,9 @@ class PeerSampler(ABC):
         """The peers known to send to this node (empty when the sampler does not track them)."""
         return ()
 
-    def expects(self, sender: NodeId) -> bool:
-        """Whether ``sender`` may send models to this node (protocols.robust.SenderGate): an
-        in-neighbour, for samplers that track them."""
+    def expects(self, sender: NodeId, now: float) -> bool:
+        """Whether ``sender`` may send models to this node at ``now`` (protocols.robust.SenderGate):
+        an in-neighbour, for samplers that track them."""
         return True
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
@@ -146,7 +146,7 @@ class StaticView(PeerSampler):
     def in_view(self) -> tuple[NodeId, ...]:
         return self._in
 
-    def expects(self, sender: NodeId) -> bool:
+    def expects(self, sender: NodeId, now: float) -> bool:
         return sender in self._in
 
     def restore(self, state: dict[str, Any]) -> None:

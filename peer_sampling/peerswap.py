@@ -116,8 +116,9 @@ class PeerSwap(PeerSampler):
     """A node's PeerSwap view state machine.
 
     The views form a graph, so a node knows who may send it models (:meth:`expects`): its
-    in-neighbours, and the last few it had (a model an in-neighbour sent before a swap moved it
-    away may arrive after the swap's commit).
+    in-neighbours, and for one round those a swap removed (a model an in-neighbour sent before a
+    swap moved it away may arrive after the swap's commit); the 2P removed last at most, so that
+    a member who swaps often does not collect places.
     """
 
     tracks_senders = True
@@ -133,8 +134,8 @@ class PeerSwap(PeerSampler):
         self.config = config
         self._out = sorted(out_view)
         self._in = sorted(in_view)
-        #: in-neighbours a swap removed lately, newest last (models they sent may still arrive)
-        self._former: OrderedDict[NodeId, None] = OrderedDict()
+        #: in-neighbours a swap removed lately and when, newest last (their models may still arrive)
+        self._former: OrderedDict[NodeId, float] = OrderedDict()
         self.lock: Txn | None = None
         self._pending: _Pending | None = None
         self._counter = 0
@@ -156,14 +157,18 @@ class PeerSwap(PeerSampler):
     def in_view(self) -> tuple[NodeId, ...]:
         return tuple(self._in)
 
-    def expects(self, sender: NodeId) -> bool:
-        return sender in self._in or sender in self._former
+    def expects(self, sender: NodeId, now: float) -> bool:
+        if sender in self._in:
+            return True
+        removed = self._former.get(sender)
+        return removed is not None and now - removed <= self.config.round_ticks
 
-    def _set_in(self, in_view: list[NodeId]) -> None:
-        """The new in-view; the ids it drops are kept as former in-neighbours (the last 2P)."""
+    def _set_in(self, in_view: list[NodeId], now: float) -> None:
+        """The new in-view at ``now``; the ids it drops are kept as former in-neighbours (the
+        last 2P, for one round)."""
         for gone in sorted(set(self._in) - set(in_view)):
             self._former.pop(gone, None)
-            self._former[gone] = None
+            self._former[gone] = now
         for back in in_view:
             self._former.pop(back, None)
         while len(self._former) > 2 * max(1, len(in_view)):
@@ -240,7 +245,7 @@ class PeerSwap(PeerSampler):
                     return []
                 del self._granted[txn]
                 self._out = _relabel(self._out, a, b)
-                self._set_in(_relabel(self._in, a, b))
+                self._set_in(_relabel(self._in, a, b), now)
                 return self._release(txn, now)
             case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
                 if (
@@ -252,7 +257,7 @@ class PeerSwap(PeerSampler):
                     return []
                 del self._granted[txn]
                 self._out = sorted(out_view)
-                self._set_in(sorted(in_view))
+                self._set_in(sorted(in_view), now)
                 return self._release(txn, now)
             case Unlock(txn=txn):
                 self._granted.pop(txn, None)  # aborted: its commit or adopt can no longer come
@@ -339,7 +344,7 @@ class PeerSwap(PeerSampler):
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
         self._out = _relabel(list(p.partner_out), me, j)
-        self._set_in(_relabel(list(p.partner_in), me, j))
+        self._set_in(_relabel(list(p.partner_in), me, j), now)
         self._pending = None
         self.stats.committed += 1
         return effects + self._release(p.txn, now)

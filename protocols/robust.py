@@ -29,7 +29,7 @@ DEFAULT_CLIP_FACTOR = 0.0  #: off unless ``--clip-factor`` (the measurement is i
 class SenderGate:
     """Which senders' models a node takes, judged from the id before the body is read.
 
-    ``expects(sender)`` says whether ``sender`` may send models to this node (the sampler's
+    ``expects(sender, now)`` says whether ``sender`` may send models to this node (the sampler's
     in-neighbours, or None for samplers that do not track them, Cyclon and Pers-Gossip: then every
     member may). Each sender has a bucket of ``burst`` tokens refilled at one token per
     ``interval`` ticks: an honest sender sends to one peer at most once per own wake-up period
@@ -41,7 +41,7 @@ class SenderGate:
 
     def __init__(
         self,
-        expects: Callable[[NodeId], bool] | None,
+        expects: Callable[[NodeId, float], bool] | None,
         interval: float,
         burst: float = 2.0,
         senders: int = 256,
@@ -55,7 +55,7 @@ class SenderGate:
 
     def check(self, sender: NodeId, now: float) -> str | None:
         """Why a model from ``sender`` must be refused at ``now`` (None: read it)."""
-        if self.expects is not None and not self.expects(sender):
+        if self.expects is not None and not self.expects(sender, now):
             self.refused["not-neighbour"] += 1
             return "not-neighbour"
         if self._tokens(sender, now) < 1.0:

@@ -216,7 +216,7 @@ def test_escalating_frames_do_not_raise_the_radius() -> None:
 def test_sender_gate_takes_in_neighbours_at_an_honest_rate_only() -> None:
     from protocols.robust import SenderGate
 
-    gate = SenderGate(lambda s: s in (1, 2), interval=60.0, burst=2.0)
+    gate = SenderGate(lambda s, now: s in (1, 2), interval=60.0, burst=2.0)
     assert gate.check(7, 0.0) == "not-neighbour"
     for t in range(0, 10_000, 60):  # an honest sender, once per shortest wake-up period, never refused
         assert gate.check(1, float(t)) is None
@@ -238,18 +238,19 @@ def test_peerswap_expects_its_in_neighbours_and_the_last_it_had() -> None:
     from peer_sampling.peerswap import PeerSwap
 
     node = PeerSwap(0, [1, 2, 3], [4, 5, 6])
-    assert node.expects(4) and not node.expects(9) and not node.expects(1)
+    assert node.expects(4, 0.0) and not node.expects(9, 0.0) and not node.expects(1, 0.0)
     rng = random.Random(0)
     node.on_message(4, LockRequest((4, 1)), 0.0, rng)  # 4 swaps with 9: 9 becomes the in-neighbour
     node.on_message(4, SwapCommit((4, 1), 4, 9), 1.0, rng)
     assert node.in_view() == (5, 6, 9)
-    assert node.expects(9) and node.expects(4)  # 4's models sent before the swap still count
+    assert node.expects(9, 1.0) and node.expects(4, 50.0)  # 4's models sent before the swap count
+    assert not node.expects(4, 102.0)  # for one round
     for k in range(10, 20):  # many swaps later, 4 is forgotten
         node.on_message(9, LockRequest((9, k)), 2.0, rng)
         node.on_message(9, SwapCommit((9, k), 9, k), 3.0, rng)
         node.on_message(k, LockRequest((k, 1)), 2.0, rng)
         node.on_message(k, SwapCommit((k, 1), k, 9), 3.0, rng)
-    assert node.in_view() == (5, 6, 9) and not node.expects(4)
+    assert node.in_view() == (5, 6, 9) and not node.expects(4, 3.0)
 
 
 def test_toward_moves_a_copy_and_leaves_both_models_as_they_were() -> None:
