@@ -109,6 +109,12 @@ def _deploy_flags(dep: argparse.ArgumentParser) -> None:
     dep.add_argument("--faults", type=Path, help="collect: a fault log (JSON lines) for the timeline")
     dep.add_argument("--wait", type=float, default=0.0, help="collect: wait up to S seconds for runs to end")
     dep.add_argument("--key-file", type=Path, help="install: cluster keyring (default: generated in --out)")
+    dep.add_argument(
+        "--authority",
+        type=Path,
+        help="install: the cluster authority that issues each process its identity, when --key-file "
+        "trusts one (default: the one generated in --out)",
+    )
     dep.add_argument("--interval", type=float, default=2.0, help="watch: seconds between refreshes")
     dep.add_argument("--count", type=int, default=0, help="watch: stop after N refreshes")
 
@@ -157,6 +163,7 @@ def _deploy(args: argparse.Namespace) -> int:
         faults=args.faults,
         wait=args.wait,
         key_file=args.key_file,
+        authority_file=args.authority,
         interval=args.interval,
         count=args.count,
     )

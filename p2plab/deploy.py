@@ -30,7 +30,9 @@ from typing import Any
 from p2plab.deploy_plan import Plan, plan_from_inventory
 from p2pnode import atomic
 from p2pnode.atomic import write_text
+from p2pnode.auth import Keyring, load_keyring, save_keyring
 from p2pnode.config import ConfigError
+from p2pnode.identity import Authority, load_authority, load_identity, save_authority, save_identity
 
 ACTIONS = ("check", "install", "start", "status", "watch", "stop", "collect", "uninstall")
 TORCH = "2.13.0"
@@ -86,6 +88,7 @@ def run_action(
     faults: Path | None = None,
     wait: float = 0.0,
     key_file: Path | None = None,
+    authority_file: Path | None = None,
     interval: float = 2.0,
     count: int = 0,
     say: Callable[[str], None] = print,
@@ -109,7 +112,7 @@ def run_action(
     out.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {"p2pnode_plan": plan.to_vars(), "p2pnode_out": str(out.resolve())}
     if action == "install":
-        extra["p2pnode_artifacts"] = prepare_artifacts(plan, out, key_file, say)
+        extra["p2pnode_artifacts"] = prepare_artifacts(plan, out, key_file, say, authority_file)
     if action == "start":
         extra["p2pnode_fresh"] = fresh
         write_text(out / "started.json", json.dumps({"time": time.time(), "fresh": fresh}))
@@ -189,10 +192,15 @@ def describe(plan: Plan) -> str:
 
 
 def prepare_artifacts(
-    plan: Plan, out: Path, key_file: Path | None, say: Callable[[str], None]
+    plan: Plan,
+    out: Path,
+    key_file: Path | None,
+    say: Callable[[str], None],
+    authority_file: Path | None = None,
 ) -> dict[str, Any]:
-    """Wheelhouse tarball, dataset folder and cluster key for the install playbook."""
-    from p2pnode.auth import Keyring, load_keyring, save_keyring
+    """Wheelhouse tarball, dataset folder, cluster key and process identities for the install
+    playbook. Without ``key_file`` a keyring and a cluster authority it trusts are generated in
+    ``out`` (once), so every process speaks only for its own nodes."""
     from p2pnode.datasets import ML100K, dataset_path, default_data_dir
 
     version = _version()
@@ -226,8 +234,12 @@ def prepare_artifacts(
     if key_file is None:
         key_file = out / "cluster.key"
         if not key_file.exists():
-            save_keyring(key_file, Keyring.generate(plan.cluster))
-            say(f"generated cluster key {key_file} (cluster {plan.cluster!r})")
+            authority = Authority.generate(plan.cluster)
+            save_authority(out / "authority.key", authority)
+            save_keyring(key_file, Keyring.generate(plan.cluster).trust(authority.public_key))
+            say(f"generated cluster key {key_file} and authority {out / 'authority.key'} ({plan.cluster!r})")
+        if authority_file is None and (out / "authority.key").exists():
+            authority_file = out / "authority.key"
     ring = load_keyring(key_file)
     if ring.cluster != plan.cluster:
         raise ConfigError(f"{key_file} is for cluster {ring.cluster!r}, the inventory says {plan.cluster!r}")
@@ -237,7 +249,53 @@ def prepare_artifacts(
         "torch": TORCH,
         "data_dir": str(Path(data_dir).resolve()),
         "key_file": str(key_file.resolve()),
+        "identities": issue_identities(plan, ring, authority_file, out / "identities", say),
     }
+
+
+def issue_identities(
+    plan: Plan, ring: Keyring, authority_file: Path | None, folder: Path, say: Callable[[str], None]
+) -> dict[str, dict[str, str]]:
+    """One process identity per instance (p2pnode.identity), naming the node ids it hosts, when
+    the keyring trusts a cluster authority: ``{host: {index: identity file}}`` for the install
+    playbook. An identity already in ``folder`` that still names its instance's ids, is signed by
+    the authority and is not revoked is kept (its serial stays what an operator revokes); others
+    are issued anew. A keyring that trusts no authority gets none: its processes speak with the
+    cluster key alone, as before identities.
+    """
+    if not ring.authorities:
+        return {}
+    if authority_file is None:
+        raise ConfigError(
+            "the keyring trusts a cluster authority: give --authority FILE (made by "
+            "'p2pnode keys authority') so that each process gets its identity"
+        )
+    authority = load_authority(authority_file)
+    if authority.cluster != plan.cluster or authority.public_key not in ring.authorities:
+        raise ConfigError(f"{authority_file} is not an authority the keyring {plan.cluster!r} trusts")
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, dict[str, str]] = {}
+    issued = 0
+    for inst in plan.instances:
+        path = folder / f"{inst.host}-{inst.index}.identity"
+        ranges = ((inst.first, inst.last),)
+        keep = False
+        if path.exists():
+            cred = load_identity(path).credential
+            keep = (
+                cred.ranges == ranges
+                and cred.cluster == plan.cluster
+                and cred.serial not in ring.revoked
+                and cred.verify([authority.public_key])
+            )
+        if not keep:
+            save_identity(path, authority.issue(ranges))
+            issued += 1
+        out.setdefault(inst.host, {})[str(inst.index)] = str(path.resolve())
+    if issued:
+        save_authority(authority_file, authority)  # its next serial
+        say(f"issued {issued} process identities into {folder}")
+    return out
 
 
 def _version() -> str:

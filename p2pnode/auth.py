@@ -231,8 +231,11 @@ class Verifier:
             return Verdict(401, "bad-digest", verdict.sender)
         return verdict
 
-    def check_headers(self, method: str, path: str, headers: Mapping[str, str], now_ms: int) -> Verdict:
-        """Judge a request by its headers alone, before its body is read."""
+    def check_headers(
+        self, method: str, path: str, headers: Mapping[str, str], now_ms: int, vouched: str | None = None
+    ) -> Verdict:
+        """Judge a request by its headers alone, before its body is read (``vouched``: the
+        verified credential of the batch an entry came in, ``Trust.check_request``)."""
         values = [headers.get(h) for h in HEADERS]
         if any(v is None for v in values):
             return Verdict(401, "no-auth")
@@ -255,7 +258,7 @@ class Verifier:
             return Verdict(403, "unknown-sender", sender)
         serial = None
         if self.trust is not None:  # which member: its credential must name the sender
-            judged = self.trust.check_request(headers, sender, message)
+            judged = self.trust.check_request(headers, sender, message, vouched)
             if not judged.ok:
                 return Verdict(judged.status, judged.reason, sender)
             assert judged.credential is not None

@@ -32,7 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from p2pnode.auth import KeyHolder, Verdict, body_matches
 from p2pnode.host import Host
-from p2pnode.identity import Credential, new_challenge
+from p2pnode.identity import H_CRED, Credential, new_challenge
 from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
 from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
@@ -412,38 +412,53 @@ def make_app(
         return await serve(request, dest, deliver)
 
     async def post_batch(request: web.Request) -> web.StreamResponse:
+        # serve() verified the batch's own signature over its digest before delivering
+        vouched = request.headers.get(H_CRED) if keys is not None and keys.verifier.trust else None
+
         def deliver(data: bytes, sender: int | None, allowed: set[int] | None) -> web.Response:
             try:
                 entries = parse_batch(data)
             except WireError as err:
                 host.refuse(-1, err.reason)
                 return _answer(Outcome(err.status, err.reason), close=True)
-            outcomes = [deliver_entry(*entry, allowed) for entry in entries]
+            outcomes = [deliver_entry(*entry, allowed, vouched) for entry in entries]
             return web.Response(body=pack_outcomes(outcomes), content_type="application/msgpack")
 
         return await serve(request, -1, deliver)
 
     def deliver_entry(
-        dst: int, channel: Channel, frame: bytes, auth: dict[str, str], allowed: set[int] | None
+        dst: int,
+        channel: Channel,
+        frame: bytes,
+        auth: dict[str, str],
+        allowed: set[int] | None,
+        vouched: str | None = None,
     ) -> Outcome:
         """One frame of a batch, judged as its own post would be (:func:`admit` with its own
         path and headers, and its frame as the body), then ``Host.receive``."""
-        refused, sender = admit(f"/v1/nodes/{dst}/{_PATH[channel]}", auth, dst, time.time(), frame)
+        path = f"/v1/nodes/{dst}/{_PATH[channel]}"
+        refused, sender = admit(path, auth, dst, time.time(), frame, vouched)
         if refused is not None:
             return refused
         return host.receive(dst, channel, frame, sender, allowed)
 
     def admit(
-        path: str, headers: Mapping[str, str], dest: int, now: float, frame: bytes | None = None
+        path: str,
+        headers: Mapping[str, str],
+        dest: int,
+        now: float,
+        frame: bytes | None = None,
+        vouched: str | None = None,
     ) -> tuple[Outcome | None, int | None]:
         """The checks of a sender, in one place for a post and for each entry of a batch: the
         authentication from the headers alone (MAC, identity, replay: p2pnode.auth), the body
         against their digest when it is already at hand (a batch entry's frame), then the
         per-(sender, node) rate limit (``dest`` -1, a batch: its entries are limited one by one).
-        Returns the refusal (counted) or None, and the authenticated sender."""
+        ``vouched``: for a batch entry, the batch's verified credential (its signature covers the
+        entry). Returns the refusal (counted) or None, and the authenticated sender."""
         if keys is None:  # an open cluster: the sender is whatever the frame claims
             return None, None
-        verdict = keys.verifier.check_headers("POST", path, headers, int(now * 1000))
+        verdict = keys.verifier.check_headers("POST", path, headers, int(now * 1000), vouched)
         if verdict.ok and frame is not None and not body_matches(headers, frame):
             verdict = Verdict(401, "bad-digest", verdict.sender)
         if not verdict.ok:

@@ -190,3 +190,41 @@ def test_every_action_has_a_playbook_that_ansible_accepts() -> None:
         text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_deploy_issues_one_identity_per_process_and_keeps_it_while_the_plan_holds(tmp_path: Path) -> None:
+    from p2plab.deploy import issue_identities
+    from p2pnode.auth import Keyring
+    from p2pnode.identity import Authority, load_identity, save_authority
+
+    def plan_of(nodes: int) -> Any:
+        hosts = {"a": {"ansible_host": "10.0.0.1", "p2pnode_nodes": nodes, "p2pnode_processes": 2}}
+        return plan_from_inventory(inventory(hosts, p2pnode_cluster="lab"))
+
+    authority = Authority.generate("lab")
+    save_authority(tmp_path / "authority.key", authority)
+    ring = Keyring.generate("lab").trust(authority.public_key)
+    said: list[str] = []
+    first = issue_identities(plan_of(6), ring, tmp_path / "authority.key", tmp_path / "ids", said.append)
+    creds = {i: load_identity(Path(p)).credential for i, p in first["a"].items()}
+    assert {i: c.ranges for i, c in creds.items()} == {"0": ((0, 2),), "1": ((3, 5),)}
+    assert all(c.verify([authority.public_key]) for c in creds.values())
+    again = issue_identities(plan_of(6), ring, tmp_path / "authority.key", tmp_path / "ids", said.append)
+    assert {i: load_identity(Path(p)).credential.serial for i, p in again["a"].items()} == {
+        i: c.serial for i, c in creds.items()
+    }  # kept: the serials an operator would revoke do not move
+    grown = issue_identities(plan_of(8), ring, tmp_path / "authority.key", tmp_path / "ids", said.append)
+    assert load_identity(Path(grown["a"]["1"])).credential.ranges == ((4, 7),)
+    assert len(said) == 2  # issued twice: at first, and when the plan changed
+    serial = load_identity(Path(grown["a"]["0"])).credential.serial
+    auth_file, ids = tmp_path / "authority.key", tmp_path / "ids"
+    revoked = issue_identities(plan_of(8), ring.revoke(serial), auth_file, ids, said.append)
+    assert load_identity(Path(revoked["a"]["0"])).credential.serial != serial  # a revoked one is replaced
+    # a keyring that trusts no authority: no identities (the cluster key alone, as before)
+    assert issue_identities(plan_of(6), Keyring.generate("lab"), None, tmp_path / "x", said.append) == {}
+    with pytest.raises(ConfigError, match="--authority"):
+        issue_identities(plan_of(6), ring, None, tmp_path / "y", said.append)
+    other = Authority.generate("lab")
+    save_authority(tmp_path / "other.key", other)
+    with pytest.raises(ConfigError, match="not an authority"):
+        issue_identities(plan_of(6), ring, tmp_path / "other.key", tmp_path / "z", said.append)

@@ -165,3 +165,23 @@ def test_a_wide_range_is_never_listed() -> None:
     """A credential for every id is two numbers, not two billion."""
     proc = Authority.generate("lab").issue(parse_ranges("0-2147483647"))
     assert proc.credential.names(2_000_000_000) and len(proc.header) < 300
+
+
+def test_a_batch_entry_vouched_for_by_its_batch_skips_only_its_own_signature(authority: Authority) -> None:
+    """An entry of a batch whose signature was verified, carrying the batch's credential, is not
+    verified again (the batch's signed digest covers it); another credential, a sender the
+    credential does not name, or a replayed nonce are still refused."""
+    proc_a, proc_b = authority.issue([(0, 19)]), authority.issue([(20, 39)])
+    keyring = ring(authority)
+    v = verifier(keyring)
+    vouched = proc_a.credential.encode()
+    entry = sign(keyring, "POST", PATH, 7, BODY, NOW, identity=proc_a)
+    entry[H_SIG] = "A" * 86  # a signature that does not verify
+    assert v.check_headers("POST", PATH, entry, NOW).reason == "bad-signature"
+    assert v.check_headers("POST", PATH, entry, NOW, vouched=vouched).ok
+    assert v.check_headers("POST", PATH, entry, NOW, vouched=vouched).reason == "replay"
+    other = sign(keyring, "POST", PATH, 27, BODY, NOW, identity=proc_b)
+    other[H_SIG] = "A" * 86
+    assert v.check_headers("POST", PATH, other, NOW, vouched=vouched).reason == "bad-signature"
+    forged = sign(keyring, "POST", PATH, 25, BODY, NOW, identity=proc_a)
+    assert v.check_headers("POST", PATH, forged, NOW, vouched=vouched).reason == "not-holder"
