@@ -33,7 +33,9 @@ simulator's default instantaneous delivery they never do, and neither rule below
 
 What a member cannot do (issue #18): a ``SwapAdopt`` or ``SwapCommit`` is applied only for a
 transaction this node granted, and only when it comes from that transaction's initiator; proposals
-and lock requests must come from their initiator; adopted views must keep the view sizes, hold no
+and lock requests must come from their initiator, and a proposal from an in-neighbour (issue #31:
+with process identities a member proposes only as its own ids, so it can swap only with the nodes
+it points to, as an honest node); adopted views must keep the view sizes, hold no
 id twice and not the node itself. Anything else is ignored, and the views do not change. A node
 queues at most ``wait_queue`` requests, one per initiator.
 """
@@ -277,6 +279,11 @@ class PeerSwap(PeerSampler):
         if sender != txn[0] or sender == self.node_id:
             self.ignored += 1  # only a transaction's initiator asks to lock for it
             return []
+        if accept_with_views and not self.expects(sender, now):
+            # an initiator proposes to one of its out-neighbours: a member that is not an
+            # in-neighbour of this node may not swap with it (and hand it views, issue #31)
+            self.ignored += 1
+            return [Send(sender, LockReply(txn, granted=False))]
         if self.lock is not None:
             if (
                 _rank(txn) > _rank(self.lock)

@@ -165,7 +165,7 @@ def test_peerswap_busy_node_queues_a_request_that_outranks_its_holder() -> None:
     below = [(7, c) for c in range(1, 40) if _rank((7, c)) < _rank(holder)]
     low = next((7, c) for c in range(1, 40) if _rank((7, c)) > _rank(holder))
     high = next((8, c) for c in range(1, 40) if _rank((8, c)) > _rank(low))  # outranks both
-    node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
+    node = PeerSwap(5, [1, 2, 3], [7, 8, 9])  # proposals come from in-neighbours
     node.on_message(9, LockRequest(holder), 0.0, rng)
     assert node.lock == holder
     assert not _sends(node.on_message(low[0], SwapPropose(low), 1.0, rng))  # waits
@@ -179,12 +179,12 @@ def test_peerswap_busy_node_queues_a_request_that_outranks_its_holder() -> None:
     assert sends[7] == LockReply(low, granted=False)  # it would wait for a txn that outranks it: dies
 
     # a partner's grant carries the views it has when granted, not when asked
-    node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
+    node = PeerSwap(5, [1, 2, 3], [4, 8, 9])
     node.on_message(9, LockRequest(holder), 0.0, rng)
     node.on_message(high[0], SwapPropose(high), 1.0, rng)
     effects = node.on_message(9, SwapCommit(holder, 9, 1), 2.0, rng)
     accept = next(e.message for e in effects if isinstance(e, Send))
-    assert accept == SwapAccept(high, (2, 3, 9), (1, 4, 6))
+    assert accept == SwapAccept(high, (2, 3, 9), (1, 4, 8))
 
     # an Unlock from the waiting transaction's initiator withdraws it; from anyone else it does not
     node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
@@ -296,7 +296,7 @@ def test_peerswap_ignores_adopts_and_commits_of_transactions_it_never_granted() 
     from peer_sampling.messages import LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose, Unlock
 
     rng = random.Random(0)
-    node = PeerSwap(5, [1, 2, 3], [4, 6, 7])
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
     before = (node.out_view(), node.in_view())
     assert node.on_message(9, SwapAdopt((9, 1), (9,) * 4096, ()), 0.0, rng) == []
     assert node.on_message(9, SwapCommit((9, 1), 9, 1), 0.0, rng) == []
@@ -313,7 +313,7 @@ def test_peerswap_ignores_adopts_and_commits_of_transactions_it_never_granted() 
     assert (node.out_view(), node.in_view()) == before
     node.on_message(9, SwapAdopt((9, 1), (10, 11, 12), (13, 14, 15)), 0.0, rng)
     assert (node.out_view(), node.in_view()) == ((10, 11, 12), (13, 14, 15)) and node.lock is None
-    again = node.on_message(9, SwapAdopt((9, 1), (1, 2, 3), (4, 6, 7)), 0.0, rng)  # replayed
+    again = node.on_message(9, SwapAdopt((9, 1), (1, 2, 3), (4, 6, 9)), 0.0, rng)  # replayed
     assert again == [] and node.out_view() == (10, 11, 12)
 
     # a neighbour's lock: the commit applies once; after an Unlock (abort) it does not
@@ -324,6 +324,22 @@ def test_peerswap_ignores_adopts_and_commits_of_transactions_it_never_granted() 
     node.on_message(12, Unlock((12, 2)), 0.0, rng)
     node.on_message(12, SwapCommit((12, 2), 12, 30), 0.0, rng)
     assert node.out_view() == (10, 12, 20) and node.lock is None
+
+
+def test_peerswap_takes_a_proposal_only_from_an_in_neighbour() -> None:
+    """Issue #31: a member, signing only as its own ids, proposed a swap to any node and handed it
+    views of its own ids in the adopt (11-13 of 20 out-views in one request). A proposal from a
+    node that does not point to this one is refused and nothing is locked."""
+    from peer_sampling.messages import LockReply, SwapAccept, SwapAdopt, SwapPropose
+
+    rng = random.Random(0)
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
+    refused = node.on_message(37, SwapPropose((37, 1)), 0.0, rng)
+    assert [e.message for e in refused if isinstance(e, Send)] == [LockReply((37, 1), granted=False)]
+    assert node.on_message(37, SwapAdopt((37, 1), (37, 38, 39), (37, 38, 39)), 0.0, rng) == []
+    assert node.lock is None and (node.out_view(), node.in_view()) == ((1, 2, 3), (4, 6, 9))
+    granted = node.on_message(9, SwapPropose((9, 1)), 0.0, rng)  # an in-neighbour may
+    assert isinstance(granted[0], Send) and isinstance(granted[0].message, SwapAccept)
 
 
 def test_cyclon_takes_a_nodes_own_entry_first_hand_and_relayed_entries_second_hand() -> None:
