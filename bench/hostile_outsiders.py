@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,24 +83,37 @@ def cluster(tmp: Path, tick_seconds: float = 0.004, sampling: str = "cyclon") ->
 
     procs = [start(a, b, f"0-{NODES_A - 1}"), start(b, a, f"{NODES_A}-{total - 1}")]
     try:
-        deadline = time.time() + 90
-        while True:
-            with contextlib.suppress(OSError):
-                if all(int(json.loads(get(x, "/status"))["round"]) >= 3 for x in (a, b)):
-                    break
-            if any(p.poll() is not None for p in procs) or time.time() > deadline:
-                errs = [p.stderr.read() if p.stderr and p.poll() is not None else "" for p in procs]
-                raise RuntimeError(f"the cluster did not start: {errs}")
-            time.sleep(0.3)
+        wait_for_round((a, b), procs, 3, 90.0)
         yield Cluster(a, b, procs)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
+
+
+def wait_for_round(
+    addresses: Sequence[str], procs: Sequence[subprocess.Popen[str]], at: int, timeout: float
+) -> None:
+    """Until every process at ``addresses`` reports round ``at`` (RuntimeError with their stderr if
+    one exits first or ``timeout`` seconds pass)."""
+    deadline = time.time() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            if all(int(json.loads(get(x, "/status"))["round"]) >= at for x in addresses):
+                return
+        if any(p.poll() is not None for p in procs) or time.time() > deadline:
+            errs = [p.stderr.read() if p.stderr and p.poll() is not None else "" for p in procs]
+            raise RuntimeError(f"the cluster did not start: {errs}")
+        time.sleep(0.2)
+
+
+def stop(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """SIGTERM every process, then SIGKILL those still running after 15 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def honest_rate(address: str, seconds: float) -> float:

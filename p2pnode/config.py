@@ -504,7 +504,8 @@ class RunConfig:
     clip_factor: float = opt(
         0.0,
         "ClippedGossip: clip a received model's difference from the own model to C x the median "
-        "distance of the last 16 senders' models (Base GL, SAMO; 0: off)",
+        "distance of the last 16 models taken, 4 at most per sender (Base GL, SAMO; 0: off; "
+        "--preset hostile: 1)",
         metavar="C",
         check=_min(0),
         needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
@@ -612,6 +613,8 @@ class RunConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     "quick": {"nodes": 100, "rounds": 10, "learning.lr": 0.01},
+    # members who may poison (issue #31, THREAT_MODEL.md): ClippedGossip on top of the sender gate
+    "hostile": {"clip_factor": 1.0},
 }
 
 

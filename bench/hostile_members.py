@@ -1,0 +1,225 @@
+"""What a member holding the cluster key and one process's identity can do to a live cluster.
+
+Two ``p2pnode run`` processes on loopback with process identities (issue #31): A hosts nodes
+0-19, B nodes 20-39 (PeerSwap views, Base GL, GMF on ML-100k, lr 0.01). The attacker is the
+operator of B: it holds the cluster keyring and B's identity, so it signs as B's ids and no
+others. For each attack a fresh cluster runs ``--rounds`` rounds while the attacker acts once a
+round; the script prints the answers A gave, the mean HR@20 of all 40 nodes at the end, and the
+honest models A's nodes took per second (the attack's own accepted frames taken off), each beside
+the clean run's:
+
+- ``as-A's-id``: models signed as node 5 (an A node) to every A node;
+- ``flood-90x``: B's ids 37-39 post a model at 90x an initial model's norm to every A node;
+- ``escalate``: the same, each round's frames 1.5x farther than the last (from 10x);
+- ``poison-10%``: B's ids 36-39 each post one 90x model a round to a random node of the network;
+- ``swap-forgery``: a SwapPropose then a SwapAdopt handing views of 37-39, as 37, to every A node;
+- ``pin-renewal``: zero models as every A id with an incarnation 4 s ahead (version pins).
+
+    .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
+
+Issue #31's targets: no attack moves mean HR@20 by more than 5 points from the clean run, or A's
+honest intake by more than 20%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.hostile_outsiders import counter, free_port, get, stop, wait_for_round
+from p2pnode.auth import Keyring, load_keyring, save_keyring, sign
+from p2pnode.config import RunConfig
+from p2pnode.identity import Authority, Identity, load_identity, save_identity
+from p2pnode.prepare import prepare
+from p2pnode.wire.codec import encode_model_frame, encode_sampling_frame
+from p2pnode.wire.delta import DeltaEncoder
+from peer_sampling.messages import SwapAdopt, SwapPropose
+
+A, B = range(20), range(20, 40)
+ATTACKS = ("clean", "as-A's-id", "flood-90x", "escalate", "poison-10%", "swap-forgery", "pin-renewal")
+
+
+class Member:
+    """The attacker: B's identity and the cluster key; posts frames to a node of A or B."""
+
+    def __init__(self, keyring: Path, identity: Identity, addresses: dict[int, str]) -> None:
+        self.keyring = load_keyring(keyring)
+        self.identity = identity
+        self.addresses = addresses
+        self.answers: Counter[str] = Counter()
+        self.life = (int(time.time()) << 32) + 1_000  # an incarnation of now
+        self.version = 0
+        self.taken = 0  #: models the attacked nodes took
+
+    def post(self, sender: int, dest: int, channel: str, frame: bytes) -> int:
+        path = f"/v1/nodes/{dest}/{channel}"
+        headers = sign(
+            self.keyring, "POST", path, sender, frame, int(time.time() * 1000), identity=self.identity
+        )
+        request = urllib.request.Request(
+            f"http://{self.addresses[dest]}{path}", frame, headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                self.answers[f"{r.status} {r.headers.get('X-P2P-Reason') or 'taken'}"] += 1
+                return int(r.status)
+        except urllib.error.HTTPError as err:
+            self.answers[f"{err.code} {err.headers.get('X-P2P-Reason', '')}"] += 1
+            return int(err.code)
+        except OSError:
+            self.answers["no answer"] += 1
+            return 0
+
+    def model(
+        self, sender: int, dest: int, params: dict[str, np.ndarray], version: int | None = None
+    ) -> None:
+        self.version += 1
+        ver = self.life + self.version if version is None else version
+        self.post(
+            sender,
+            dest,
+            "gossip",
+            bytes(encode_model_frame(sender, dest, DeltaEncoder(False).encode(dest, ver, params))),
+        )
+
+
+def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, random.Random], None]:
+    """What the attacker does in round ``r``."""
+    scaled = {k: v * 90 for k, v in init.items()}
+
+    def act(m: Member, r: int, rng: random.Random) -> None:
+        if name == "as-A's-id":
+            for dst in A:
+                m.model(5, dst, scaled) if dst != 5 else None
+        elif name == "flood-90x":
+            for src in (37, 38, 39):
+                for dst in A:
+                    m.model(src, dst, scaled)
+        elif name == "escalate":
+            far = {k: v * 10 * 1.5**r for k, v in init.items()}
+            for src in (37, 38, 39):
+                for dst in A:
+                    m.model(src, dst, far)
+        elif name == "poison-10%":
+            for src in (36, 37, 38, 39):
+                m.model(src, rng.randrange(40), scaled)
+        elif name == "swap-forgery":
+            for dst in A:
+                txn = (37, 1000 + r * 100 + dst)
+                m.post(37, dst, "sampling", encode_sampling_frame(37, dst, SwapPropose(txn)))
+                adopt = SwapAdopt(txn, (37, 38, 39), (37, 38, 39))
+                m.post(37, dst, "sampling", encode_sampling_frame(37, dst, adopt))
+        elif name == "pin-renewal":
+            ahead = ((int(time.time()) + 4) << 32) + r
+            zero = {k: np.zeros_like(v) for k, v in init.items()}
+            for src in A:
+                m.model(src, (src + 1) % 20, zero, version=ahead)
+
+    return act
+
+
+@contextlib.contextmanager
+def cluster(tmp: Path, rounds: int, tick: float, clip: float) -> Iterator[tuple[dict[int, str], list[str]]]:
+    """A (0-19) and B (20-39) with identities, until the block ends: (node -> address, [A, B])."""
+    authority = Authority.generate("members")
+    save_keyring(tmp / "k", Keyring.generate("members").trust(authority.public_key))
+    for name, ids in (("a", A), ("b", B)):
+        save_identity(tmp / f"{name}.identity", authority.issue([(ids[0], ids[-1])]))
+    a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+
+    def start(listen: str, peer: str, ids: range, name: str) -> subprocess.Popen[str]:
+        args = [
+            sys.executable, "-m", "p2pnode", "run", "--listen", listen, "--peers", peer,
+            "--users", f"{ids[0]}-{ids[-1]}", "--nodes", "40", "--rounds", str(rounds),
+            "--tick-seconds", str(tick), "--lr", "0.01", "--seed", "1",
+            "--cluster-key-file", str(tmp / "k"), "--identity", str(tmp / f"{name}.identity"), "--quiet",
+            "--clip-factor", str(clip),
+        ]  # fmt: skip
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    procs = [start(a, b, A, "a"), start(b, a, B, "b")]
+    try:
+        wait_for_round((a, b), procs, 1, 120.0)
+        yield {**dict.fromkeys(A, a), **dict.fromkeys(B, b)}, [a, b]
+    finally:
+        stop(procs)
+
+
+def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
+    init = prepare(RunConfig(nodes=40)).init
+    with tempfile.TemporaryDirectory() as tmp, cluster(Path(tmp), rounds, tick, clip) as (addresses, procs):
+        member = Member(Path(tmp) / "k", load_identity(Path(tmp) / "b.identity"), addresses)
+        act = actions(name, init)
+        rng = random.Random(7)
+        t0, start_models = time.time(), counter(procs[0], "p2pnode_models_received_total")
+        views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
+        done = 0
+        while True:
+            status = [json.loads(get(p, "/status")) for p in procs]
+            current = min(int(s["round"]) for s in status)
+            if current >= rounds - 1:
+                break
+            if current > done:
+                done = current
+                act(member, current, rng)
+            time.sleep(0.05)
+        models = counter(procs[0], "p2pnode_models_received_total") - start_models
+        seconds = time.time() - t0
+        nodes = [n for s in status for n in s["nodes"]]
+        views_after = [n["view"] for n in status[0]["nodes"]]
+    hits = [n["hit"] for n in nodes if n.get("hit") is not None]
+    own = {37, 38, 39}
+    return {
+        "hr": float(np.mean(hits)) if hits else float("nan"),
+        "intake": (models - member.taken) / seconds,
+        "answers": dict(member.answers),
+        "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--tick-seconds", type=float, default=0.01)
+    parser.add_argument("--attacks", nargs="+", default=list(ATTACKS), choices=ATTACKS)
+    parser.add_argument("--clip-factor", type=float, default=0.0, help="the processes' --clip-factor")
+    args = parser.parse_args(argv)
+    print(
+        f"2 x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
+        f"--clip-factor {args.clip_factor}; attacker: B's operator"
+    )
+    clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor)
+    print(f"{'attack':<14} {'HR@20':>6} {'Δ':>6}  {'A intake/s':>10} {'ratio':>6}  answers to the attack")
+    print(f"{'clean':<14} {clean['hr']:6.3f} {0:6.3f}  {clean['intake']:10.1f} {1:6.2f}  -", flush=True)
+    for name in args.attacks:
+        if name == "clean":
+            continue
+        r = run(name, args.rounds, args.tick_seconds, args.clip_factor)
+        extra = (
+            f"; A's out-view places held by 37-39: {r['views'][0]} -> {r['views'][1]}"
+            if name == "swap-forgery"
+            else ""
+        )
+        print(
+            f"{name:<14} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f}  {r['intake']:10.1f} "
+            f"{r['intake'] / clean['intake']:6.2f}  {json.dumps(r['answers'], sort_keys=True)}{extra}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
