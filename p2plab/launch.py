@@ -12,6 +12,7 @@ import json
 import os
 import random
 import secrets
+import shutil
 import signal
 import socket
 import sys
@@ -87,14 +88,41 @@ async def launch(
     workdir.mkdir(parents=True, exist_ok=True)
     cfg_file = workdir / "config.json"
     cfg_file.write_text(json.dumps(config.to_dict()))
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     key_args: list[str] = []
     identities: list[Path] = []
+    secrets_made: list[Path] = []  #: the key files this launch wrote: removed when it ends
     if not open_cluster:
         if key_file is None:
             key_file = workdir / "cluster.key"
             identities = _identities(key_file, workdir, parts, config)
+            secrets_made = [key_file, workdir / "authority.key", *identities]
         key_args = ["--cluster-key-file", str(key_file)]
+    try:
+        total = await _run(
+            config, parts, addresses, workdir, cfg_file, key_args, identities, progress, out is None
+        )
+    finally:
+        for path in secrets_made:
+            path.unlink(missing_ok=True)
+    if out is None:  # a temporary folder: nothing of it is kept (--out keeps logs and results)
+        shutil.rmtree(workdir, ignore_errors=True)
+        total["out"] = None
+    return total
+
+
+async def _run(
+    config: RunConfig,
+    parts: Sequence[tuple[int, ...]],
+    addresses: list[str],
+    workdir: Path,
+    cfg_file: Path,
+    key_args: list[str],
+    identities: list[Path],
+    progress: Callable[[str], None] | None,
+    temporary: bool,
+) -> dict[str, Any]:
+    """Run the processes of one launch in ``workdir`` until they end; their aggregated summary."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     churn = config.churn.active
     plan = (
         schedule(
@@ -148,6 +176,7 @@ async def launch(
         progress(
             f"launched {config.nodes} nodes in {len(parts)} processes on "
             f"{', '.join(addresses)}; logs in {workdir}"
+            + (" (removed at the end unless a process fails; --out keeps it)" if temporary else "")
             + (f"; churn: processes 1-{len(parts) - 1} come and go, process 0 stays" if churn else "")
         )
     shown = {"round": 0}  #: the last round the watcher printed
