@@ -261,9 +261,22 @@ def _version() -> str:
         return "unknown"
 
 
+LAB_COMMANDS = ("launch", "metrics", "experiment", "deploy")
+
+
 def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None = None) -> int:
     parser = build_parser(commands)
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    names = {c.name for c in (DAEMON_COMMANDS if commands is None else commands)}
+    lab = next((w for w in words if not w.startswith("-")), None)
+    if lab in LAB_COMMANDS and lab not in names:  # `python -m p2pnode launch`: the daemon alone
+        print(
+            f"p2pnode: '{lab}' is a lab command, not the daemon's: run `p2pnode {lab} ...` "
+            f"(or `python -m p2plab {lab} ...`)",
+            file=sys.stderr,
+        )
+        return 2
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",

@@ -259,3 +259,14 @@ def test_nodes_follow_a_dataset_file_unless_given(tmp_path: Path) -> None:
     assert config_from_args(parse(["simulate", "--dataset", str(data)])).nodes == 40  # every user
     assert config_from_args(parse(["simulate", "--dataset", str(data), "--nodes", "12"])).nodes == 12
     assert config_from_args(parse(["simulate"])).nodes == 943  # ml-100k: its 943 users
+
+
+def test_a_lab_command_given_to_the_daemon_names_where_it_lives(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m p2pnode launch`` (the daemon's command line) answered argparse's "invalid
+    choice"; it now says which command to run instead (issue #34, item 8)."""
+    from p2pnode.cli import main
+
+    for command in ("launch", "experiment"):
+        assert main([command, "--nodes", "10"]) == 2
+        err = capsys.readouterr().err
+        assert f"`p2pnode {command} ...`" in err and f"python -m p2plab {command}" in err
