@@ -127,6 +127,11 @@ def _launch(args: argparse.Namespace) -> int:
     config = cli.config_from_args(args)
     if args.processes < 1:
         raise ConfigError("--processes must be at least 1")
+    if args.processes > config.nodes:
+        raise ConfigError(
+            f"--processes {args.processes} is more than --nodes {config.nodes}: each process hosts "
+            "at least one node"
+        )
     if args.open and args.cluster_key_file:
         raise ConfigError("--open and --cluster-key-file exclude each other")
     if args.memory_check:

@@ -138,13 +138,16 @@ def check_fits(config: RunConfig, prep: Prepared, processes: int = 0) -> None:
     need = launch_bytes(config, fp, processes) if processes else run_bytes(config, fp)
     free = available_bytes()
     if free is not None and need > free:
-        raise ConfigError(too_big(config, need, free))
+        raise ConfigError(too_big(config, need, free, processes))
 
 
-def too_big(config: RunConfig, need: int, free: int) -> str:
+def too_big(config: RunConfig, need: int, free: int, processes: int = 0) -> str:
     """The one line that refuses a run that does not fit."""
     data = Path(str(config.dataset)).name
+    where = f" in {processes} processes" if processes > 1 else ""
+    fewer = "fewer --processes, fewer --nodes" if processes > 1 else "fewer --nodes"
     return (
-        f"a run of {config.nodes} nodes ({config.protocol}, {data}) needs about {need / 2**30:.1f} GiB "
-        f"and {free / 2**30:.1f} GiB is free; run fewer --nodes or on a machine with more memory"
+        f"a run of {config.nodes} nodes ({config.protocol}, {data}){where} needs about "
+        f"{need / 2**30:.1f} GiB and {free / 2**30:.1f} GiB is free; run {fewer} or on a machine "
+        "with more memory"
     )

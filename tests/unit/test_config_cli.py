@@ -270,3 +270,19 @@ def test_a_lab_command_given_to_the_daemon_names_where_it_lives(capsys: pytest.C
         assert main([command, "--nodes", "10"]) == 2
         err = capsys.readouterr().err
         assert f"`p2pnode {command} ...`" in err and f"python -m p2plab {command}" in err
+
+
+def test_launch_refuses_more_processes_than_nodes_and_says_which_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``launch --nodes 100 --processes 200`` started 100 one-node processes and failed 260 s later
+    (issue #34, item 6); it is refused at once, and a launch too big for memory names
+    --processes."""
+    from p2plab.cli import main as lab
+
+    assert lab(["launch", "--nodes", "10", "--processes", "20"]) == 2
+    assert "--processes 20 is more than --nodes 10" in capsys.readouterr().err
+    from p2pnode.footprint import too_big
+
+    line = too_big(RunConfig(nodes=100), 46 * 2**30, 22 * 2**30, processes=100)
+    assert "in 100 processes" in line and "fewer --processes" in line
