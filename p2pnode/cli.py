@@ -115,9 +115,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         given.append((f.name, flag))
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
-    cfg = cfg.replace(**changes).validate()
+    cfg = cfg.replace(**changes).validate_fields()
     if "dataset" in changes and "nodes" not in changes and cfg.nodes == RunConfig().nodes:
-        cfg = _nodes_from_dataset(cfg)
+        cfg = _nodes_from_dataset(cfg)  # before the rules that depend on nodes (colluders, target-k)
+    cfg = cfg.validate()
     for name, flag in given:  # a flag that would change nothing is a mistake: say which one is missing
         if flag.needs is not None and not flag.needs[0](cfg):
             raise ConfigError(f"{flag.flag_name(name)} has no effect without {flag.needs[1]}")
@@ -131,7 +132,7 @@ def _nodes_from_dataset(cfg: RunConfig) -> RunConfig:
     from p2pnode.prepare import load_data
 
     data, _ = load_data(cfg)
-    return cfg.replace(nodes=data.n_users).validate()
+    return cfg.replace(nodes=data.n_users)
 
 
 def _from_json(path: Path) -> RunConfig:

@@ -529,6 +529,13 @@ class RunConfig:
     def validate(self) -> RunConfig:
         """Return self, or raise ConfigError naming the first bad field: each field's own
         check (declared with it), then the rules that tie fields together."""
+        self.validate_fields()
+        self._validate_rules()
+        return self
+
+    def validate_fields(self) -> RunConfig:
+        """Each field's own check only (no rule that ties fields together, such as those that
+        depend on ``nodes``): what reading a dataset file needs before it sets ``nodes``."""
         for path, f in config_fields():
             value = self.get(path)
             flag: Flag | None = f.metadata.get("flag")
@@ -540,6 +547,9 @@ class RunConfig:
                 )
             elif check is not None:
                 _check(check[0](value), name, check[1])
+        return self
+
+    def _validate_rules(self) -> None:
         _check(
             self.view_size < self.nodes,
             "view-size",
@@ -564,7 +574,12 @@ class RunConfig:
         if a.colluders:
             size = max(2, round(a.colluders * self.nodes))
             _check(self.protocol != "fedavg", "colluders", "apply to gossip protocols only")
-            _check(size * a.colluder_groups <= self.nodes, "colluder-groups", "groups do not fit the network")
+            _check(
+                size * a.colluder_groups <= self.nodes,
+                "colluder-groups",
+                f"{a.colluder_groups} groups of {size} colluders ({a.colluders:g} of {self.nodes} nodes) "
+                "do not fit the network",
+            )
         s = self.sim
         _check(s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")
         if self.churn.active:
@@ -574,7 +589,6 @@ class RunConfig:
                 f"needs --sampling cyclon and a gossip protocol (open membership), got --sampling "
                 f"{self.sampling} --protocol {self.protocol}",
             )
-        return self
 
     def table_options(self) -> TableOptions:
         """How a ``--dataset FILE`` is read and preprocessed (p2pnode/tables.py)."""

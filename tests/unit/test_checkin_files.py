@@ -306,4 +306,7 @@ def test_a_run_estimated_not_to_fit_is_refused_before_it_is_built_unless_told_to
     launch = ["launch", *argv[1:], "--processes", "2"]
     assert lab_main(launch) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("p2pnode: error: a run of 30 nodes (fedavg, dataset_TSMC2014_NYC.txt) needs about")
+    assert err.startswith(
+        "p2pnode: error: a run of 30 nodes (fedavg, dataset_TSMC2014_NYC.txt) in 2 processes needs about"
+    )
+    assert "run fewer --processes, fewer --nodes" in err

@@ -278,11 +278,24 @@ def test_launch_refuses_more_processes_than_nodes_and_says_which_flag(
     """``launch --nodes 100 --processes 200`` started 100 one-node processes and failed 260 s later
     (issue #34, item 6); it is refused at once, and a launch too big for memory names
     --processes."""
-    from p2plab.cli import main as lab
-
-    assert lab(["launch", "--nodes", "10", "--processes", "20"]) == 2
+    assert lab_main(["launch", "--nodes", "10", "--processes", "20"]) == 2
     assert "--processes 20 is more than --nodes 10" in capsys.readouterr().err
     from p2pnode.footprint import too_big
 
     line = too_big(RunConfig(nodes=100), 46 * 2**30, 22 * 2**30, processes=100)
     assert "in 100 processes" in line and "fewer --processes" in line
+
+
+def test_checks_that_depend_on_nodes_use_the_users_of_a_dataset_file(tmp_path: Path) -> None:
+    """With a dataset file and no --nodes, the colluder and target-k checks ran against the
+    default 943 nodes: 5 groups of 20% were refused for a 400-user file (issue #34, item 2)."""
+    rows = "\n".join(f"{u},{(u * 7 + k) % 300}" for u in range(1, 401) for k in range(8))
+    data = tmp_path / "u400.csv"
+    data.write_text("user,item\n" + rows + "\n")
+    base = ["simulate", "--dataset", str(data), "--attack", "cia"]
+    cfg = config_from_args(build_parser().parse_args([*base, "--colluders", "0.2", "--colluder-groups", "5"]))
+    assert cfg.nodes == 400 and cfg.attack.colluder_groups == 5
+    with pytest.raises(ConfigError, match=r"4 groups of 120 colluders \(0.3 of 400 nodes\)"):
+        config_from_args(build_parser().parse_args([*base, "--colluders", "0.3", "--colluder-groups", "4"]))
+    with pytest.raises(ConfigError, match="got 500 with nodes 400"):
+        config_from_args(build_parser().parse_args([*base, "--target-k", "500"]))
