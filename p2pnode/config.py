@@ -257,7 +257,7 @@ class AttackConfig:
     attackers: str = opt(
         "all",
         "gossip: 'all' (every node, own items as target), node ids '3,17', or with a dataset file "
-        "its own user ids 'u3,u17'",
+        "the file's own user ids as written in it ('377,12', 'alice,bob')",
         group="attack",
         needs=_CIA,
     )

@@ -180,7 +180,27 @@ def cia_line(cia: dict[str, Any]) -> str:
             for rho, prec, aac in zip(proxy["thresholds"], proxy["precision"], proxy["max_aac"], strict=True)
         )
         line += f"\nMIA as CIA proxy: {cells}"
-    return line
+    return line + _predictions_lines(cia.get("predictions") or [])
+
+
+def _predictions_lines(predictions: list[dict[str, Any]], adversaries: int = 3, users: int = 8) -> str:
+    """The first adversaries' predicted communities with scores (an explicit --target-items or
+    --target-genre), by the dataset's own user ids where it has them; ``--json`` has them all."""
+    if not predictions:
+        return ""
+    lines = ["\npredicted communities (highest scores first; --json has every member):"]
+    for p in predictions[:adversaries]:
+        names = p.get("community_users") or p["community"]
+        who = f"adversary {p['adversary']}" + (
+            f" (user {p['adversary_user']})" if p.get("adversary_user") is not None else ""
+        )
+        cells = ", ".join(f"{u} {s:.3f}" for u, s in zip(names[:users], p["scores"][:users], strict=False))
+        cells = cells or "nobody yet (no model received)"
+        more = f", ... ({len(names)} in all)" if len(names) > users else ""
+        lines.append(f"  {who}: {cells}{more}")
+    if len(predictions) > adversaries:
+        lines.append(f"  ... and {len(predictions) - adversaries} more adversaries")
+    return "\n".join(lines)
 
 
 def mia_line(mia: dict[str, Any]) -> str:

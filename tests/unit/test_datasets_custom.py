@@ -117,3 +117,23 @@ def test_a_small_catalogue_needs_fewer_test_negatives_and_says_so(tmp_path: Path
     prep = prepare(small)
     assert all(len(u.test_negatives) == 20 for u in prep.users)
     assert metric_for(small).random == pytest.approx(20 / 21)  # K = 20 of 21 items: say so honestly
+
+
+def test_the_summary_lists_predicted_communities_by_the_files_own_user_ids() -> None:
+    """The README said an explicit target makes the summary list the predicted communities with
+    scores; only --json had them (issue #34, item 5)."""
+    from p2pnode.report import cia_line
+
+    cia = {
+        "max_aac": 0.2, "round_of_max": 3, "best10_aac": 0.3, "upper_bound": 0.5, "random_bound": 0.1,
+        "adversaries": 5,
+        "predictions": [
+            {"adversary": 0, "adversary_user": "alice", "community": [4, 2],
+             "community_users": ["eve", "bob"], "scores": [0.9, 0.8]},
+            {"adversary": 1, "adversary_user": "bob", "community": [], "community_users": [], "scores": []},
+            *({"adversary": k, "community": [1], "scores": [0.5]} for k in range(2, 5)),
+        ],
+    }  # fmt: skip
+    text = cia_line(cia)
+    assert "adversary 0 (user alice): eve 0.900, bob 0.800" in text
+    assert "adversary 1 (user bob): nobody yet" in text and "and 2 more adversaries" in text
