@@ -310,11 +310,16 @@ class AttackConfig:
         switch=True,
         needs=_CIA,
     )
-    mia: bool = opt(False, "MPE membership inference on every node (002 §2.5)", group="attack", switch=True)
+    mia: bool = opt(
+        False,
+        "MPE membership inference on every node (the gossip-learning MIA paper, §2.5)",
+        group="attack",
+        switch=True,
+    )
     mia_proxy: str = opt(
         "",
         "with --attack cia: MIA as a CIA proxy at thresholds ρ (given bare: the paper's 0.2..1; "
-        "000 §VIII-C, GMF)",
+        "CIA paper §VIII-C, GMF)",
         group="attack",
         metavar="RHOS",
         const="0.2,0.4,0.6,0.8,1",
@@ -435,7 +440,10 @@ class RunConfig:
     rounds: int = opt(20, "rounds to run (100 ticks each); run: until stopped unless given", check=_min(1))
     model: str = opt("gmf", "gmf (utility HR@K) or prme (F1@K)", choices=MODELS)
     protocol: str = opt(
-        "base", "base (002 Alg. 1), samo (Alg. 2) or fedavg (server id = nodes)", choices=PROTOCOLS
+        "base",
+        "base (Base Gossip Learning, the gossip MIA paper's Alg. 1), samo (its Alg. 2) or fedavg "
+        "(server id = nodes)",
+        choices=PROTOCOLS,
     )
     fraction: float = opt(
         1.0,
