@@ -1,0 +1,55 @@
+"""Where a simulated round's time goes: cProfile over a few rounds of 943 ML-100k nodes, after
+warm-up rounds, sorted by each function's own time (issue #32 asks for this profile before and
+after the simulator work).
+
+    .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base] [--attack]
+        [--top 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+
+from p2pnode.config import RunConfig
+from p2pnode.process import tune_allocator
+from p2pnode.sim import Simulation
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=943)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--protocol", default="base")
+    parser.add_argument("--attack", action="store_true", help="every node a CIA adversary (Table III)")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    tune_allocator()
+    config = RunConfig(nodes=args.nodes, rounds=args.warmup + args.rounds, protocol=args.protocol)
+    if args.attack:
+        config = config.replace(**{"attack.kind": "cia", "attack.attackers": "all"})
+    sim = Simulation(config)
+    for _ in range(args.warmup):
+        sim.run_round()
+    profile = cProfile.Profile()
+    t0 = time.perf_counter()
+    profile.enable()
+    for _ in range(args.rounds):
+        sim.run_round()
+    profile.disable()
+    wall = (time.perf_counter() - t0) / args.rounds
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(args.top)
+    what = f"{args.nodes} nodes, {args.protocol}" + (", CIA everywhere" if args.attack else "")
+    print(
+        f"{what}: {wall:.3f} s a round under the profiler ({args.rounds} rounds after {args.warmup} warm-up)"
+    )
+    print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
