@@ -1,18 +1,19 @@
 """What a gossip node does so that one poisoning member cannot wreck its model (issue #31).
 
-Three parts, each pure and per node:
+Two parts, each pure and per node (the distance bound, ``GossipProtocol.vet``, is the third):
 
 - :class:`SenderGate` decides, from the sender id alone and before a received model's body is
   read, whether the node takes it at all: only from an in-neighbour (the samplers whose views are
   a graph, static and PeerSwap, know who may send to them: 002 §2.4, j ∈ out(i) ⇔ i ∈ in(j)), and
-  at most about one model per sender per own wake-up period (a token bucket). A member can then
+  at most about one model per sender per shortest honest wake-up period (a token bucket). A member can then
   reach only the nodes whose in-view holds one of its own ids (identities stop it from signing as
   another), at about the rate an honest neighbour could.
 - :class:`ClipRadius` is ClippedGossip (He, Karimireddy, Jaggi, "Byzantine-robust decentralized
   learning via ClippedGossip", 2022): a taken model θ_j enters the merge as
   θ_i + min(1, τ / ‖θ_j − θ_i‖)·(θ_j − θ_i), its difference clipped to an adaptive radius τ.
   The guarantee of that paper holds when the Byzantine share of each node's *neighbours* is small,
-  which is what the gate provides.
+  which is what the gate provides. It is off unless ``--clip-factor`` (``--preset hostile``):
+  THREAT_MODEL.md has why.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from p2pcore.effects import NodeId
-
-DEFAULT_CLIP_FACTOR = 0.0  #: off unless ``--clip-factor`` (the measurement is in THREAT_MODEL.md)
 
 
 class SenderGate:
