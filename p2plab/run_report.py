@@ -78,6 +78,7 @@ def _plots(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     metric = metric_for(config)
     written: list[str] = []
@@ -92,7 +93,9 @@ def _plots(
             label=f"random ranking ({100 * metric.random:.1f})",
         )
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 2.5
         ax.set_ylabel(f"{metric.label} (%)")
+        ax.set_ylim(bottom=0)  # the random ranking's line inside the plot, not on its lower edge
         ax.set_title(f"{metric.label} per round\n{size}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -111,7 +114,10 @@ def _plots(
             )
         rnd = 100 * cia["random_bound"]
         ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
+        top = max([rnd, *(100 * v for v in cia["aac"]), *(100 * v for v in cia.get("upper_bounds") or [])])
+        ax.set_ylim(0, 1.12 * top)  # the random line inside the plot, on neither edge
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 2.5
         ax.set_ylabel("%")
         ax.set_title(
             f"CIA, {cia['adversaries']} adversaries, K = {cia.get('k', config.attack.target_k)}: "
@@ -127,6 +133,7 @@ def _plots(
         ax.plot([r for r, _ in live], [n for _, n in live], "o-", ms=3)
         ax.axhline(config.nodes, color="tab:gray", linestyle=":", label=f"all nodes ({config.nodes})")
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 2.5
         ax.set_ylabel("nodes online")
         ax.set_ylim(bottom=0)
         ax.set_title(f"Churn ({config.churn.model}): nodes online per round\n{size}", fontsize=10)
