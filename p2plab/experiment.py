@@ -654,6 +654,13 @@ def write_csv(path: Path, exp: Experiment, table: Sequence[dict[str, Any]]) -> N
 
 def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str:
     lines = [f"# {exp.title}", ""]
+    if doc["overrides"]:  # the title and the paper's columns are the file's setting, not these runs'
+        lines += [
+            f"**Run with overrides** `{json.dumps(doc['overrides'])}`: the title and the paper's "
+            "columns describe the experiment file's setting (the paper's at its own network size), "
+            "not these runs.",
+            "",
+        ]
     if exp.source:
         lines += [
             f"Source: {exp.source}. Mode: {doc['mode']}. Seeds: {', '.join(map(str, doc['seeds']))}.",

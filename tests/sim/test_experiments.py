@@ -33,6 +33,8 @@ def test_each_experiment_runs_tiny_and_writes_its_report(name: str, tmp_path: Pa
     assert saved["experiment"] == name and saved["overrides"] == TINY
     report = (tmp_path / "report.md").read_text()
     assert "| setting |" in report and all(r.label in report for r in exp.rows)
+    # the file's title (K = 50, 943 nodes) stands above runs of another setting: it says so
+    assert "**Run with overrides**" in report.split("| setting |")[0]
 
 
 def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_path: Path) -> None:
