@@ -70,6 +70,7 @@ class AdversaryNode(GossipNode):
         self._rng = np.random.default_rng([seed, int(protocol.node_id), 0xC1A])
         self._wakes = 0
         self.refreshes = 0  #: how many times e_A was trained
+        self._kept: tuple[int, float] | None = None  #: (model version, norm of its kept rows)
         if observer.fictive_user:
             self._refresh()
 
@@ -100,10 +101,17 @@ class AdversaryNode(GossipNode):
         if not all(np.isfinite(a).all() for a in message.params.values()):
             return "non-finite"
         bound = self.protocol.max_distance
-        own = self.observer.keep(self.protocol.learner.params) if bound > 0 else None
-        if own is not None and l2_norm(message.params) > (1 + bound) * l2_norm(own):
+        if bound > 0 and l2_norm(message.params) > (1 + bound) * self._kept_norm():
             return "too-far"
         return None
+
+    def _kept_norm(self) -> float:
+        """‖own model‖ over the rows a multicast carries, once per model version (a reader
+        takes many multicasts between two of its own updates)."""
+        version = self.protocol.learner.version
+        if self._kept is None or self._kept[0] != version:
+            self._kept = (version, l2_norm(self.observer.keep(self.protocol.learner.params)))
+        return self._kept[1]
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         if isinstance(message, CollusionMessage):

