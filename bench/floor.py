@@ -263,13 +263,18 @@ def _every_user(
     lr: float,
 ) -> int:
     no_anchor = np.zeros((0, 0), dtype=np.float32)
+    no_seen = np.zeros(0, dtype=np.bool_)
+    no_rows = np.zeros(0, dtype=np.int64)
+    undone = np.zeros(1, dtype=np.int64)
     total = 0
     for u in range(item.shape[0]):
         lo, hi = first[u], first[u + 1]
-        total += epoch_kernel(
+        n, _ = epoch_kernel(
             item[u], user[u], h[u], b[u], mi[u], vi[u], mu[u], vu[u], mh[u], vh[u], mb[u], vb[u],
             steps[u], items[lo:hi], labels[lo:hi], batch, lr, no_anchor, np.float32(0.0), True,
+            no_seen, no_rows, no_anchor, undone,
         )  # fmt: skip
+        total += n
     return total
 
 

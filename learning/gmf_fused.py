@@ -15,6 +15,7 @@ tests/unit/test_learning.py checks the backends agree to float32 precision over 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 
 import numba
 import numpy as np
@@ -82,6 +83,10 @@ class FusedGMF(NumpyGMF):
     numpy path; its clipping and noise dominate a step anyway).
     """
 
+    #: whether every parameter value the last :meth:`epoch` wrote is finite (the kernel reads
+    #: them once more as it ends, so the learner need not gather the rows again)
+    finite = True
+
     def epoch(
         self,
         items: npt.NDArray[np.int64],
@@ -89,15 +94,17 @@ class FusedGMF(NumpyGMF):
         batch_size: int,
         before: Array | None = None,
         tau: float = 0.0,
+        undo: RowUndo | None = None,
     ) -> int:
         """Train on ``items``/``labels`` in order, ``batch_size`` examples a step; returns steps.
 
         ``before`` is the item table as it stood before the update (the Share-less anchors,
-        used when ``tau`` > 0)."""
+        used when ``tau`` > 0). ``undo`` keeps the old value of every item row the epoch writes
+        (the learner's recovery point, :class:`RowUndo`)."""
         p, mo = self.params, self.moments
         steps = np.array([mo[k].step for k in _ORDER], dtype=np.int64)
         anchor = before if before is not None and tau > 0 else _NO_ANCHOR
-        n = epoch_kernel(
+        n, finite = epoch_kernel(
             p["item"],
             p["user"],
             p["h"],
@@ -118,13 +125,57 @@ class FusedGMF(NumpyGMF):
             anchor,
             np.float32(tau),
             self.sparse_items,
+            *(undo.kernel_args() if undo is not None else _NO_UNDO),
         )
         for k, s in zip(_ORDER, steps, strict=True):
             mo[k].step = int(s)
+        self.finite = bool(finite)
         return int(n)
 
 
 _NO_ANCHOR = np.zeros((0, 0), dtype=np.float32)
+_NO_UNDO = (
+    np.zeros(0, dtype=np.bool_),
+    np.zeros(0, dtype=np.int64),
+    np.zeros((0, 0), dtype=np.float32),
+    np.zeros(1, dtype=np.int64),
+)
+
+
+class RowUndo:
+    """A fused local update's recovery point: the item rows as they stood before it, saved by
+    the kernel the first time it writes each (so it costs the rows the update changed, with no
+    pass of its own over the epoch's items), and copies of the small tensors it moves whole.
+
+    ``saved_versions`` gives what ``learning.history.Base`` gives: each tensor as it stood."""
+
+    def __init__(self, params: Mapping[str, Array], rows_name: str, capacity: int, sparse: bool) -> None:
+        table = params[rows_name]
+        self.rows_name = rows_name
+        #: without SparseAdam every row moves: the table is saved whole, like the small tensors
+        self.whole = {k: v.copy() for k, v in params.items() if k != rows_name or not sparse}
+        n = min(capacity, table.shape[0]) if sparse else 0
+        self.seen = np.zeros(table.shape[0] if sparse else 0, dtype=np.bool_)
+        self.rows = np.empty(n, dtype=np.int64)
+        self.values = np.empty((n, table.shape[1]), dtype=np.float32)
+        self.count = np.zeros(1, dtype=np.int64)
+
+    def kernel_args(
+        self,
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], Array, npt.NDArray[np.int64]]:
+        return self.seen, self.rows, self.values, self.count
+
+    def saved_versions(self, params: Mapping[str, Array]) -> Iterator[tuple[str, Array]]:
+        """Each tensor the update may have changed, as it was before (a new array)."""
+        for name, old in self.whole.items():
+            yield name, old.copy()
+        if self.rows_name not in self.whole:
+            n = int(self.count[0])
+            out = params[self.rows_name].copy()
+            out[self.rows[:n]] = self.values[:n]
+            yield self.rows_name, out
+
+
 _F1 = np.float32(1.0)
 _B1C = np.float32(1 - BETA1)
 _B2C = np.float32(1 - BETA2)
@@ -169,11 +220,19 @@ def epoch_kernel(
     anchor: Array,
     tau: np.float32,
     sparse: bool,
-) -> int:
+    seen: npt.NDArray[np.bool_],
+    undo_rows: npt.NDArray[np.int64],
+    undo_values: Array,
+    undone: npt.NDArray[np.int64],
+) -> tuple[int, bool]:
     """Train on ``items``/``labels`` in order, ``batch_size`` examples a step, in place on the
     parameters and moments; ``steps`` holds the item, user, h and b step counts. ``anchor``
     (empty: none) is the Share-less anchor table, weighted by ``tau``; ``sparse`` picks
-    SparseAdam (else Adam) for the item table. Returns the number of steps taken."""
+    SparseAdam (else Adam) for the item table. Returns the number of steps taken and whether
+    every parameter value it wrote is finite (a NaN or infinity in a parameter stays one through
+    the later steps' updates, so reading the written rows once at the end tells). With SparseAdam
+    and a non-empty ``undo_rows``, the first write of each item row saves its old value first:
+    the row id to ``undo_rows[undone[0]]``, the row to ``undo_values``, ``seen`` marking it."""
     n_items, f = item.shape
     pu = user[0]
     user_flat = user.reshape(-1)
@@ -190,6 +249,7 @@ def epoch_kernel(
     rows = np.empty(batch_size, dtype=np.int64)
     acc = np.empty((batch_size, f), dtype=np.float32)
     use_anchor = anchor.shape[0] > 0
+    keep_undo = undo_rows.shape[0] > 0
     n_steps = 0
     total = items.shape[0]
     for start in range(0, total, batch_size):
@@ -260,6 +320,13 @@ def epoch_kernel(
             step_size = np.float32(lr * math.sqrt(bc2) / bc1)
             for j in range(n_rows):
                 r = rows[j]
+                if keep_undo and not seen[r]:
+                    seen[r] = True
+                    u = undone[0]
+                    undo_rows[u] = r
+                    for k in range(f):
+                        undo_values[u, k] = item[r, k]
+                    undone[0] = u + 1
                 for k in range(f):
                     gr = acc[j, k]
                     mo = m_item[r, k]
@@ -278,7 +345,34 @@ def epoch_kernel(
         for j in range(n_rows):
             slot[rows[j]] = -1
         n_steps += 1
-    return n_steps
+    return n_steps, _written_finite(item, user_flat, h, b, items, sparse)
+
+
+@numba.njit(cache=True, nogil=True)
+def _written_finite(
+    item: Array, user: Array, h: Array, b: Array, items: npt.NDArray[np.int64], sparse: bool
+) -> bool:
+    """Whether the rows ``items`` of the item table (every row without ``sparse``: dense Adam
+    moves them all) and all of ``user``, ``h`` and ``b`` are finite: no value has every
+    exponent bit set (learning.snapshots reads the bits the same way)."""
+    bits = item.view(np.uint32)
+    bad = np.uint32(0)
+    if sparse:
+        for r in items:
+            for k in range(bits.shape[1]):
+                bad |= np.uint32((bits[r, k] & _EXP) == _EXP)
+    else:
+        flat = bits.reshape(-1)
+        for j in range(flat.size):
+            bad |= np.uint32((flat[j] & _EXP) == _EXP)
+    for arr in (user, h, b):
+        small = arr.view(np.uint32)
+        for j in range(small.size):
+            bad |= np.uint32((small[j] & _EXP) == _EXP)
+    return bool(bad == 0)
+
+
+_EXP = np.uint32(0x7F800000)  #: float32 exponent bits: all set for inf and NaN
 
 
 def warm() -> None:

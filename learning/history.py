@@ -271,6 +271,16 @@ class ParamHistory:
         live[...] = new
         self._trim()
 
+    def replaced(self, name: str, old: Array) -> None:
+        """All of 1-D ``name`` has just been rewritten; ``old`` (a copy nobody else holds) is
+        its value before: what :meth:`write` would have saved."""
+        self.stamp += 1
+        live = self.params[name]
+        for base in self.bases:
+            if name not in base._whole:
+                base._save_whole(name, old, live.shape[0] * self.row_cost(name) if live.ndim == 2 else 0.0)
+        self._trim()
+
     def changed(self, name: str, rows: Index, old: Array) -> None:
         """Rows ``rows`` (unique) of 2-D ``name`` have just changed; ``old`` holds their values
         before (a writer that finds out which rows change while it writes)."""

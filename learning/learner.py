@@ -18,7 +18,7 @@ import torch
 
 from learning import gmf
 from learning.dp import DPConfig, PrivateStepper, poisson_batch
-from learning.gmf_fused import FusedGMF, draw_negatives, shuffled_examples
+from learning.gmf_fused import FusedGMF, RowUndo, draw_negatives, shuffled_examples
 from learning.gmf_numpy import NumpyGMF
 from learning.history import Base, ParamHistory
 from learning.metrics import hit_at_k
@@ -147,7 +147,12 @@ class BaseLearner(ABC):
         self._init = init  #: θ_0, what :meth:`recover` goes back to after a merge went non-finite
         #: the bases of earlier versions (learning/history.py): delta bases and the recovery point
         self.history = ParamHistory(self.params)
-        self._undo: Base | None = None  #: the model before the current local update
+        #: the model before the current local update: a base of the history, or the rows the
+        #: fused kernel saved as it wrote them
+        self._undo: Base | RowUndo | None = None
+        #: whether the current local update wrote only finite values, when its trainer told (the
+        #: fused kernel does); None: :meth:`finite` reads what the update changed
+        self._update_finite: bool | None = None
         self._merge_broken = False  #: the last merge left a non-finite value
         self.shared_names = shared
         self.version = 0
@@ -191,12 +196,18 @@ class BaseLearner(ABC):
         snap.stamp = self.history.stamp
         return snap
 
-    def _begin_update(self) -> None:
+    def _begin_update(self, undo: RowUndo | None = None) -> None:
         """Open the recovery point: the model as it stands before this local update, kept by
-        the rows the update changes (learning/history.py)."""
-        if self._undo is not None:
-            self.history.close(self._undo)
-        self._undo = self.history.open(self.version, tuple(self.params))
+        the rows the update changes (learning/history.py), or by ``undo`` when the fused kernel
+        saves them itself."""
+        self._close_undo()
+        self._undo = undo if undo is not None else self.history.open(self.version, tuple(self.params))
+        self._update_finite = None
+
+    def _close_undo(self) -> None:
+        undo, self._undo = self._undo, None
+        if isinstance(undo, Base):
+            self.history.close(undo)
 
     def _touch_dense(self) -> None:
         """Every tensor but the item table is about to change (a local step moves them all)."""
@@ -217,10 +228,12 @@ class BaseLearner(ABC):
         undo = self._undo
         if undo is None:
             return all_finite(self.params)
-        ok = undo.finite_where_saved(self.params)
+        ok = self._update_finite
+        if ok is None:
+            assert isinstance(undo, Base)
+            ok = undo.finite_where_saved(self.params)
         if ok:
-            self.history.close(undo)
-            self._undo = None
+            self._close_undo()
         return ok
 
     def recover(self) -> None:
@@ -228,15 +241,13 @@ class BaseLearner(ABC):
         fresh optimizer: after a local update, the model exactly as it was before it; after a
         merge (only two models of values beyond ~1e19 can overflow), θ_0."""
         undo = self._undo
-        self._undo = None
         if undo is not None and not self._merge_broken:
             restored = list(undo.saved_versions(self.params))
-            self.history.close(undo)
+            self._close_undo()
             for name, new in restored:
                 self.history.write(name, new)
         else:
-            if undo is not None:
-                self.history.close(undo)
+            self._close_undo()
             for k in self.params:
                 self.history.write(k, np.asarray(self._init[k], dtype=self.params[k].dtype))
         self._merge_broken = False
@@ -270,6 +281,18 @@ class BaseLearner(ABC):
                         history.overflow()
                     if changed:
                         history.changed(k, rows, old)
+                ok = ok and finite
+                continue
+            one_row = arr[None], others[0][None]
+            if how == "mean" and len(others) == 1 and arr.ndim == 1 and _pair_kernel_fits(*one_row):
+                # a small dense tensor (h, b): the same compiled mean on its one-row view; the
+                # bases keep it whole, as history.write would have them
+                old_whole = arr.copy() if history.active() else None
+                _, _, _, finite = mean_pair_rows(*one_row, 0)
+                if old_whole is not None:
+                    history.replaced(k, old_whole)
+                else:
+                    history.stamp += 1
                 ok = ok and finite
                 continue
             single = {k: arr.copy() if history.active() else arr}
@@ -473,16 +496,24 @@ class GMFLearner(BaseLearner):
         """
         tau = self.config.share_less_tau
         before = self.params[gmf.ITEM].copy() if tau > 0 else None
-        self._begin_update()
+        backend = self._backend
+        if self.dp is not None or not isinstance(backend, FusedGMF):
+            self._begin_update()
         if self.dp is not None:
             return self._private_update(before, tau)
         steps = 0
-        backend = self._backend
         if isinstance(backend, FusedGMF):
+            cfg = self.config
+            examples = len(self._positives) * (1 + cfg.negatives) * cfg.local_epochs
+            undo = RowUndo(self.params, gmf.ITEM, examples, cfg.sparse_items)
+            self._begin_update(undo)
+            finite = True
             for _ in range(self.config.local_epochs):
                 items, labels = self.examples()
                 self._touch(items)
-                steps += backend.epoch(items, labels, self.config.batch_size, before, tau)
+                steps += backend.epoch(items, labels, self.config.batch_size, before, tau, undo)
+                finite = finite and backend.finite
+            self._update_finite = finite
             self.version += 1
             return steps
         for _ in range(self.config.local_epochs):
@@ -497,6 +528,9 @@ class GMFLearner(BaseLearner):
     def _touch(self, items: npt.NDArray[np.int64]) -> None:
         """The rows of ``items`` and every other tensor are about to change (a training step;
         dense Adam moves every row)."""
+        if not self.history.active():  # no base to save rows for: only the write count moves
+            self.history.stamp += 1
+            return
         if self.config.sparse_items:
             self.history.touch_rows(gmf.ITEM, items)
         else:

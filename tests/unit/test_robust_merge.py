@@ -96,29 +96,54 @@ def test_hit_at_k_gives_no_credit_to_a_nan_model() -> None:
     assert hit_at_k(0.9, np.zeros(100, dtype=np.float32), 20)
 
 
-def test_a_model_gone_non_finite_goes_back_exactly_to_the_model_before_its_update() -> None:
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("backend", ["fused", "numpy"])
+def test_a_model_gone_non_finite_goes_back_exactly_to_the_model_before_its_update(backend: str) -> None:
     from p2pnode.build import make_learner
     from p2pnode.config import RunConfig
     from p2pnode.prepare import prepare
 
-    prep = prepare(RunConfig(nodes=20, dataset="synthetic"))
+    prep = prepare(RunConfig(nodes=20, dataset="synthetic").replace(**{"learning.backend": backend}))
     learner = make_learner(prep, 3)
     assert learner.finite()
     learner.local_update()
     assert learner.finite()
     before = {k: v.copy() for k, v in learner.params.items()}
+    # the optimizer's moments are not parameters: poisoned, the next update writes NaN and inf
+    # into a row it trains on (a positive of the user's) and into the user row
+    moments = learner._backend.moments  # type: ignore[attr-defined]
+    moments["item"].m[int(learner._positives[0]), 0] = np.nan
+    moments["user"].m[0, 1] = np.inf
     learner.local_update()
-    undo = learner._undo
-    assert undo is not None
-    touched = int(undo._rows["item"][0][0][0])  # a row the update trained on diverges
-    learner.params["item"][touched, 0] = np.nan
-    learner.params["user"][0, 1] = np.inf
+    assert not np.isfinite(learner.params["item"][int(learner._positives[0])]).all()
     assert not learner.finite()
     learner.recover()
     assert learner.finite()
     for k, v in before.items():  # bit for bit: the update is undone, nothing else moved
         assert learner.params[k].view(np.uint32).tolist() == v.view(np.uint32).tolist(), k
-    assert learner.local_update() > 0 and learner.finite()  # it trains on from there
+    assert learner.local_update() > 0 and learner.finite()  # it trains on from there (fresh moments)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_the_fused_epoch_keeps_what_it_overwrote_and_says_whether_it_wrote_a_nan(sparse: bool) -> None:
+    from learning import gmf
+    from learning.gmf_fused import FusedGMF, RowUndo
+
+    params = gmf.init_params(12, 4, seed=1)
+    before = {k: v.copy() for k, v in params.items()}
+    model = FusedGMF(params, 0.05, sparse)
+    items = np.array([3, 5, 3, 7, 1], dtype=np.int64)
+    labels = np.array([1, 0, 1, 0, 0], dtype=np.float32)
+    undo = RowUndo(params, "item", len(items), sparse)
+    model.epoch(items, labels, 2, undo=undo)
+    assert model.finite
+    if sparse:  # each written row once, its value from before the first step
+        assert sorted(undo.rows[: int(undo.count[0])].tolist()) == [1, 3, 5, 7]
+    for name, old in undo.saved_versions(params):
+        np.testing.assert_array_equal(old, before[name])
+    model.moments["h"].m[2] = np.nan
+    model.epoch(items, labels, 2)
+    assert not model.finite and not np.isfinite(params["h"][2])
 
 
 def test_a_merge_gone_non_finite_sends_the_model_back_to_theta_0() -> None:
