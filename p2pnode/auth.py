@@ -153,9 +153,11 @@ def sign(
     now_ms: int,
     nonce: str | None = None,
     identity: Identity | None = None,
+    vouched: bool = False,
 ) -> dict[str, str]:
     """The authentication headers of one request, signed with the primary key (and, with an
-    ``identity``, by the process's own key over the same bytes, with its credential)."""
+    ``identity``, by the process's own key over the same bytes, with its credential; ``vouched``:
+    a batch entry, whose batch's signature covers it, carries the credential alone)."""
     nonce = nonce or secrets.token_hex(16)
     digest = body_digest(body)
     message = canonical(keyring.cluster, method, path, sender, now_ms, nonce, digest)
@@ -169,7 +171,7 @@ def sign(
         H_MAC: mac(keyring.keys[keyring.primary], message),
     }
     if identity is not None:
-        headers.update(identity.request_headers(message))
+        headers.update(identity.request_headers(message, vouched))
     return headers
 
 
@@ -382,10 +384,12 @@ class KeyHolder:
             identity=identity,
         )
 
-    def sign(self, method: str, path: str, sender: int, body: bytes, now_ms: int) -> dict[str, str]:
+    def sign(
+        self, method: str, path: str, sender: int, body: bytes, now_ms: int, vouched: bool = False
+    ) -> dict[str, str]:
         """The headers of one request: the MAC with the primary key and, with an identity, the
-        process's signature and credential."""
-        return sign(self.keyring, method, path, sender, body, now_ms, identity=self.identity)
+        process's signature and credential (``vouched``: a batch entry, the credential alone)."""
+        return sign(self.keyring, method, path, sender, body, now_ms, identity=self.identity, vouched=vouched)
 
     def refresh(self, now_s: float) -> None:
         if self.path is None or now_s < self._next_check:

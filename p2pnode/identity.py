@@ -27,6 +27,7 @@ Pure apart from the key files (:func:`save_authority`, :func:`load_identity`, ..
 from __future__ import annotations
 
 import base64
+import functools
 import secrets
 import time
 import tomllib
@@ -223,8 +224,12 @@ class Identity:
         assert self._signer is not None
         return b64(self._signer.sign(message))
 
-    def request_headers(self, canonical: bytes) -> dict[str, str]:
-        """The two headers that carry the identity on a request whose MAC covers ``canonical``."""
+    def request_headers(self, canonical: bytes, vouched: bool = False) -> dict[str, str]:
+        """The two headers that carry the identity on a request whose MAC covers ``canonical``
+        (``vouched``: a batch entry, which its batch's signature covers: the credential alone,
+        no signature of its own, which a receiver would not verify)."""
+        if vouched:
+            return {H_CRED: self._header}
         return {H_CRED: self._header, H_SIG: self.sign(REQUEST_TAG + canonical)}
 
     def prove(self, challenge: str, address: str) -> dict[str, Any]:
@@ -326,10 +331,17 @@ def _verify(public_key: bytes, signature: str, message: bytes) -> bool:
         sig = unb64(signature)
         if len(sig) != 64:
             return False
-        Ed25519PublicKey.from_public_bytes(public_key).verify(sig, message)
+        _public_key(public_key).verify(sig, message)
         return True
     except (InvalidSignature, ValueError):
         return False
+
+
+@functools.lru_cache(maxsize=256)
+def _public_key(raw: bytes) -> Ed25519PublicKey:
+    """The key object of 32 raw bytes, parsed once: the same few process keys sign every
+    request (raises ValueError for bytes that are not a key; failures are not cached)."""
+    return Ed25519PublicKey.from_public_bytes(raw)
 
 
 def new_challenge() -> str:

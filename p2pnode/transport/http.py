@@ -228,13 +228,14 @@ class HttpTransport:
         self.delivered_locally += 1
         on_done(self.local.receive(dst, channel, data, src, local=True))
 
-    def _headers(self, path: str, src: int, body: Payload) -> dict[str, str]:
-        """Signed afresh for every attempt: a retry is a new request (new nonce and time)."""
+    def _headers(self, path: str, src: int, body: Payload, vouched: bool = False) -> dict[str, str]:
+        """Signed afresh for every attempt: a retry is a new request (new nonce and time).
+        ``vouched``: a batch entry (its batch's signature covers it: no signature of its own)."""
         headers = {"Content-Type": "application/msgpack"}
         if self.keys is not None:
             now = time.time()
             self.keys.refresh(now)
-            headers.update(self.keys.sign("POST", path, src, bytes(body), int(now * 1000)))
+            headers.update(self.keys.sign("POST", path, src, bytes(body), int(now * 1000), vouched))
         return headers
 
     async def _post(
@@ -248,10 +249,12 @@ class HttpTransport:
         on_done(outcome)
 
     def _entry_auth(self, src: int, dst: int, channel: Channel, frame: bytes) -> dict[str, str]:
-        """The authentication headers the frame's own post would carry (none in an open cluster)."""
+        """The authentication headers the frame's own post would carry (none in an open cluster),
+        but for the identity's signature: the batch's signature covers the entry, and a receiver
+        that verified it takes the entry's credential without one (p2pnode.identity.Trust)."""
         if self.keys is None:
             return {}
-        headers = self._headers(f"/v1/nodes/{dst}/{_PATH[channel]}", src, frame)
+        headers = self._headers(f"/v1/nodes/{dst}/{_PATH[channel]}", src, frame, vouched=True)
         headers.pop("Content-Type", None)
         return headers
 

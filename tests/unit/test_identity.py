@@ -185,3 +185,21 @@ def test_a_batch_entry_vouched_for_by_its_batch_skips_only_its_own_signature(aut
     assert v.check_headers("POST", PATH, other, NOW, vouched=vouched).reason == "bad-signature"
     forged = sign(keyring, "POST", PATH, 25, BODY, NOW, identity=proc_a)
     assert v.check_headers("POST", PATH, forged, NOW, vouched=vouched).reason == "not-holder"
+
+
+def test_a_sender_signs_a_batch_entry_with_the_mac_alone_and_only_its_batch_lets_it_in(
+    authority: Authority,
+) -> None:
+    """A batch entry carries its MAC and its process's credential but no signature of its own (the
+    batch's signature covers it): taken when vouched for by that credential's batch, refused as
+    a post of its own or inside another process's batch."""
+    proc_a, proc_b = authority.issue([(0, 19)]), authority.issue([(20, 39)])
+    keyring = ring(authority)
+    v = verifier(keyring)
+    entry = sign(keyring, "POST", PATH, 7, BODY, NOW, identity=proc_a, vouched=True)
+    assert H_SIG not in entry and entry[H_CRED] == proc_a.credential.encode()
+    assert v.check_headers("POST", PATH, dict(entry), NOW).reason == "bad-signature"
+    assert v.check_headers("POST", PATH, dict(entry), NOW, vouched=proc_b.credential.encode()).reason == (
+        "bad-signature"
+    )
+    assert v.check_headers("POST", PATH, dict(entry), NOW, vouched=proc_a.credential.encode()).ok
