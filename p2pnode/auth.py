@@ -122,7 +122,7 @@ class Keyring:
         return replace(self, keys={k: v for k, v in self.keys.items() if k != key_id})
 
 
-def body_digest(body: bytes) -> str:
+def body_digest(body: bytes | memoryview) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
@@ -149,7 +149,7 @@ def sign(
     method: str,
     path: str,
     sender: int,
-    body: bytes,
+    body: bytes | memoryview,
     now_ms: int,
     nonce: str | None = None,
     identity: Identity | None = None,
@@ -385,7 +385,13 @@ class KeyHolder:
         )
 
     def sign(
-        self, method: str, path: str, sender: int, body: bytes, now_ms: int, vouched: bool = False
+        self,
+        method: str,
+        path: str,
+        sender: int,
+        body: bytes | memoryview,
+        now_ms: int,
+        vouched: bool = False,
     ) -> dict[str, str]:
         """The headers of one request: the MAC with the primary key and, with an identity, the
         process's signature and credential (``vouched``: a batch entry, the credential alone)."""

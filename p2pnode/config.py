@@ -188,11 +188,12 @@ class WireConfig:
         only="real",
     )
     local_delivery: bool = opt(
-        False,
-        "frames between nodes of one process skip HTTP (decoded and checked as over HTTP); "
-        "frames to other processes are posted",
+        True,
+        "post every frame, also between nodes of one process (by default those go to the receiver "
+        "in memory, decoded and checked as over HTTP; frames to other processes are posted)",
+        name="--no-local-delivery",
         group="wire",
-        switch=True,
+        switch=False,
         only="real",
     )
     delta_peers: int = field(  #: senders whose last model a node keeps as a base (0: from the budget)

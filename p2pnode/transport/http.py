@@ -173,15 +173,15 @@ class HttpTransport:
             reason = "closing" if self.closed else "unknown address"
             asyncio.get_running_loop().call_soon(on_done, Outcome(UNREACHABLE, reason))
             return
-        body = data if self.keys is None else bytes(data)
         if (
             self.batch_bytes
-            and len(body) * SMALL_SHARE <= self.batch_bytes
+            and len(data) * SMALL_SHARE <= self.batch_bytes
             and address not in self._single_only
         ):
-            self._collect(src, address, dst, channel, bytes(body), on_done)
+            self._collect(src, address, dst, channel, bytes(data), on_done)
             return
-        self._spawn(self._post(address, src, dst, channel, body, on_done))
+        # a model's frame is posted, digested and signed from the packer's buffer: no copy
+        self._spawn(self._post(address, src, dst, channel, data, on_done))
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -235,7 +235,7 @@ class HttpTransport:
         if self.keys is not None:
             now = time.time()
             self.keys.refresh(now)
-            headers.update(self.keys.sign("POST", path, src, bytes(body), int(now * 1000), vouched))
+            headers.update(self.keys.sign("POST", path, src, body, int(now * 1000), vouched))
         return headers
 
     async def _post(

@@ -282,7 +282,9 @@ async def test_a_process_refuses_frames_until_its_nodes_start_and_senders_try_ag
     from p2pnode.wire.schema import Channel
     from peer_sampling.messages import LockRequest
 
-    ring, proc, addr = await one_keyed_process(tmp_path, "lab-s", cfg(nodes=4, rounds=1000))
+    # every frame posted, also between the process's own nodes, so that one of them can meet it
+    config = cfg(nodes=4, rounds=1000).replace(**{"wire.local_delivery": False})
+    ring, proc, addr = await one_keyed_process(tmp_path, "lab-s", config)
     addrs = [addr]
     proc.host.accepting = False
     path = "/v1/nodes/1/sampling"

@@ -87,7 +87,8 @@ async def test_a_process_that_ends_first_keeps_answering_its_peers_last_round() 
 
 
 async def test_local_delivery_skips_http_between_nodes_of_one_process_only() -> None:
-    config = cfg(nodes=12, rounds=8).replace(**{"wire.local_delivery": True})
+    config = cfg(nodes=12, rounds=8)  # the default (issue #32)
+    assert config.wire.local_delivery
     procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
     nodes = [n for p in procs for n in p.host.nodes.values()]
     rank_before = np.mean([n.learner.test_rank() for n in nodes])
@@ -102,7 +103,8 @@ async def test_local_delivery_skips_http_between_nodes_of_one_process_only() -> 
 
 
 async def test_without_local_delivery_every_frame_is_posted() -> None:
-    procs, _ = await run_cluster(cfg(nodes=8, rounds=3), [tuple(range(8))])
+    config = cfg(nodes=8, rounds=3).replace(**{"wire.local_delivery": False})  # --no-local-delivery
+    procs, _ = await run_cluster(config, [tuple(range(8))])
     results = await finish(procs)
     assert results[0]["local_frames"] == 0 and results[0]["messages"] > 0
 

@@ -73,6 +73,7 @@ def cluster() -> Iterator[str]:
 def _without_times(path: Path) -> dict[str, object]:
     run = json.loads(path.read_text())
     run.pop("seconds")
+    run.pop("_seconds")
     for h in run["history"]:
         h.pop("seconds")
     return dict(run)

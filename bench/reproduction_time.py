@@ -1,0 +1,155 @@
+"""How long `bash experiments/reproduce.sh` takes: every experiment it runs, projected from short
+probes of its runs, or taken from the seconds its finished runs recorded.
+
+For each distinct run of each experiment (rows and seeds; a configuration shared between rows
+runs once, as ``p2plab.experiment`` keys it), in order:
+
+- a finished run in ``results/NAME/runs`` that recorded its seconds (``_seconds``, written since
+  issue #32) counts those: **measured**;
+- otherwise one probe per row (seeds cost alike): the run is built and its first
+  ``--probe-rounds`` rounds run with the configuration's own evaluations, the first round left
+  out as warm-up; the run counts build + rounds × the mean of the others: **projected**.
+
+Each experiment's runs are then handed to W workers in order, each to the first one free (what
+``--workers W``'s process pool does), and the experiment's wall time is the last to finish;
+reproduce.sh runs the experiments one after another, so the total is their sum. The mixing
+computation is timed whole.
+
+A projection is a lower bound where the attack is on: the CIA's observers hold more users'
+models as rounds go by, so later rounds of an attacked run cost more than its first ones. Build
+and probes run one at a time on one thread here, like each worker.
+
+    .venv/bin/python -m bench.reproduction_time [--workers 1,2,16] [--probe-rounds 3] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from p2plab.experiment import Experiment, load, run_key
+from p2plab.mixing import run_mixing
+from p2pnode.config import RunConfig
+from p2pnode.process import tune_allocator
+from p2pnode.rounds import RoundLog, RoundRunner
+from p2pnode.sim import ROUND_TICKS, Simulation
+
+#: what experiments/reproduce.sh runs, in its order
+EXPERIMENTS = (
+    *("mixing", "table2", "table3", "samo-vs-base", "static-vs-dynamic", "table8", "fig3", "table7"),
+    *("table6", "table4", "table5", "fig5", "colluder-probes", "fl-probes", "dp-probes"),
+)
+
+
+def probe(config: RunConfig, rounds: int) -> tuple[float, float]:
+    """(seconds to build, seconds a round) of ``config``, from its first ``rounds`` rounds."""
+    t0 = time.perf_counter()
+    sim = Simulation(config.validate())
+    build = time.perf_counter() - t0
+    runner = RoundRunner(RoundLog(config, sim.prep, sim.host.nodes, None), config.rounds)
+    times = []
+    while (r := runner.next_round()) is not None and r <= rounds:
+        t = time.perf_counter()
+        sim.clock.run_until(r * ROUND_TICKS)
+        sim.round = r
+        runner.end_round(r, 0.0)
+        times.append(time.perf_counter() - t)
+    per_round = sum(times[1:]) / max(1, len(times) - 1) if len(times) > 1 else times[0]
+    return build, per_round
+
+
+def makespan(durations: list[float], workers: int) -> float:
+    """The wall time of ``durations`` handed in order to ``workers``, each to the first free."""
+    free = [0.0] * min(workers, max(1, len(durations)))
+    for d in durations:
+        heapq.heapreplace(free, free[0] + d)
+    return max(free)
+
+
+def runs_of(exp: Experiment, results: Path, probe_rounds: int) -> tuple[list[float], int, int]:
+    """Seconds of every distinct run of ``exp``, in the order it runs them; how many were
+    measured and how many projected."""
+    finished: dict[str, float] = {}
+    for path in (results / exp.name / "runs").glob("simulate-*.json"):
+        recorded = json.loads(path.read_text()).get("_seconds")
+        if isinstance(recorded, int | float):
+            finished[path.stem.removeprefix("simulate-")] = float(recorded)
+    seconds: list[float] = []
+    seen: set[str] = set()
+    measured = projected = 0
+    for row in exp.rows:
+        cost: float | None = None
+        for seed in exp.seeds:
+            config = exp.config(row, seed, {})
+            key = run_key(config)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in finished:
+                seconds.append(finished[key])
+                measured += 1
+                continue
+            if cost is None:
+                build, per_round = probe(config, probe_rounds)
+                cost = build + config.rounds * per_round
+                print(
+                    f"    {row.label}: build {build:.1f} s, {per_round:.3f} s a round x {config.rounds} "
+                    f"-> {cost:.0f} s a run"
+                )
+            seconds.append(cost)
+            projected += 1
+    return seconds, measured, projected
+
+
+def clock(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="experiments (default: all that reproduce.sh runs)")
+    parser.add_argument("--workers", default="1,2,16", help="worker counts to project for")
+    parser.add_argument("--probe-rounds", type=int, default=3)
+    parser.add_argument("--results", default="results", help="where reproduce.sh writes")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    tune_allocator()
+    workers = [int(w) for w in args.workers.split(",")]
+    totals = dict.fromkeys(workers, 0.0)
+    cpu = 0.0
+    lines = []
+    for name in args.names or EXPERIMENTS:
+        exp = load(name)
+        print(f"== {name}", flush=True)
+        if exp.mixing is not None:
+            spec = exp.mixing
+            t = time.perf_counter()
+            with tempfile.TemporaryDirectory() as out:
+                run_mixing(exp.title, spec, Path(out), exp.seeds[0], "bench.reproduction_time")
+            durations, measured, projected = [time.perf_counter() - t], 1, 0
+        else:
+            durations, measured, projected = runs_of(exp, Path(args.results), args.probe_rounds)
+        walls = {w: makespan(durations, w) for w in workers}
+        for w in workers:
+            totals[w] += walls[w]
+        cpu += sum(durations)
+        lines.append(
+            f"  {name:18s} {len(durations):4d} runs ({measured} measured, {projected} projected)  "
+            + "  ".join(f"{w:2d} workers {clock(walls[w])}" for w in workers)
+        )
+    print("\n".join(lines))
+    print(
+        f"  {'total':18s} one thread's work {clock(cpu)}  "
+        + "  ".join(f"{w:2d} workers {clock(totals[w])}" for w in workers)
+    )
+
+
+if __name__ == "__main__":
+    main()
