@@ -24,6 +24,12 @@ and probes run one at a time on one thread here, like each worker.
 
 from __future__ import annotations
 
+import os
+
+# one BLAS thread, as experiments/reproduce.sh sets for every simulation (before numpy loads)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import argparse
 import heapq
 import json

@@ -2,7 +2,8 @@
 # Run the reproduced tables and figures at full size, one after the other, into results/.
 # Every experiment resumes where it stopped, so this script can be interrupted and rerun; the
 # times it prints are those of this invocation (runs finished before are read, not re-run).
-#   bash experiments/reproduce.sh                 # everything (many hours on 2 cores)
+#   bash experiments/reproduce.sh                 # everything (~10.5 h of one core's work; projected
+#                                                 # by python -m bench.reproduction_time)
 #   bash experiments/reproduce.sh table3 mixing   # a selection
 #   SEEDS=0 bash experiments/reproduce.sh table2  # fewer seeds for a first look
 #   WORKERS=2 bash experiments/reproduce.sh       # simulations in 2 processes at once
