@@ -63,10 +63,11 @@ CLIENT_KEEPALIVE_S = 4.0  #: idle client connections are dropped before the serv
 class HttpTransport:
     """Posts frames to ``http://host:port/v1/nodes/{dst}/{channel}``; tracks every in-flight send.
 
-    With ``local`` (``--local-delivery``), a frame for a node that host holds (one of this
-    process's own nodes) skips HTTP: it goes to ``Host.receive`` on the next turn of the event
-    loop, decoded and checked as a frame off the network would be, with the sender's id as its
-    authenticated sender (the sender is this process). Frames to other processes are posted.
+    With ``local`` (the default; ``--no-local-delivery`` turns it off), a frame for a node that
+    host holds (one of this process's own nodes) skips HTTP: it goes to ``Host.receive`` on the
+    next turn of the event loop, decoded and checked as a frame off the network would be, with the
+    sender's id as its authenticated sender (the sender is this process). Frames to other
+    processes are posted.
 
     With ``batch_bytes`` (the receivers' body limit), the small frames this process sends to one
     address in one turn of the event loop go in one ``POST /v1/batch`` (p2pnode/transport/batch.py),
