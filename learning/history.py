@@ -275,10 +275,8 @@ class ParamHistory:
         """All of 1-D ``name`` has just been rewritten; ``old`` (a copy nobody else holds) is
         its value before: what :meth:`write` would have saved."""
         self.stamp += 1
-        live = self.params[name]
         for base in self.bases:
-            if name not in base._whole:
-                base._save_whole(name, old, live.shape[0] * self.row_cost(name) if live.ndim == 2 else 0.0)
+            base._save_whole(name, old, 0.0)  # a 1-D tensor costs no delta rows
         self._trim()
 
     def changed(self, name: str, rows: Index, old: Array) -> None:

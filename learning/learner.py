@@ -283,8 +283,12 @@ class BaseLearner(ABC):
                         history.changed(k, rows, old)
                 ok = ok and finite
                 continue
-            one_row = arr[None], others[0][None]
-            if how == "mean" and len(others) == 1 and arr.ndim == 1 and _pair_kernel_fits(*one_row):
+            if (
+                how == "mean"
+                and len(others) == 1
+                and arr.ndim == 1
+                and _pair_kernel_fits(*(one_row := (arr[None], others[0][None])))
+            ):
                 # a small dense tensor (h, b): the same compiled mean on its one-row view; the
                 # bases keep it whole, as history.write would have them
                 old_whole = arr.copy() if history.active() else None

@@ -484,7 +484,7 @@ def run_experiment(
         summary = _slim(summary)
         summary["_row"] = row.label
         summary["_seed"] = seed
-        summary["_seconds"] = round(seconds, 1)  #: the run's own time, its worker's (reproduce.sh sums them)
+        summary["_seconds"] = round(seconds, 1)  #: the run's own time (bench.reproduction_time reads it)
         write_text(path, json.dumps(summary))
         results[key] = summary
         done += 1
