@@ -120,25 +120,12 @@ def _deploy_flags(dep: argparse.ArgumentParser) -> None:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from p2plab.launch import launch
+    from p2plab.launch import check_launch, launch
     from p2pnode.process import tune_process
 
     tune_process()
     config = cli.config_from_args(args)
-    if args.processes < 1:
-        raise ConfigError("--processes must be at least 1")
-    if args.processes > config.nodes:
-        raise ConfigError(
-            f"--processes {args.processes} is more than --nodes {config.nodes}: each process hosts "
-            "at least one node"
-        )
-    if args.open and args.cluster_key_file:
-        raise ConfigError("--open and --cluster-key-file exclude each other")
-    if args.memory_check:
-        from p2pnode.footprint import check_fits
-        from p2pnode.prepare import prepare
-
-        check_fits(config, prepare(config), processes=args.processes)
+    check_launch(config, args.processes, args.cluster_key_file, args.open, args.memory_check)
     result = cli.run_async(
         launch(config, args.processes, args.out, cli.progress_printer(args), args.cluster_key_file, args.open)
     )
@@ -175,11 +162,10 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from p2plab import experiment as ex
+    """Run an experiment (p2plab/experiment.py), or with ``--report-only`` report its finished
+    runs (p2plab/experiment_report.py, which loads neither the runner nor the simulator)."""
+    from p2plab import experiment_spec as ex
     from p2plab.run_report import report_run, run_file
-    from p2pnode.process import tune_process
-
-    tune_process()
 
     if args.name == "list":
         for name in ex.names():
@@ -241,7 +227,6 @@ def _experiment(args: argparse.Namespace) -> int:
     if args.ray and args.real:
         raise ConfigError("--ray runs simulations; --real runs go one at a time on this machine")
     mode = "real" if args.real else "simulate"
-    runner = ex.real_network(args.processes) if args.real else ex.simulator
     if args.rows:
         wanted = [w.strip() for w in args.rows if w.strip()]
         labels = {r.label.lower(): r for r in exp.rows}
@@ -262,19 +247,30 @@ def _experiment(args: argparse.Namespace) -> int:
                 flush=True,
             )
     progress = None if args.quiet else (lambda line: print(line, flush=True))
-    doc = ex.run_experiment(
-        exp,
-        out,
-        overrides,
-        seeds,
-        runner,
-        mode,
-        ex.command_line(sys.argv[1:]),
-        progress,
-        args.report_only,
-        args.workers or (0 if args.ray else 1),
-        args.ray,
-    )
+    command = ex.command_line(sys.argv[1:])
+    if args.report_only:
+        from p2plab.experiment_report import report_finished
+
+        doc = report_finished(exp, out, overrides, seeds, mode, command, progress)
+    else:
+        from p2plab import experiment as runs
+        from p2pnode.process import tune_process
+
+        tune_process()
+        runner = runs.real_network(args.processes) if args.real else runs.simulator
+        doc = runs.run_experiment(
+            exp,
+            out,
+            overrides,
+            seeds,
+            runner,
+            mode,
+            command,
+            progress,
+            False,
+            args.workers or (0 if args.ray else 1),
+            args.ray,
+        )
     if progress:
         progress(
             f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
@@ -284,8 +280,11 @@ def _experiment(args: argparse.Namespace) -> int:
 
 def _mixing(args: argparse.Namespace, exp: Any) -> int:
     """The mixing experiment is a computation, not gossip runs: only --out and --seeds apply."""
-    from p2plab import experiment as ex
+    from p2plab import experiment_spec as ex
     from p2plab.mixing import run_mixing
+    from p2pnode.process import tune_process
+
+    tune_process()
 
     given = (("--set", args.set), ("--nodes", args.nodes), ("--rounds", args.rounds), ("--rows", args.rows))
     ignored = [f for f, v in given if v]

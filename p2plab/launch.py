@@ -27,7 +27,7 @@ import aiohttp
 from p2pcore.churn import ChurnEvent, schedule
 from p2plab.merge import aggregate
 from p2pnode.auth import Keyring, save_keyring
-from p2pnode.config import RunConfig
+from p2pnode.config import ConfigError, RunConfig
 from p2pnode.identity import Authority, save_authority, save_identity
 from p2pnode.real import split_users
 from p2pnode.report import metric_for, summary
@@ -66,6 +66,27 @@ def _identities(
     return paths
 
 
+def check_launch(
+    config: RunConfig, processes: int, key_file: Path | None, open_cluster: bool, memory_check: bool
+) -> None:
+    """Refuse (ConfigError) a launch that cannot run, before any process starts: fewer nodes
+    than processes, ``--open`` with a keyring, or (``memory_check``) more than fits in free memory."""
+    if processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    if processes > config.nodes:
+        raise ConfigError(
+            f"--processes {processes} is more than --nodes {config.nodes}: each process hosts "
+            "at least one node"
+        )
+    if open_cluster and key_file:
+        raise ConfigError("--open and --cluster-key-file exclude each other")
+    if memory_check:
+        from p2pnode.footprint import check_fits
+        from p2pnode.prepare import prepare
+
+        check_fits(config, prepare(config), processes=processes)
+
+
 async def launch(
     config: RunConfig,
     processes: int,
@@ -73,8 +94,11 @@ async def launch(
     progress: Callable[[str], None] | None = None,
     key_file: Path | None = None,
     open_cluster: bool = False,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Start the cluster, wait for it, return the aggregated summary.
+    """Start the cluster, wait for it, return the aggregated summary. ``on_round(round, latest)``:
+    called as the processes report each round (a progress bar's hook; ``latest`` holds the
+    network's utility under the metric's key and ``cia_aac`` when adversaries attack).
 
     The processes authenticate each other with ``key_file``, or with a fresh keyring written
     (mode 0600) into the work directory, together with a fresh cluster authority that the keyring
@@ -99,7 +123,7 @@ async def launch(
         key_args = ["--cluster-key-file", str(key_file)]
     try:
         total = await _run(
-            config, parts, addresses, workdir, cfg_file, key_args, identities, progress, out is None
+            config, parts, addresses, workdir, cfg_file, key_args, identities, progress, out is None, on_round
         )
     finally:
         for path in secrets_made:
@@ -120,6 +144,7 @@ async def _run(
     identities: list[Path],
     progress: Callable[[str], None] | None,
     temporary: bool,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run the processes of one launch in ``workdir`` until they end; their aggregated summary."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -181,7 +206,9 @@ async def _run(
         )
     shown = {"round": 0}  #: the last round the watcher printed
     t0 = time.perf_counter()
-    watcher = asyncio.create_task(_watch(addresses, config, progress, shown, procs if churn else None))
+    watcher = asyncio.create_task(
+        _watch(addresses, config, progress, shown, procs if churn else None, on_round)
+    )
     applied: list[dict[str, Any]] = []
     try:
         if plan is None:
@@ -297,10 +324,11 @@ async def _watch(
     progress: Callable[[str], None] | None,
     shown: dict[str, int],
     up: dict[int, asyncio.subprocess.Process] | None = None,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> None:
     """One line per round from the processes' ``/status``: utility, traffic, send failures and
     refusals, and the adversaries' CIA accuracy when there are any."""
-    if progress is None:
+    if progress is None and on_round is None:
         return
     t0 = time.perf_counter()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
@@ -327,6 +355,13 @@ async def _watch(
             refused = sum(s.get("rejected", 0) for s in statuses)
             cia = [s["cia"]["aac"] for s in statuses if s.get("cia")]
             hr = sum(hits) / len(hits) if hits else 0.0
+            if on_round is not None:
+                latest: dict[str, Any] = {metric_for(config).key: hr}
+                if cia:
+                    latest["cia_aac"] = sum(cia) / len(cia)
+                on_round(rnd, latest)
+            if progress is None:
+                continue
             progress(
                 f"round {rnd:>4}/{config.rounds}  {metric_for(config).label} {hr:.3f}  "
                 f"models {models:>7}  MB {nbytes / 1e6:9.1f}  {time.perf_counter() - t0:7.1f}s"

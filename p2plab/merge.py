@@ -47,6 +47,8 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         for k in sorted({k for r in results for k in r.get("view_swaps", {})} | {"committed", "aborted"})
     }
     total["history"] = _merge_histories(results, key)
+    if any("per_node" in r for r in results):
+        total["per_node"] = sorted((row for r in results for row in r.get("per_node", [])), key=_node_of)
     cia = merge_attack([r["cia"] for r in results if r.get("cia")], nodes)
     if cia is not None:
         total["cia"] = cia
@@ -66,6 +68,10 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         }
         total["dp_epsilon_by_node"] = by_node
     return total
+
+
+def _node_of(row: dict[str, Any]) -> int:
+    return int(row["node"])
 
 
 def merge_attack(parts: Sequence[dict[str, Any]], n_users: int) -> dict[str, Any] | None:

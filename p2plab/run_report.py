@@ -10,6 +10,7 @@ and ``churn.png`` (nodes online, when nodes came and went).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,7 @@ def report_run(folder: Path) -> list[str]:
         raise ConfigError(f"{path}: not a run summary ({exc})") from None
     metric = metric_for(config)
     history = [h for h in result.get("history", []) if metric.key in h]
-    mode = result.get("mode", "simulate")
-    size = f"{config.nodes} nodes, {result.get('round', config.rounds)} rounds, seed {config.seed} ({mode})"
+    size = run_size(result, config)
     written = _plots(folder, result, history, config, size)
     lines = [
         f"# {config.protocol} over {config.sampling}, {config.model}: {size}",
@@ -57,6 +57,12 @@ def report_run(folder: Path) -> list[str]:
     ]
     (folder / "report.md").write_text("\n".join(lines))
     return ["report.md", *written]
+
+
+def run_size(result: Mapping[str, Any], config: RunConfig) -> str:
+    """The line under each figure's title: nodes, rounds, seed and how it ran."""
+    mode = result.get("mode", "simulate")
+    return f"{config.nodes} nodes, {result.get('round', config.rounds)} rounds, seed {config.seed} ({mode})"
 
 
 def _changed(config: RunConfig) -> dict[str, Any]:
@@ -78,13 +84,32 @@ def _plots(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    written: list[str] = []
+    for name, draw in panels(result, history, config, size):
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        draw(ax)
+        written.append(save_figure(fig, folder / name))
+    return written
+
+
+Draw = Callable[[Any], None]
+
+
+def panels(
+    result: Mapping[str, Any], history: Sequence[Mapping[str, Any]], config: RunConfig, size: str
+) -> list[tuple[str, Draw]]:
+    """The run's figures, each as its file name and a function that draws it on a matplotlib
+    axes: utility per round (always, when evaluated), the CIA's accuracy and bounds (when
+    adversaries attacked), nodes online (under churn). The report writes each to its own file;
+    ``p2pnode.simulate(...).plot()`` draws them side by side."""
     from matplotlib.ticker import MaxNLocator
 
     metric = metric_for(config)
-    written: list[str] = []
+    out: list[tuple[str, Draw]] = []
     rounds = [h["round"] for h in history]
-    if history:
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+
+    def utility(ax: Any) -> None:
         ax.plot(rounds, [100 * h[metric.key] for h in history], "o-", ms=3, label=f"mean {metric.label}")
         ax.axhline(
             100 * metric.random,
@@ -99,10 +124,13 @@ def _plots(
         ax.set_title(f"{metric.label} per round\n{size}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        written.append(save_figure(fig, folder / "utility.png"))
+
+    if history:
+        out.append(("utility.png", utility))
     cia = result.get("cia")
-    if isinstance(cia, dict) and cia.get("aac") and cia.get("rounds"):
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+
+    def attack(ax: Any) -> None:
+        assert isinstance(cia, Mapping)
         ax.plot(cia["rounds"], [100 * v for v in cia["aac"]], "o-", ms=3, label="mean accuracy (AAC)")
         if cia.get("upper_bounds"):
             ax.plot(
@@ -126,10 +154,12 @@ def _plots(
         )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        written.append(save_figure(fig, folder / "cia.png"))
+
+    if isinstance(cia, Mapping) and cia.get("aac") and cia.get("rounds"):
+        out.append(("cia.png", attack))
     live = [(h["round"], h["churn"]["live"]) for h in result.get("history", []) if "churn" in h]
-    if live:
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+
+    def churn(ax: Any) -> None:
         ax.plot([r for r, _ in live], [n for _, n in live], "o-", ms=3)
         ax.axhline(config.nodes, color="tab:gray", linestyle=":", label=f"all nodes ({config.nodes})")
         ax.set_xlabel("round")
@@ -139,5 +169,7 @@ def _plots(
         ax.set_title(f"Churn ({config.churn.model}): nodes online per round\n{size}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        written.append(save_figure(fig, folder / "churn.png"))
-    return written
+
+    if live:
+        out.append(("churn.png", churn))
+    return out

@@ -1,21 +1,24 @@
 """p2pnode: a gossip-learning node daemon for decentralized recommenders, and its simulator.
 
-From Python::
+From Python (a notebook, a script)::
 
-    from p2pnode.config import RunConfig
-    from p2pnode.sim import simulate
+    import p2pnode
 
-    result = simulate(RunConfig(nodes=100, rounds=10).replace(**{"learning.lr": 0.01,
-                                                               "attack.kind": "cia"}))
-    result["hit_ratio_at_20"]        # mean HR@20 over the nodes after the last round
-    result["history"]                # one dict per evaluated round (the same as result.json)
-    result["cia"]["max_aac"]         # the attack's Max AAC, with its upper and random bounds
+    r = p2pnode.simulate(nodes=100, rounds=10, lr=0.01, attack="cia")
+    r["hit_ratio_at_20"]        # mean HR@20 over the nodes after the last round
+    r["cia"]["max_aac"]         # the attack's Max AAC, with its upper and random bounds
+    r.history                   # a pandas DataFrame, a row per evaluated round
+    r.nodes                     # a pandas DataFrame, a row per node
+    r.plot()                    # the report's figures
 
-``RunConfig`` holds every setting the command line has (``p2pnode simulate --help`` lists them,
-with their defaults); ``RunConfig.replace`` takes nested fields as ``"learning.lr"``. ``simulate``
-runs the network in this process on a virtual clock; ``p2pnode.sim.Simulation`` steps it round
-by round (``run_round``) for finer control. Real processes over HTTP: ``p2plab.launch.launch`` (what
-``p2pnode launch`` runs) and ``p2pnode.real.run_process`` (one ``p2pnode run`` process).
+Keyword arguments are the command line's flags (``p2pnode simulate --help``), checked the same
+way; ``p2pnode.launch(...)`` runs real processes over HTTP as ``p2pnode launch`` does. Both live
+in ``p2plab.notebook`` and are imported on first use, so the daemon never loads the lab.
+
+Below them: ``p2pnode.config.RunConfig`` holds every setting (``RunConfig.replace`` takes nested
+fields as ``"learning.lr"``); ``p2pnode.sim.simulate(config)`` runs it on a virtual clock and
+``p2pnode.sim.Simulation`` steps it round by round (``run_round``). Real processes:
+``p2plab.launch.launch`` and ``p2pnode.real.run_process`` (one ``p2pnode run`` process).
 Experiments: ``p2plab.experiment.run_experiment``.
 
 The package is the daemon's I/O shell (config, node driver, transports, clocks, wire, metrics,
@@ -31,3 +34,12 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``p2pnode.simulate`` and ``p2pnode.launch``, from the lab on first use (PEP 562)."""
+    if name in ("simulate", "launch"):
+        from p2plab.notebook import API
+
+        return API[name]
+    raise AttributeError(f"module 'p2pnode' has no attribute {name!r}")

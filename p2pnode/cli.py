@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -25,9 +25,11 @@ from p2pnode.config import (
     ConfigError,
     Flag,
     RunConfig,
+    changes_from_mapping,
     config_fields,
     from_mapping,
     load_toml,
+    nested,
 )
 
 
@@ -95,8 +97,10 @@ def _preset_text(changes: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in changes.items()) or "the defaults (the paper's setting)"
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """Defaults ← preset ← config file ← flags, then validation (once, in ``RunConfig``)."""
+def config_from_args(args: argparse.Namespace, keys: Mapping[str, Any] | None = None) -> RunConfig:
+    """Defaults ← preset ← config file ← ``keys`` ← flags, then validation (once, in
+    ``RunConfig``). ``keys``: dotted configuration keys (``{"learning.lr": 0.05}``), as the
+    Python API (``p2pnode.simulate``) takes them for the fields that have no flag."""
     cfg = RunConfig()
     if getattr(args, "preset", None):
         cfg = cfg.replace(**PRESETS[args.preset])
@@ -105,6 +109,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "config", None):
         cfg = load_toml(args.config, cfg)
     changes: dict[str, Any] = {}
+    if keys:
+        changes.update(changes_from_mapping(nested(keys), cfg, source="keyword arguments"))
     given: list[tuple[str, Flag]] = []
     for path, f in config_fields():
         value = getattr(args, _dest(path), None)
@@ -539,7 +545,8 @@ def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, 
             print(summary(result, metric_for(config)), flush=True)
         return
 
-    printable = {k: v for k, v in result.items() if k != "history"}
+    # per node: result.json (--out) and the Python API have the table; one summary line here
+    printable = {k: v for k, v in result.items() if k not in ("history", "per_node")}
     key = metric_for(config).key
     printable["history"] = [  # the name result.json and the Python result use; its main columns
         {k: h[k] for k in ("round", key, "messages", "bytes", "dp_epsilon", "churn") if k in h}

@@ -6,8 +6,9 @@ The CLI only maps flags onto this tree (docs/design.md, rule 9). Every field is 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -653,25 +654,53 @@ def load_toml(path: Path, base: RunConfig | None = None) -> RunConfig:
 
 
 def from_mapping(raw: dict[str, Any], base: RunConfig, source: str = "config") -> RunConfig:
+    return base.replace(**changes_from_mapping(raw, base, source)).validate()
+
+
+def changes_from_mapping(raw: Mapping[str, Any], base: RunConfig, source: str = "config") -> dict[str, Any]:
+    """The changes a nested mapping (a TOML file's tables, a JSON config) makes to ``base``, as
+    dotted keys with values of the fields' types; an unknown key or a wrong type is refused,
+    naming it (and the nearest known key)."""
     changes: dict[str, Any] = {}
     sections = {f.name: f for f in dataclasses.fields(RunConfig)}
     for key, value in raw.items():
         k = key.replace("-", "_")
         if k not in sections:
-            raise ConfigError(f"{source}: unknown key {key!r}")
+            raise ConfigError(f"{source}: unknown key {key!r}{_nearest(k, sections)}")
         sub = getattr(base, k)
         if dataclasses.is_dataclass(sub):
-            if not isinstance(value, dict):
+            if not isinstance(value, Mapping):
                 raise ConfigError(f"{source}: [{key}] must be a table")
             names = {f.name: f for f in dataclasses.fields(sub)}
             for sk, sv in value.items():
                 sk2 = sk.replace("-", "_")
                 if sk2 not in names:
-                    raise ConfigError(f"{source}: unknown key {key}.{sk}")
+                    raise ConfigError(f"{source}: unknown key {key}.{sk}{_nearest(sk2, names, k + '.')}")
                 changes[f"{k}.{sk2}"] = _coerce(sv, getattr(sub, sk2), f"{key}.{sk}", source)
         else:
             changes[k] = _coerce(value, sub, key, source)
-    return base.replace(**changes).validate()
+    return changes
+
+
+def nested(dotted: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"learning.lr": 0.1, "nodes": 5}`` as ``{"learning": {"lr": 0.1}, "nodes": 5}``."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        section, dot, name = key.partition(".")
+        if dot:
+            table = out.setdefault(section, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"{section} is not a section: {key} names no field")
+            table[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _nearest(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """ " (did you mean X?)" for the closest known name, or nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 def _coerce(value: Any, default: Any, name: str, source: str) -> Any:

@@ -170,6 +170,8 @@ class NodeRuntime:
         self._swaps_synced: dict[str, int] = {}
         self.round = 0
         self.last_hit: float | None = None
+        #: this adversary's latest CIA accuracy and upper bound (None: not an evaluated adversary)
+        self.last_attack: tuple[float, float] | None = None
 
     # -- checkpoints (p2pnode/checkpoint.py) ----------------------------------------------------
 
@@ -236,6 +238,7 @@ class NodeRuntime:
 
     def set_attack_gauges(self, accuracy: float, bound: float) -> None:
         """Publish this adversary's latest CIA accuracy and upper bound."""
+        self.last_attack = (accuracy, bound)
         self._metrics.cia_accuracy.labels(self._label).set(accuracy)
         self._metrics.cia_upper_bound.labels(self._label).set(bound)
 

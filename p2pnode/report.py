@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,43 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     if eps:
         out["dp_epsilon"] = {"mean": sum(eps) / len(eps), "max": max(eps), "min": min(eps)}
     return out
+
+
+def node_rows(
+    nodes: Iterable[NodeRuntime], metric: Metric, raw_users: Sequence[str] | None, server: int | None
+) -> list[dict[str, Any]]:
+    """One row per hosted node at the end of a run, for tables of nodes (``per_node`` in the
+    summary; ``p2pnode.simulate(...).nodes`` as a DataFrame): its utility at the last
+    evaluation, its traffic and refusals, its merges and local steps, its ε under DP-SGD and,
+    for an evaluated adversary, its CIA accuracy and upper bound (CIA paper §V-C)."""
+    rows = []
+    for node in nodes:
+        c = node.counters
+        stats = node.node.protocol.stats
+        nid = node.node_id
+        row: dict[str, Any] = {
+            "node": nid,
+            "user": raw_users[nid] if raw_users is not None and nid < len(raw_users) else None,
+            "role": "server" if nid == server else "user",
+            "adversary": node.node.observed_users() is not None,
+            metric.key: node.last_hit,
+            "messages_sent": c.messages_sent,
+            "bytes_sent": c.bytes_sent,
+            "models_sent": c.models_sent,
+            "models_received": c.models_received,
+            "bytes_received": c.bytes_received,
+            "send_failures": c.send_failures,
+            "refused": sum(c.rejected.values()),
+            "merges": stats.merges,
+            "local_steps": stats.local_steps,
+        }
+        spent = node.learner.epsilon()
+        if spent is not None:
+            row["dp_epsilon"] = spent
+        if node.last_attack is not None:
+            row["cia_accuracy"], row["cia_upper_bound"] = node.last_attack
+        rows.append(row)
+    return rows
 
 
 def epsilon_by_node(nodes: Iterable[NodeRuntime]) -> dict[str, float]:

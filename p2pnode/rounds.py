@@ -17,7 +17,7 @@ from p2pnode.attack import lab_for, victims
 from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
-from p2pnode.report import epsilon_by_node, metric_for, progress_line, round_stats
+from p2pnode.report import epsilon_by_node, metric_for, node_rows, progress_line, round_stats
 
 
 class RoundLog:
@@ -75,6 +75,8 @@ class RoundLog:
         result = dict(stats)
         result.update(fields)
         result.update(seconds=seconds, history=self.history, config=self.config.to_dict())
+        server = self.config.nodes if self.config.protocol == "fedavg" else None  # p2pnode.build.server_id
+        result["per_node"] = node_rows(self.nodes.values(), self.metric, self.raw_users, server)
         if self.config.learning.dp:
             result["dp_epsilon_by_node"] = epsilon_by_node(self.nodes.values())
         if self.lab.active:

@@ -142,12 +142,16 @@ class Churn:
 
 
 def simulate(
-    config: RunConfig, progress: Callable[[str], None] | None = None, memory_check: bool = True
+    config: RunConfig,
+    progress: Callable[[str], None] | None = None,
+    memory_check: bool = True,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``config.rounds`` rounds; return the final summary with per-round history.
 
     ``memory_check``: first refuse (ConfigError) a run estimated not to fit in free memory
-    (p2pnode.footprint), before anything is built."""
+    (p2pnode.footprint), before anything is built. ``on_round(round, latest)``: called after
+    every round with the latest evaluation (empty before the first; a progress bar's hook)."""
     t0 = time.perf_counter()
     config = config.validate()
     prep = prepare(config)
@@ -155,7 +159,9 @@ def simulate(
         check_fits(config, prep)
     sim = Simulation(config, prep)
     extra = sim.churn.report if sim.churn is not None else None
-    runner = RoundRunner(RoundLog(config, sim.prep, sim.host.nodes, progress, extra=extra), config.rounds)
+    log = RoundLog(config, sim.prep, sim.host.nodes, progress, extra=extra)
+    hooks = () if on_round is None else (lambda r: on_round(r, log.last),)
+    runner = RoundRunner(log, config.rounds, hooks=hooks)
     while (r := runner.next_round()) is not None:
         sim.clock.run_until(r * ROUND_TICKS)  # the virtual clock jumps to the round's end
         sim.round = r

@@ -13,7 +13,7 @@ fi
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
   .venv/bin/python -m pip install --quiet torch==2.13.0
 fi
-.venv/bin/python -m pip install --quiet -e '.[dev,fast,deploy,cluster]'
+.venv/bin/python -m pip install --quiet -e '.[dev,fast,deploy,cluster,notebook]'
 .venv/bin/p2pnode data get ml-100k
 # compile the fused training kernels once (numba caches them beside learning/; ~10 s the first time)
 .venv/bin/python -m learning.gmf_fused

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from p2plab import experiment as ex
+from p2plab import experiment_report
 from p2pnode.config import ConfigError, RunConfig
 from p2pnode.sim import simulate
 
@@ -64,6 +65,47 @@ def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_p
     doc = ex.run_experiment(exp, tmp_path, TINY, seeds=[0, 1], runner=counting)
     assert len(calls) == 2  # only the two runs that had not finished
     assert all(len(r["cells"]["max_aac"]["values"]) == 2 for r in doc["rows"])
+
+
+def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simulator(tmp_path: Path) -> None:
+    """--report-only is p2plab/experiment_report.py's job alone (issue #34): a fresh interpreter
+    reports finished runs without importing p2plab.experiment, the simulator or the launcher."""
+    import subprocess
+    import sys
+
+    exp = ex.load("table4")
+    ex.run_experiment(dataclasses.replace(exp, rows=exp.rows[:1]), tmp_path, TINY, seeds=[0])
+    (tmp_path / "report.md").unlink()
+    code = (
+        "import sys; from p2plab.cli import main; "
+        f"rc = main(['experiment', 'table4', '--report-only', '--out', {str(tmp_path)!r}, "
+        "'--nodes', '24', '--rounds', '2', '--seeds', '0', '--set', 'attack.target_k=3', "
+        "'--rows', '5% colluders', '--quiet']); "
+        "print(rc, sorted(m for m in sys.modules if m in "
+        "('p2plab.experiment', 'p2pnode.sim', 'p2plab.launch', 'p2plab.fanout', 'torch')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "[]"], out.stdout + out.stderr
+    assert "| 5% colluders |" in (tmp_path / "report.md").read_text()
+
+
+def test_a_utility_column_carries_the_random_rankings_value_and_its_plot_draws_it(tmp_path: Path) -> None:
+    """HR@20 under a random ranking of 1 test item among 100 negatives (K = 20): 20/101 (issue #34,
+    item 7: table4's utility plot had no random line)."""
+    exp = ex.load("table4")
+    doc = ex.run_experiment(dataclasses.replace(exp, rows=exp.rows[:2]), tmp_path, TINY, seeds=[0])
+    for row in doc["rows"]:
+        assert row["cells"]["utility"]["random_ranking"] == pytest.approx(20 / 101)
+        assert "random_ranking" not in row["cells"]["max_aac"]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    experiment_report._draw_random_ranking(ax, exp.columns[-1], doc["rows"])
+    assert [ln.get_label() for ln in ax.get_lines()] == ["random ranking (19.8)"]
+    plt.close(fig)
 
 
 def test_lookup_and_bad_experiment_files(tmp_path: Path) -> None:
@@ -245,7 +287,7 @@ def test_a_long_plot_title_is_wrapped_to_stay_inside_the_figure(tmp_path: Path) 
     for fontsize in (9, 10):
         fig, ax = plt.subplots(figsize=(6.4, 4.8))
         ax.set_title(title, fontsize=fontsize)
-        ex.save_figure(fig, tmp_path / "t.png")
+        experiment_report.save_figure(fig, tmp_path / "t.png")
         assert ax.title.get_text().replace("\n", " ") == title  # nothing lost, only wrapped
         assert ax.title.get_text().count("\n") >= 1
         fig.canvas.draw()  # the figure is closed, not destroyed: its text still lays out
@@ -255,15 +297,15 @@ def test_a_long_plot_title_is_wrapped_to_stay_inside_the_figure(tmp_path: Path) 
 
 def test_report_cells_write_numbers_out_at_the_precision_of_the_mean() -> None:
     """A budget of 1000 is not '1e+03', and float noise in an sd is not '1.74e-14'."""
-    assert ex._mean_sd(999.99657, 0.0, percent=False) == "1000 ± 0"
-    assert ex._mean_sd(100.0, 1.74e-14, percent=False) == "100 ± 0"
-    assert ex._mean_sd(0.9993, 1.36e-16, percent=False) == "0.999 ± 0.000"
-    assert ex._mean_sd(12.34, 0.56, percent=False) == "12.3 ± 0.6"
-    assert ex._mean_sd(0.2917, 0.0012, percent=True) == "29.2 ± 0.1"
-    assert ex._mean_sd(2.5e-5, 1e-6, percent=False) == "2.5e-05 ± 1e-06"
+    assert experiment_report._mean_sd(999.99657, 0.0, percent=False) == "1000 ± 0"
+    assert experiment_report._mean_sd(100.0, 1.74e-14, percent=False) == "100 ± 0"
+    assert experiment_report._mean_sd(0.9993, 1.36e-16, percent=False) == "0.999 ± 0.000"
+    assert experiment_report._mean_sd(12.34, 0.56, percent=False) == "12.3 ± 0.6"
+    assert experiment_report._mean_sd(0.2917, 0.0012, percent=True) == "29.2 ± 0.1"
+    assert experiment_report._mean_sd(2.5e-5, 1e-6, percent=False) == "2.5e-05 ± 1e-06"
     # one run has no spread to show
-    assert ex._mean_sd(0.105, 0.0, percent=True, n=1) == "10.5"
-    assert ex._mean_sd(1000.0, 0.0, percent=False, n=1) == "1000"
+    assert experiment_report._mean_sd(0.105, 0.0, percent=True, n=1) == "10.5"
+    assert experiment_report._mean_sd(1000.0, 0.0, percent=False, n=1) == "1000"
 
 
 def test_the_dp_gradient_norm_probe_runs_and_measures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,393 @@
+"""What an experiment is: its TOML file, its runs' keys, and the runs a folder holds.
+
+An experiment is a TOML file in ``experiments/`` (format: experiments/README.md): a base
+configuration (the keys of a ``--config`` file), rows that change it, the seeds, and columns that
+say which figure of a run's summary to report and what the paper printed. Every (row, seed) is one
+run, stored as ``OUT/runs/MODE-KEY.json``. Running the runs is p2plab/experiment.py's job;
+aggregating and writing the report is p2plab/experiment_report.py's, which needs only this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import shlex
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from p2plab.mixing import MixingSpec
+from p2pnode.config import ConfigError, RunConfig, from_mapping
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+
+#: a (row, seed) of an experiment and the configuration it runs
+Plan = list[tuple["Row", int, RunConfig]]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One reported figure: where it is in a run's summary and how to print it."""
+
+    key: str
+    label: str
+    path: str  #: dotted path into the summary, list indices as numbers: "cia.mia_proxy.max_aac.0"
+    percent: bool = True  #: stored as a fraction, printed in percent
+    vs_random: bool = False  #: also print ours ÷ the run's random bound
+    at_max_of: str = ""  #: path is a list: take it where this list (same length) is largest
+    optional: bool = False  #: some rows have no such figure (ε spent where no DP runs)
+
+
+#: the CIA paper's data sets (Table I); an experiment row may carry each one's numbers
+PAPER_DATASETS = ("ml-100k", "foursquare-nyc", "gowalla-nyc")
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    changes: dict[str, Any]
+    paper: dict[str, float]  #: the paper's numbers on the data set the row runs on
+    paths: dict[str, str] = field(default_factory=dict)  #: per-column path overrides
+    #: the paper's numbers on its other data sets (``papers.foursquare-nyc`` in the file)
+    papers: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def paper_dataset_of(path: str) -> str | None:
+    """Which of the paper's data sets a file is, by its name as distributed (None: not known)."""
+    name = Path(path).name.lower()
+    if "tsmc2014" in name or "foursquare" in name or "fsq" in name:
+        return "foursquare-nyc"
+    if "gowalla" in name:
+        return "gowalla-nyc"
+    if "ml-100k" in name or name == "u.data":
+        return "ml-100k"
+    return None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    source: str
+    seeds: tuple[int, ...]
+    base: dict[str, Any]
+    rows: tuple[Row, ...]
+    columns: tuple[Column, ...]
+    plot: str = "bars"  #: bars | tradeoff
+    x: str = ""  #: tradeoff: column key on the x axis
+    y: str = ""  #: tradeoff: column key on the y axis
+    notes: str = ""
+    kind: str = "runs"  #: runs (gossip runs per row and seed) | mixing (002 §4 computation)
+    curve_x: str = ""  #: optional per-round trade-off curve: list path on the x axis
+    curve_y: str = ""  #: ... and on the y axis (same length), e.g. "mia.accuracy"
+    curve_labels: tuple[str, str] = ("", "")
+    mixing: MixingSpec | None = None
+
+    def config(self, row: Row, seed: int, overrides: Mapping[str, Any]) -> RunConfig:
+        raw = _merge(_merge(self.base, row.changes), dict(overrides))
+        raw["seed"] = seed
+        return from_mapping(raw, RunConfig(), source=f"experiment {self.name}, row {row.label!r}")
+
+    def path(self, row: Row, column: Column) -> str:
+        return row.paths.get(column.key, column.path)
+
+    def on_dataset(self, path: str, paper: str | None) -> Experiment:
+        """This experiment on a data file: every row's paper numbers become those the paper gives
+        for ``paper`` (none where it gives none, or where ``paper`` is None), and the title says
+        which file and which of the paper's columns."""
+        if paper is not None and paper not in PAPER_DATASETS:
+            raise ConfigError(f"--paper {paper!r}: one of {', '.join(PAPER_DATASETS)}")
+        rows = tuple(
+            dataclasses.replace(
+                r, paper=r.paper if paper == "ml-100k" else dict(r.papers.get(paper or "", {}))
+            )
+            for r in self.rows
+        )
+        said = f"paper: {paper}" if paper else "no paper numbers (--paper names the data set)"
+        title = self.title.replace("ML-100k", Path(path).name)
+        return dataclasses.replace(self, rows=rows, title=f"{title} [{said}]")
+
+
+def names(directory: Path = EXPERIMENTS_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.toml"))
+
+
+def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
+    """A bundled experiment by name, or any experiment file by its path (``mine.toml``)."""
+    path = directory / f"{name}.toml"
+    if name.endswith(".toml") or "/" in name:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"no experiment file {name} (give a path to a .toml file, or a bundled name)")
+        name = path.stem
+    elif not path.is_file():
+        known = ", ".join(names(directory)) or "none"
+        raise ConfigError(f"no experiment {name!r} (known: {known}; or give a path to a .toml file)")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    kind = raw.get("kind", "runs")
+    if kind == "mixing":
+        return Experiment(
+            name=name,
+            title=str(raw.get("title", name)),
+            source=str(raw.get("source", "")),
+            seeds=tuple(int(s) for s in raw.get("seeds", [0])),
+            base={},
+            rows=(),
+            columns=(),
+            notes=str(raw.get("notes", "")),
+            kind="mixing",
+            mixing=MixingSpec.from_mapping(raw.get("mixing", {}), str(path)),
+        )
+    if kind != "runs":
+        raise ConfigError(f"{path}: unknown experiment kind {kind!r} (runs or mixing)")
+    try:
+        columns = tuple(Column(**c) for c in raw["columns"])
+        rows = tuple(
+            Row(
+                r["label"],
+                dict(r.get("set", {})),
+                dict(r.get("paper", {})),
+                dict(r.get("paths", {})),
+                {str(d): dict(v) for d, v in r.get("papers", {}).items()},
+            )
+            for r in raw["rows"]
+        )
+        exp = Experiment(
+            name=name,
+            title=raw["title"],
+            source=raw.get("source", ""),
+            seeds=tuple(int(s) for s in raw.get("seeds", [0, 1, 2])),
+            base=dict(raw.get("base", {})),
+            rows=rows,
+            columns=columns,
+            plot=raw.get("plot", "bars"),
+            x=raw.get("x", ""),
+            y=raw.get("y", ""),
+            notes=raw.get("notes", ""),
+            curve_x=raw.get("curve", {}).get("x", ""),
+            curve_y=raw.get("curve", {}).get("y", ""),
+            curve_labels=(raw.get("curve", {}).get("x_label", ""), raw.get("curve", {}).get("y_label", "")),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: malformed experiment ({exc})") from None
+    keys = {c.key for c in exp.columns}
+    for row in exp.rows:
+        unknown = (set(row.paper) | set(row.paths) | {k for v in row.papers.values() for k in v}) - keys
+        if set(row.papers) - set(PAPER_DATASETS):
+            raise ConfigError(
+                f"{path}: row {row.label!r}: papers for {sorted(set(row.papers) - set(PAPER_DATASETS))}; "
+                f"the paper's data sets are {', '.join(PAPER_DATASETS)}"
+            )
+        if unknown:
+            raise ConfigError(f"{path}: row {row.label!r} names unknown columns {sorted(unknown)}")
+    for row in exp.rows:  # every configuration must validate before anything runs
+        exp.config(row, exp.seeds[0], {})
+    return exp
+
+
+def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(a))
+    for k, v in b.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _number(node: Any) -> float | None:
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def lookup_list(summary: Mapping[str, Any], path: str) -> list[float] | None:
+    """The numbers at ``path``, where ``*`` stands for every element of a list (one level).
+
+    ``per_round.*.hit_ratio_at_20`` is the HR@K of every evaluated round; ``mia.accuracy`` (a list
+    of numbers) is read as it is. None where the path is missing or holds anything but numbers.
+    """
+    nodes: list[Any] = [summary]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for node in nodes:
+            if part == "*" and isinstance(node, list):
+                nxt.extend(node)
+            elif isinstance(node, Mapping) and part in node:
+                nxt.append(node[part])
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                nxt.append(node[int(part)])
+            else:
+                return None
+        nodes = nxt
+    if len(nodes) == 1 and isinstance(nodes[0], list):
+        nodes = nodes[0]
+    values = [_number(n) for n in nodes]
+    return None if any(v is None for v in values) else [v for v in values if v is not None]
+
+
+_REDUCERS: dict[str, Callable[[list[float]], float]] = {"max": max, "min": min, "last": lambda v: v[-1]}
+
+
+def lookup(summary: Mapping[str, Any], path: str) -> float | None:
+    """The number at ``path`` in a run's summary, or None where the run has none.
+
+    ``PATH|max`` (or ``|min``, ``|last``) reduces the list at PATH (see :func:`lookup_list`).
+    """
+    path, bar, reducer = path.partition("|")
+    if bar:
+        if reducer not in _REDUCERS:
+            return None
+        values = lookup_list(summary, path)
+        return _REDUCERS[reducer](values) if values else None
+    node: Any = summary
+    for part in path.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return _number(node)
+
+
+def lookup_at_max(summary: Mapping[str, Any], path: str, of: str) -> float | None:
+    """The value of the list at ``path`` at the position where the list at ``of`` is largest.
+
+    E.g. the MIA vulnerability at the round of best utility (002 §3.3 reports the pair).
+    """
+    values, key = lookup_list(summary, path), lookup_list(summary, of)
+    if not values or not key or len(values) != len(key):
+        return None
+    return values[max(range(len(key)), key=key.__getitem__)]
+
+
+#: Learning settings a model never reads (``build.prepare`` and ``build.make_learner`` are the
+#: only readers): a run's key leaves them out, so experiment files that differ only there share
+#: their runs (a GMF row of table3, which sets prme_lr for its PRME rows, is fig3's GMF row).
+UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
+    "gmf": ("prme_dim", "prme_lr", "prme_reg"),
+    "prme": ("factors", "lr", "negatives"),
+}
+
+
+def run_key(config: RunConfig) -> str:
+    """Runs with the same configuration (seed included) are run once and shared between rows.
+
+    Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key, nor
+    are the attack settings that cannot act: what colluders send where there are none, and the
+    reading of eq. 4 where there is no attack or β = 0; nor the churn settings of a run without churn.
+    """
+    identity = config.to_dict()
+    if not config.churn.active:  # runs from before churn existed keep their keys
+        identity.pop("churn")
+    for name in UNUSED_BY_MODEL.get(config.model, ()):
+        identity["learning"].pop(name, None)
+    attack = identity["attack"]
+    if not attack["colluders"]:  # what colluders send each other
+        attack.pop("multicast", None)
+    if not attack["kind"] or attack["momentum"] == 0:  # with β = 0 every reading of eq. 4 is Θ_u
+        attack.pop("momentum_estimator", None)
+    if config.dataset not in ("ml-100k", "synthetic") and Path(config.dataset).is_file():
+        identity["dataset_sha256"] = _file_digest(config.dataset)  # a new file at the same path is new data
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: str) -> str:
+    """SHA-256 of a data file's bytes (remembered per path, size and modification time)."""
+    st = Path(path).stat()
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
+    """Run files written before the configuration gained keys, matched to today's run keys.
+
+    A run recorded without a key (an older p2pnode) counts as having that key's default: its
+    stored configuration is read over today's defaults and keyed again. Finished runs survive an
+    upgrade that adds settings; any recorded value that differs still makes a different run.
+    """
+    found: dict[str, Path] = {}
+    for path in sorted(runs_dir.glob(f"{mode}-*.json")):
+        if path.stem.removeprefix(f"{mode}-") in wanted:
+            continue
+        try:
+            stored = _with_legacy_defaults(json.loads(path.read_text()).get("config"))
+            config = from_mapping(stored, RunConfig(), source=str(path))
+            if config.dataset not in ("ml-100k", "synthetic"):
+                continue  # ran on a file whose contents then are not known: not matched again
+            key = run_key(config)
+        except (OSError, ValueError, AttributeError, ConfigError):
+            continue  # unreadable or from an incompatible version: not reused
+        if key in wanted:
+            found.setdefault(key, path)
+    return found
+
+
+#: Settings whose default changed after they were added: a run recorded before the setting
+#: existed ran with the old behaviour, which this value names (not with today's default).
+LEGACY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "attack": {"momentum_estimator": "first"},  # eq. 4 as v_u^0 = Θ_u^0 until the default became debiased
+    "learning": {"backend": "numpy"},  # GMF trained by numpy calls until the fused kernel (#22)
+}
+
+
+def _with_legacy_defaults(stored: Any) -> Any:
+    """A recorded configuration with the settings it predates filled in with what it ran under."""
+    if not isinstance(stored, dict):
+        return stored
+    out = dict(stored)
+    for section, values in LEGACY_DEFAULTS.items():
+        sub = out.get(section)
+        if isinstance(sub, dict):
+            out[section] = {**values, **sub}
+    return out
+
+
+def plan_of(exp: Experiment, seeds: Sequence[int], overrides: Mapping[str, Any]) -> Plan:
+    """Every (row, seed) of ``exp`` with the configuration it runs."""
+    return [(row, seed, exp.config(row, seed, overrides)) for row in exp.rows for seed in seeds]
+
+
+def stored_runs(
+    plan: Plan, runs_dir: Path, mode: str, progress: Callable[[str], None] | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[Row, int, RunConfig, Path]]]:
+    """The runs of ``plan`` already in ``runs_dir`` (by run key, read), and those still missing
+    with the file each would be written to. Runs recorded before the configuration gained keys
+    are matched to today's keys (:func:`_older_runs`)."""
+    keys = {run_key(c) for _, _, c in plan}
+    older = _older_runs(runs_dir, mode, keys) if runs_dir.is_dir() else {}
+    results: dict[str, dict[str, Any]] = {}
+    missing: dict[str, tuple[Row, int, RunConfig, Path]] = {}
+    for row, seed, config in plan:
+        key = run_key(config)
+        path = runs_dir / f"{mode}-{key}.json"
+        if key in results or key in missing:
+            continue
+        if not path.is_file() and key in older:
+            path = older[key]
+        if path.is_file():
+            results[key] = json.loads(path.read_text())
+            if progress:
+                progress(f"[{len(results)}/{len(keys)}] {row.label}, seed {seed}: already done, kept")
+        else:
+            missing[key] = (row, seed, config, path)
+    return results, missing
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return "p2pnode " + " ".join(shlex.quote(a) for a in argv)
