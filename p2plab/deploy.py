@@ -9,7 +9,8 @@ systemd template units ``p2pnode@K`` (``deploy/files/p2pnode@.service``).
 Actions: ``check`` (print the plan), ``install``, ``start [--fresh]``, ``status``, ``watch``
 (``p2pnode metrics --follow`` over every process), ``stop``, ``collect`` (results, journals and unit
 states into ``OUT/collected``, merged into ``summary.json`` and ``report.md``; ``--faults FILE``
-adds a fault timeline), ``uninstall``.
+adds a fault timeline), ``uninstall``, ``monitoring`` (a Prometheus scrape configuration of every
+process and a Grafana dashboard in ``OUT/monitoring``; ``install`` writes them too).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from p2pnode.auth import Keyring, load_keyring, save_keyring
 from p2pnode.config import ConfigError
 from p2pnode.identity import Authority, load_authority, load_identity, save_authority, save_identity
 
-ACTIONS = ("check", "install", "start", "status", "watch", "stop", "collect", "uninstall")
+ACTIONS = ("check", "install", "start", "status", "watch", "stop", "collect", "uninstall", "monitoring")
+#: the actions that run on the controller alone (no playbook)
+LOCAL_ACTIONS = ("check", "watch", "monitoring")
 TORCH = "2.13.0"
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_DIR = ROOT / "deploy"
@@ -110,6 +113,10 @@ def run_action(
         return follow(list(plan.addresses), interval, False, say, count)
     out = out or Path("deploy-runs") / plan.cluster
     out.mkdir(parents=True, exist_ok=True)
+    if action in ("monitoring", "install"):
+        say(write_monitoring_files(plan, out / "monitoring"))
+        if action == "monitoring":
+            return 0
     extra: dict[str, Any] = {"p2pnode_plan": plan.to_vars(), "p2pnode_out": str(out.resolve())}
     if action == "install":
         extra["p2pnode_artifacts"] = prepare_artifacts(plan, out, key_file, say, authority_file)
@@ -143,6 +150,22 @@ def run_action(
         report = collect_report(plan, out / "collected", faults, since)
         say(report)
     return 0
+
+
+def write_monitoring_files(plan: Plan, folder: Path) -> str:
+    """The inventory's Prometheus scrape configuration and Grafana dashboard; how to use them."""
+    from p2plab.monitoring import write_monitoring
+
+    files = write_monitoring(
+        folder, plan.cluster, plan.targets(), 100 * plan.config.tick_seconds, plan.metrics_tls
+    )
+    names = ", ".join(str(p.relative_to(folder)) for p in files)
+    return (
+        f"monitoring: {names} in {folder} ({len(plan.instances)} processes"
+        + (", scraped over mutual TLS" if plan.metrics_tls else "")
+        + f"); run prometheus --config.file={folder / 'prometheus.yml'}, and give Grafana "
+        "grafana/datasource.yml (provisioning/datasources) and import grafana/dashboard.json"
+    )
 
 
 def playbook(

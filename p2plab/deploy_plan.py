@@ -13,7 +13,9 @@ Inventory variables (group ``p2pnode``; see ``deploy/inventory.example.yml``):
   on; default ``ansible_host``, else the inventory name);
 - for the group: ``p2pnode_cluster`` (the cluster label of the generated key), ``p2pnode_settings``
   (the experiment: the keys of a ``--config`` TOML file, e.g. ``rounds``, ``protocol``,
-  ``tick_seconds``, ``[attack]`` with ``kind``, ``attackers``, ``colluders``).
+  ``tick_seconds``, ``[attack]`` with ``kind``, ``attackers``, ``colluders``), and
+  ``p2pnode_metrics_tls`` (when the processes run with mutual TLS: ``ca_file``, ``cert_file``,
+  ``key_file`` of a client certificate for the Prometheus that scrapes them; p2plab/monitoring.py).
 
 Node ids are handed out contiguously in inventory order: the first host's ``p2pnode_nodes`` ids
 start at 0, the next host's follow, and ``nodes`` of the experiment is their sum.
@@ -29,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from p2plab.monitoring import ScrapeTls, Target
 from p2pnode.config import ConfigError, RunConfig, from_mapping
 
 GROUP = "p2pnode"
@@ -63,6 +66,8 @@ class Plan:
     config: RunConfig
     settings: dict[str, Any]  #: the experiment settings as given (plus ``nodes``)
     instances: tuple[Instance, ...]
+    #: the scraper's client certificate where the processes run with mutual TLS
+    metrics_tls: ScrapeTls | None = None
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -74,6 +79,10 @@ class Plan:
 
     def on(self, host: str) -> tuple[Instance, ...]:
         return tuple(i for i in self.instances if i.host == host)
+
+    def targets(self) -> list[Target]:
+        """Every process's ``/metrics`` for the scraper (p2plab/monitoring.py)."""
+        return [Target(i.address, i.host, f"p2pnode@{i.index}") for i in self.instances]
 
     def config_toml(self) -> str:
         return to_toml(self.settings)
@@ -113,6 +122,7 @@ def plan_from_inventory(inventory: Mapping[str, Any]) -> Plan:
     names: list[str] = list(group["hosts"])
     cluster = ""
     settings: dict[str, Any] | None = None
+    tls_raw: object = None
     instances: list[Instance] = []
     seen: dict[str, str] = {}
     next_id = 0
@@ -132,12 +142,13 @@ def plan_from_inventory(inventory: Mapping[str, Any]) -> Plan:
         host_settings = hv.get("p2pnode_settings", {})
         if not isinstance(host_settings, Mapping):
             raise ConfigError(f"{where}: p2pnode_settings must be a mapping of --config keys")
+        host_tls = hv.get("p2pnode_metrics_tls")
         if settings is None:
-            cluster, settings = host_cluster, dict(host_settings)
-        elif host_cluster != cluster or dict(host_settings) != settings:
+            cluster, settings, tls_raw = host_cluster, dict(host_settings), host_tls
+        elif host_cluster != cluster or dict(host_settings) != settings or host_tls != tls_raw:
             raise ConfigError(
-                f"{where}: p2pnode_cluster and p2pnode_settings must be the same for every host "
-                "(set them for the group)"
+                f"{where}: p2pnode_cluster, p2pnode_settings and p2pnode_metrics_tls must be the "
+                "same for every host (set them for the group)"
             )
         share = [round(k * count / procs) for k in range(procs + 1)]
         for k in range(procs):
@@ -163,7 +174,12 @@ def plan_from_inventory(inventory: Mapping[str, Any]) -> Plan:
     text = to_toml(settings)  # checks that every value can be written
     if json.dumps(_loads_toml(text), sort_keys=True) != json.dumps(settings, sort_keys=True):
         raise ConfigError("p2pnode_settings: a value does not survive TOML (use plain numbers and strings)")
-    return Plan(cluster, config, settings, tuple(instances))
+    tls = None
+    if tls_raw is not None:
+        if not isinstance(tls_raw, Mapping):
+            raise ConfigError("p2pnode_metrics_tls must be a mapping: ca_file, cert_file, key_file")
+        tls = ScrapeTls.from_mapping(tls_raw, "p2pnode_metrics_tls")
+    return Plan(cluster, config, settings, tuple(instances), tls)
 
 
 def to_toml(settings: Mapping[str, Any]) -> str:

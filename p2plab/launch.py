@@ -8,6 +8,7 @@ round for a progress line, then collects every ``result.json`` into one summary.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -66,6 +67,10 @@ def _identities(
     return paths
 
 
+#: the cluster label of a local launch's metrics (p2plab/monitoring.py)
+LOCAL_CLUSTER = "local"
+
+
 def check_launch(
     config: RunConfig, processes: int, key_file: Path | None, open_cluster: bool, memory_check: bool
 ) -> None:
@@ -105,6 +110,7 @@ async def launch(
     trusts and one identity per process naming its nodes (p2pnode.identity): each process then
     speaks only for its own nodes. ``open_cluster`` runs them without authentication.
     """
+    _cancel_on_sigterm()
     parts = split_users(config.nodes, processes)
     ports = free_ports(len(parts))
     addresses = [f"127.0.0.1:{p}" for p in ports]
@@ -112,6 +118,11 @@ async def launch(
     workdir.mkdir(parents=True, exist_ok=True)
     cfg_file = workdir / "config.json"
     cfg_file.write_text(json.dumps(config.to_dict()))
+    if out is not None:  # a Prometheus scrape configuration and a Grafana dashboard of these processes
+        from p2plab.monitoring import Target, write_monitoring
+
+        targets = [Target(a, "localhost", f"proc{k}") for k, a in enumerate(addresses)]
+        write_monitoring(workdir / "monitoring", LOCAL_CLUSTER, targets, 100 * config.tick_seconds)
     key_args: list[str] = []
     identities: list[Path] = []
     secrets_made: list[Path] = []  #: the key files this launch wrote: removed when it ends
@@ -132,6 +143,17 @@ async def launch(
         shutil.rmtree(workdir, ignore_errors=True)
         total["out"] = None
     return total
+
+
+def _cancel_on_sigterm() -> None:
+    """SIGTERM cancels the launch as Ctrl-C does, so that its processes are stopped with it (by
+    default SIGTERM ends the interpreter at once, leaving them running). Only where the loop runs
+    in the main thread; the Python API's launch in a thread of its own has no signal handlers."""
+    task = asyncio.current_task()
+    if task is None:
+        return
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
 
 async def _run(
@@ -202,6 +224,7 @@ async def _run(
             f"launched {config.nodes} nodes in {len(parts)} processes on "
             f"{', '.join(addresses)}; logs in {workdir}"
             + (" (removed at the end unless a process fails; --out keeps it)" if temporary else "")
+            + ("; Prometheus: monitoring/prometheus.yml there" if not temporary else "")
             + (f"; churn: processes 1-{len(parts) - 1} come and go, process 0 stays" if churn else "")
         )
     shown = {"round": 0}  #: the last round the watcher printed

@@ -297,6 +297,9 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None =
     except KeyboardInterrupt:
         print("p2pnode: interrupted", file=sys.stderr)
         return 130
+    except asyncio.CancelledError:  # SIGTERM to a launch (p2plab.launch): its processes are stopped
+        print("p2pnode: terminated", file=sys.stderr)
+        return 143
     except RuntimeError as exc:
         print(f"p2pnode: error: {exc}", file=sys.stderr)
         return 1

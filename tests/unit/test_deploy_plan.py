@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from p2plab.deploy import ACTIONS, count_restarts, load_faults, parse_units, timeline
+from p2plab.deploy import ACTIONS, LOCAL_ACTIONS, count_restarts, load_faults, parse_units, timeline
 from p2plab.deploy_plan import plan_from_inventory, to_toml
 from p2pnode.config import ConfigError
 
@@ -182,7 +182,7 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-core is not installed")
 def test_every_action_has_a_playbook_that_ansible_accepts() -> None:
     books = Path(__file__).resolve().parents[2] / "deploy" / "playbooks"
-    needed = [books / f"{a}.yml" for a in ACTIONS if a not in ("check", "watch")]
+    needed = [books / f"{a}.yml" for a in ACTIONS if a not in LOCAL_ACTIONS]
     assert all(b.exists() for b in needed), [b.name for b in needed if not b.exists()]
     proc = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "--syntax-check", "-i", "localhost,", *map(str, needed)],
@@ -228,3 +228,56 @@ def test_deploy_issues_one_identity_per_process_and_keeps_it_while_the_plan_hold
     save_authority(tmp_path / "other.key", other)
     with pytest.raises(ConfigError, match="not an authority"):
         issue_identities(plan_of(6), ring, tmp_path / "other.key", tmp_path / "z", said.append)
+
+
+def test_monitoring_scrapes_every_process_of_the_inventory_with_tls_when_given(tmp_path: Path) -> None:
+    """``deploy monitoring``: one target per process, labelled by cluster, host and unit; with
+    ``p2pnode_metrics_tls`` the scrape is HTTPS with the client certificate (issue #34)."""
+    import shutil
+
+    import yaml
+
+    from p2plab.deploy import write_monitoring_files
+
+    tls_files = {k: str(tmp_path / f"{k}.pem") for k in ("ca_file", "cert_file", "key_file")}
+    for path in tls_files.values():
+        Path(path).write_text("-----BEGIN CERTIFICATE-----\n")
+    hosts = {
+        "a": {"ansible_host": "10.0.0.1", "p2pnode_nodes": 5, "p2pnode_processes": 2},
+        "b": {"ansible_host": "10.0.0.2", "p2pnode_nodes": 3},
+    }
+    plan = plan_from_inventory(
+        inventory(hosts, p2pnode_cluster="lab", p2pnode_settings={"rounds": 7}, p2pnode_metrics_tls=tls_files)
+    )
+    said = write_monitoring_files(plan, tmp_path / "monitoring")
+    assert "3 processes, scraped over mutual TLS" in said
+    config = yaml.safe_load((tmp_path / "monitoring" / "prometheus.yml").read_text())
+    job = config["scrape_configs"][0]
+    assert job["scheme"] == "https" and job["tls_config"] == tls_files
+    assert config["global"]["scrape_interval"] == "1s"  # 1 s rounds: a scrape or two a round
+    got = [(s["targets"], s["labels"]) for s in job["static_configs"]]
+    assert got == [
+        (["10.0.0.1:7070"], {"cluster": "lab", "host": "a", "unit": "p2pnode@0"}),
+        (["10.0.0.1:7071"], {"cluster": "lab", "host": "a", "unit": "p2pnode@1"}),
+        (["10.0.0.2:7070"], {"cluster": "lab", "host": "b", "unit": "p2pnode@0"}),
+    ]
+    dashboard = json.loads((tmp_path / "monitoring" / "grafana" / "dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert any("p2pnode_cia_accuracy" in e for e in exprs) and any("view_swaps" in e for e in exprs)
+    if shutil.which("promtool"):  # Prometheus's own check of the file (the Debian package has it)
+        check = subprocess.run(
+            ["promtool", "check", "config", str(tmp_path / "monitoring" / "prometheus.yml")],
+            capture_output=True,
+            text=True,
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+
+    plain = plan_from_inventory(inventory(hosts, p2pnode_settings={"rounds": 7}))
+    write_monitoring_files(plain, tmp_path / "plain")
+    job = yaml.safe_load((tmp_path / "plain" / "prometheus.yml").read_text())["scrape_configs"][0]
+    assert job["scheme"] == "http" and "tls_config" not in job
+    with pytest.raises(ConfigError, match="needs ca_file, cert_file and key_file"):
+        plan_from_inventory(inventory(hosts, p2pnode_metrics_tls={"ca_file": "ca.pem"}))
+    hosts["b"]["p2pnode_metrics_tls"] = tls_files
+    with pytest.raises(ConfigError, match="must be the same for every host"):
+        plan_from_inventory(inventory(hosts))
