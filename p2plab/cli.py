@@ -44,8 +44,14 @@ def _metrics_flags(metrics: argparse.ArgumentParser) -> None:
 def _experiment_flags(exp: argparse.ArgumentParser) -> None:
     exp.add_argument(
         "name",
-        help="experiment name, a TOML file, 'list', or (with --report-only) the --out folder of a "
-        "finished simulate or launch run",
+        help="experiment name, a TOML file, 'list', 'summary' (every finished experiment against "
+        "the paper), or (with --report-only) the --out folder of a finished simulate or launch run",
+    )
+    exp.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        help="summary: the folder of finished experiments (default results)",
     )
     exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
     exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
@@ -171,6 +177,16 @@ def _experiment(args: argparse.Namespace) -> int:
         for name in ex.names():
             print(f"{name:20s} {ex.load(name).title}")
         return 0
+    if args.name == "summary":
+        from p2plab.experiment_summary import render, summarize
+
+        folder = args.folder or args.out or Path("results")
+        if not folder.is_dir():
+            raise ConfigError(f"{folder}: no such folder (the experiments' --out parent, default results)")
+        print(render(summarize(folder)), end="", flush=True)
+        return 0
+    if args.folder is not None:
+        raise ConfigError(f"experiment {args.name}: a second argument ({args.folder}) is only for summary")
     folder = Path(args.name)
     if folder.is_dir() and run_file(folder) is not None:  # one finished simulate/launch run
         if not args.report_only:

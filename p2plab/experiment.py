@@ -35,6 +35,7 @@ from p2plab.experiment_spec import (
     Column,
     Experiment,
     Row,
+    code_digest,
     command_line,
     load,
     lookup,
@@ -186,6 +187,7 @@ def run_experiment(
         summary["_row"] = row.label
         summary["_seed"] = seed
         summary["_seconds"] = round(seconds, 1)  #: the run's own time (bench.reproduction_time reads it)
+        summary["_code"] = code_digest()  #: the code that ran it (p2plab/experiment_summary.py)
         write_text(path, json.dumps(summary))
         results[key] = summary
         done += 1

@@ -148,6 +148,8 @@ def aggregate(
             "seeds": [s["_seed"] for s in runs],
             "cells": cells,
         }
+        if row.finding:
+            entry["finding"] = row.finding  # what explains its difference (experiment_summary)
         if exp.curve_x and exp.curve_y:
             entry["curve"] = _mean_curve(runs, exp.curve_x, exp.curve_y)
         table.append(entry)

@@ -54,6 +54,9 @@ class Row:
     paths: dict[str, str] = field(default_factory=dict)  #: per-column path overrides
     #: the paper's numbers on its other data sets (``papers.foursquare-nyc`` in the file)
     papers: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the finding of experiments/REPRODUCTION.md that explains where the row differs from the
+    #: paper (``finding = "2"`` in the file; p2plab/experiment_summary.py reads it)
+    finding: str = ""
 
 
 def paper_dataset_of(path: str) -> str | None:
@@ -156,6 +159,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
                 dict(r.get("paper", {})),
                 dict(r.get("paths", {})),
                 {str(d): dict(v) for d, v in r.get("papers", {}).items()},
+                str(r.get("finding", "")),
             )
             for r in raw["rows"]
         )
@@ -391,3 +395,20 @@ def stored_runs(
 
 def command_line(argv: Sequence[str]) -> str:
     return "p2pnode " + " ".join(shlex.quote(a) for a in argv)
+
+
+_CODE: list[str] = []
+
+
+def code_digest() -> str:
+    """A digest of the code that runs: SHA-256 over the project's Python sources (path and
+    bytes, in order), 12 hex digits; a run records it (``_code``) so that a summary can tell
+    runs of different code apart, with or without git."""
+    if not _CODE:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for pkg in ("p2pcore", "p2pnode", "p2plab", "peer_sampling", "protocols", "adversary", "learning"):
+            for path in sorted((root / pkg).rglob("*.py")):
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+        _CODE.append(h.hexdigest()[:12])
+    return _CODE[0]

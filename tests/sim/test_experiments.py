@@ -509,3 +509,49 @@ def test_a_prme_runs_estimate_holds_no_optimizer_moments() -> None:
     prme = fanout.run_bytes(RunConfig(nodes=100, rounds=5), fanout.Footprint(model, copies=1)) / 2**30
     assert 2.17 <= prme <= 2.17 * 1.1
     assert fanout.run_bytes(RunConfig(nodes=100, rounds=5), fanout.Footprint(model)) / 2**30 > 2 * prme
+
+
+def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path: Path) -> None:
+    """``p2pnode experiment summary DIR`` (issue #33): per row and column with a paper number, the
+    paper's value, ours over seeds, the difference, the reading and code the runs ran under; a
+    difference above 5 points is explained where the row names a finding."""
+    from p2plab.cli import main as lab_main
+    from p2plab.experiment_summary import render, summarize
+
+    import re
+
+    text = re.sub(r"(?m)^finding = .*\n", "", (ex.EXPERIMENTS_DIR / "table4.toml").read_text())
+    mine = tmp_path / "mine.toml"
+    mine.write_text(text.replace('paper = { max_aac = 24.8, best10 = 40 }',
+                                 'paper = { max_aac = 24.8, best10 = 40 }\nfinding = "6"', 1))  # fmt: skip
+    exp = ex.load(str(mine))
+    assert exp.rows[0].finding == "6" and exp.rows[1].finding == ""
+    small = dataclasses.replace(exp, rows=exp.rows[:2])
+    ex.run_experiment(small, tmp_path / "results" / "mine", TINY, seeds=[0, 1])
+    lines = summarize(tmp_path / "results")
+    assert [(ln.row, ln.column) for ln in lines] == [
+        ("5% colluders", "Max AAC"),
+        ("5% colluders", "Best-10% AAC"),
+        ("10% colluders", "Max AAC"),
+        ("10% colluders", "Best-10% AAC"),
+    ]
+    doc = json.loads((tmp_path / "results" / "mine" / "results.json").read_text())
+    cell = doc["rows"][0]["cells"]["max_aac"]
+    first = lines[0]
+    assert first.paper == 24.8 and first.seeds == 2 and first.mean == pytest.approx(cell["mean"])
+    assert first.difference == pytest.approx(abs(100 * cell["mean"] - 24.8))
+    assert first.reading == "debiased, forwarding, fused"  # today's defaults
+    assert first.code == ex.code_digest() and len(first.code) == 12
+    for ln in lines:  # 24 nodes, 2 rounds: far from the paper; the first row names its finding
+        expected = (
+            "within 5 points"
+            if ln.difference <= 5
+            else ("differs, explained (finding 6)" if ln.row == "5% colluders" else "differs, unexplained")
+        )
+        assert ln.status == expected
+    out = render(lines)
+    mean = sum(ln.difference for ln in lines) / 4
+    assert f"Mean absolute difference over 4 figures with a paper number: {mean:.1f} points." in out
+    assert out.count("| mine | ") == 4
+    assert lab_main(["experiment", "summary", str(tmp_path / "results")]) == 0
+    assert lab_main(["experiment", "table4", str(tmp_path)]) == 2  # a folder is only for summary
