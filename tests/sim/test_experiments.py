@@ -515,10 +515,10 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     """``p2pnode experiment summary DIR`` (issue #33): per row and column with a paper number, the
     paper's value, ours over seeds, the difference, the reading and code the runs ran under; a
     difference above 5 points is explained where the row names a finding."""
+    import re
+
     from p2plab.cli import main as lab_main
     from p2plab.experiment_summary import render, summarize
-
-    import re
 
     text = re.sub(r"(?m)^finding = .*\n", "", (ex.EXPERIMENTS_DIR / "table4.toml").read_text())
     mine = tmp_path / "mine.toml"
