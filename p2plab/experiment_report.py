@@ -98,14 +98,14 @@ def write_report(
 def _changed_note(overrides: Mapping[str, Any]) -> str:
     """The plots' line under the title when the runs are not the file's setting: what changed,
     and that the title and the paper's bars describe the file's setting."""
+    if not overrides:
+        return ""
     flat: list[str] = []
     for key, value in overrides.items():
         if isinstance(value, Mapping):
             flat += [f"{key}.{k}={v}" for k, v in value.items()]
         elif key not in ("nodes", "rounds"):  # the line above names them already
             flat.append(f"{key}={Path(value).name if key == 'dataset' else value}")
-    if not overrides:
-        return ""
     changed = f"changed: {', '.join(flat)}; " if flat else ""
     return f"\n{changed}title and paper bars: the file's setting, not these runs'"
 

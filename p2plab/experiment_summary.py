@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from p2plab.experiment_spec import Experiment, load, plan_of, run_key
+from p2plab.experiment_spec import Experiment, load, plan_of, run_key, stored_runs
+from p2pnode.config import ConfigError
 
 #: a row within this many points (or units) of the paper counts as reproduced
 CLOSE = 5.0
@@ -108,7 +109,7 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
 def _experiment(name: str) -> Experiment | None:
     try:
         return load(name)
-    except Exception:  # a renamed or removed experiment file: its report still counts
+    except ConfigError:  # a renamed, removed or custom experiment file: its report still counts
         return None
 
 
@@ -123,12 +124,13 @@ def _runs_by_row(
     if exp is not None:
         try:
             plan = plan_of(exp, [int(s) for s in doc.get("seeds", [])], doc.get("overrides") or {})
-        except Exception:  # overrides an older file does not take: fall back to the labels
+        except ConfigError:  # overrides an older file does not take: fall back to the labels
             plan = []
+        stored, _ = stored_runs(plan, runs_dir, mode)  # today's keys, and older runs matched to them
         for row, _seed, config in plan:
-            path = runs_dir / f"{mode}-{run_key(config)}.json"
-            if path.is_file():
-                by_row.setdefault(row.label, []).append(json.loads(path.read_text()))
+            run = stored.get(run_key(config))
+            if run is not None:
+                by_row.setdefault(row.label, []).append(run)
     if not by_row and runs_dir.is_dir():
         for path in sorted(runs_dir.glob(f"{mode}-*.json")):
             try:

@@ -21,12 +21,18 @@ def save_figure(fig: Any, path: Path) -> str:
     """
     import matplotlib.pyplot as plt
 
-    for ax in fig.axes:
-        title = ax.title
-        chars = wrap_width(fig.get_figwidth(), title.get_fontsize())
-        lines = [textwrap.fill(line, chars) for line in title.get_text().split("\n")]
-        title.set_text("\n".join(lines))
+    wrap_titles(fig)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path.name
+
+
+def wrap_titles(fig: Any) -> None:
+    """Wrap each axes title onto as many lines as its share of the figure's width needs."""
+    for ax in fig.axes:
+        title = ax.title
+        width = fig.get_figwidth() / max(1, len(fig.axes))  # axes side by side share the width
+        chars = wrap_width(width, title.get_fontsize())
+        lines = [textwrap.fill(line, chars) for line in title.get_text().split("\n")]
+        title.set_text("\n".join(lines))

@@ -103,7 +103,7 @@ async def launch(
 ) -> dict[str, Any]:
     """Start the cluster, wait for it, return the aggregated summary. ``on_round(round, latest)``:
     called as the processes report each round (a progress bar's hook; ``latest`` holds the
-    network's utility under the metric's key and ``cia_aac`` when adversaries attack).
+    network's utility under the metric's key and ``cia.aac`` when adversaries attack).
 
     The processes authenticate each other with ``key_file``, or with a fresh keyring written
     (mode 0600) into the work directory, together with a fresh cluster authority that the keyring
@@ -379,9 +379,9 @@ async def _watch(
             cia = [s["cia"]["aac"] for s in statuses if s.get("cia")]
             hr = sum(hits) / len(hits) if hits else 0.0
             if on_round is not None:
-                latest: dict[str, Any] = {metric_for(config).key: hr}
+                latest: dict[str, Any] = {metric_for(config).key: hr}  # the simulator's evaluation keys
                 if cia:
-                    latest["cia_aac"] = sum(cia) / len(cia)
+                    latest["cia"] = {"aac": sum(cia) / len(cia)}
                 on_round(rnd, latest)
             if progress is None:
                 continue

@@ -160,8 +160,7 @@ class _Bar:
         post = {}
         if self.metric.key in latest:
             post[self.metric.label] = f"{latest[self.metric.key]:.3f}"
-        cia = latest.get("cia")
-        aac = cia.get("aac") if isinstance(cia, dict) else latest.get("cia_aac")
+        aac = (latest.get("cia") or {}).get("aac")
         if aac is not None:
             post["CIA AAC"] = f"{aac:.3f}"
         if post:
@@ -222,27 +221,24 @@ class Result(dict[str, Any]):
     def plot(self) -> Any:
         """The report's figures (utility per round; the CIA's accuracy and bounds; nodes online
         under churn) side by side in one matplotlib Figure, which Jupyter shows inline."""
-        from p2plab.figures import wrap_width
+        from p2plab.figures import wrap_titles
         from p2plab.run_report import panels, run_size
 
         config = self.config
-        history = [h for h in self.get("history", []) if _key(config) in h]
-        drawn = panels(self, history, config, run_size(self, config))
+        drawn = panels(self, config, run_size(self, config))
         if not drawn:
             raise ConfigError("nothing to plot: the run evaluated no round")
         fig = _figure_class()(figsize=(5.2 * len(drawn), 4.0), layout="constrained")
-        axes = fig.subplots(1, len(drawn), squeeze=False)[0]
-        for ax, (_, draw) in zip(axes, drawn, strict=True):
+        for ax, (_, draw) in zip(fig.subplots(1, len(drawn), squeeze=False)[0], drawn, strict=True):
             draw(ax)
-            chars = wrap_width(5.2, ax.title.get_fontsize())
-            ax.title.set_text("\n".join(_wrap(line, chars) for line in ax.title.get_text().split("\n")))
+        wrap_titles(fig)
         return fig
 
     def __repr__(self) -> str:
-        from p2pnode.report import summary
+        from p2pnode.report import metric_for, summary
 
         try:
-            return f"<p2pnode result>\n{summary(self, _metric(self.config))}"
+            return f"<p2pnode result>\n{summary(self, metric_for(self.config))}"
         except (KeyError, ConfigError, TypeError):
             return dict.__repr__(self)
 
@@ -261,22 +257,6 @@ def _figure_class() -> type:
             return buf.getvalue()
 
     return ReportFigure
-
-
-def _key(config: RunConfig) -> str:
-    return str(_metric(config).key)
-
-
-def _metric(config: RunConfig) -> Any:
-    from p2pnode.report import metric_for
-
-    return metric_for(config)
-
-
-def _wrap(line: str, chars: int) -> str:
-    import textwrap
-
-    return textwrap.fill(line, chars)
 
 
 def _pandas() -> Any:

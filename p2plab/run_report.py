@@ -10,7 +10,7 @@ and ``churn.png`` (nodes online, when nodes came and went).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,8 @@ def report_run(folder: Path) -> list[str]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a run summary ({exc})") from None
     metric = metric_for(config)
-    history = [h for h in result.get("history", []) if metric.key in h]
     size = run_size(result, config)
-    written = _plots(folder, result, history, config, size)
+    written = _plots(folder, result, config, size)
     lines = [
         f"# {config.protocol} over {config.sampling}, {config.model}: {size}",
         "",
@@ -77,16 +76,14 @@ def _changed(config: RunConfig) -> dict[str, Any]:
     return out
 
 
-def _plots(
-    folder: Path, result: dict[str, Any], history: list[dict[str, Any]], config: RunConfig, size: str
-) -> list[str]:
+def _plots(folder: Path, result: dict[str, Any], config: RunConfig, size: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     written: list[str] = []
-    for name, draw in panels(result, history, config, size):
+    for name, draw in panels(result, config, size):
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
         draw(ax)
         written.append(save_figure(fig, folder / name))
@@ -96,9 +93,7 @@ def _plots(
 Draw = Callable[[Any], None]
 
 
-def panels(
-    result: Mapping[str, Any], history: Sequence[Mapping[str, Any]], config: RunConfig, size: str
-) -> list[tuple[str, Draw]]:
+def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tuple[str, Draw]]:
     """The run's figures, each as its file name and a function that draws it on a matplotlib
     axes: utility per round (always, when evaluated), the CIA's accuracy and bounds (when
     adversaries attacked), nodes online (under churn). The report writes each to its own file;
@@ -107,6 +102,7 @@ def panels(
 
     metric = metric_for(config)
     out: list[tuple[str, Draw]] = []
+    history = [h for h in result.get("history", []) if metric.key in h]  # the evaluated rounds
     rounds = [h["round"] for h in history]
 
     def utility(ax: Any) -> None:
