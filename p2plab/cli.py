@@ -54,6 +54,12 @@ def _experiment_flags(exp: argparse.ArgumentParser) -> None:
         help="summary: the folder of finished experiments (default results)",
     )
     exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
+    exp.add_argument(
+        "--write",
+        type=Path,
+        metavar="FILE",
+        help="summary: put it into FILE's summary block (experiments/REPRODUCTION.md) instead of printing it",
+    )
     exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
     exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
     exp.add_argument("--rounds", type=int, help="override the number of rounds")
@@ -178,15 +184,22 @@ def _experiment(args: argparse.Namespace) -> int:
             print(f"{name:20s} {ex.load(name).title}")
         return 0
     if args.name == "summary":
-        from p2plab.experiment_summary import render, summarize
+        from p2plab.experiment_summary import render, summarize, write_into
 
         folder = args.folder or args.out or Path("results")
         if not folder.is_dir():
             raise ConfigError(f"{folder}: no such folder (the experiments' --out parent, default results)")
-        print(render(summarize(folder)), end="", flush=True)
+        text = render(summarize(folder))
+        if args.write is not None:
+            write_into(args.write, text)
+            print(f"summary of {folder} written into {args.write}", file=sys.stderr)
+        else:
+            print(text, end="", flush=True)
         return 0
     if args.folder is not None:
         raise ConfigError(f"experiment {args.name}: a second argument ({args.folder}) is only for summary")
+    if args.write is not None:
+        raise ConfigError("--write is only for summary")
     folder = Path(args.name)
     if folder.is_dir() and run_file(folder) is not None:  # one finished simulate/launch run
         if not args.report_only:

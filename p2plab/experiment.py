@@ -171,6 +171,7 @@ def run_experiment(
     t_all = time.perf_counter()
     overrides = dict(overrides or {})
     seeds = tuple(seeds) if seeds is not None else exp.seeds
+    code = code_digest()  # now, before any run: the sources may be edited while the runs go on
     if report_only:
         return report_finished(exp, out, overrides, seeds, mode, command, progress)
     runs_dir = out / "runs"
@@ -187,7 +188,7 @@ def run_experiment(
         summary["_row"] = row.label
         summary["_seed"] = seed
         summary["_seconds"] = round(seconds, 1)  #: the run's own time (bench.reproduction_time reads it)
-        summary["_code"] = code_digest()  #: the code that ran it (p2plab/experiment_summary.py)
+        summary["_code"] = code  #: the code that ran it (p2plab/experiment_summary.py)
         write_text(path, json.dumps(summary))
         results[key] = summary
         done += 1

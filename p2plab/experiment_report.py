@@ -25,6 +25,7 @@ from p2plab.experiment_spec import (
     lookup_at_max,
     lookup_list,
     plan_of,
+    reading_of,
     run_key,
     stored_runs,
 )
@@ -78,6 +79,7 @@ def write_report(
         "mode": mode,
         "seeds": list(seeds),
         "overrides": dict(overrides),
+        "probe": exp.probe,
         "command": command.replace(" --report-only", "") if report_only else command,
         "report_only": report_only,
         "seconds": time.perf_counter() - started,
@@ -150,6 +152,9 @@ def aggregate(
         }
         if row.finding:
             entry["finding"] = row.finding  # what explains its difference (experiment_summary)
+        if runs:  # how the runs were obtained and by which code (experiment_summary reads both)
+            entry["reading"] = reading_of([s.get("config") or {} for s in runs])
+            entry["code"] = sorted({str(s.get("_code", "?")) for s in runs})
         if exp.curve_x and exp.curve_y:
             entry["curve"] = _mean_curve(runs, exp.curve_x, exp.curve_y)
         table.append(entry)

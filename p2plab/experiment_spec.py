@@ -89,6 +89,9 @@ class Experiment:
     curve_y: str = ""  #: ... and on the y axis (same length), e.g. "mia.accuracy"
     curve_labels: tuple[str, str] = ("", "")
     mixing: MixingSpec | None = None
+    #: its rows test readings or settings beside the paper's tables (``probe = true`` in the file):
+    #: the summary lists them apart and leaves them out of its means (p2plab/experiment_summary.py)
+    probe: bool = False
 
     def config(self, row: Row, seed: int, overrides: Mapping[str, Any]) -> RunConfig:
         raw = _merge(_merge(self.base, row.changes), dict(overrides))
@@ -178,6 +181,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             curve_x=raw.get("curve", {}).get("x", ""),
             curve_y=raw.get("curve", {}).get("y", ""),
             curve_labels=(raw.get("curve", {}).get("x_label", ""), raw.get("curve", {}).get("y_label", "")),
+            probe=bool(raw.get("probe", False)),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
@@ -360,6 +364,30 @@ def _with_legacy_defaults(stored: Any) -> Any:
         if isinstance(sub, dict):
             out[section] = {**values, **sub}
     return out
+
+
+def reading_of(configs: Sequence[Mapping[str, Any]]) -> str:
+    """The settings that decide how a row's numbers were obtained, from its runs' recorded
+    configurations: eq. 4's reading (where the CIA ran with momentum), what colluders send (where
+    there are colluders), the fictive user, the GMF backend. Runs recorded before a setting
+    existed ran under its old default (``first``, ``numpy``)."""
+    found = set()
+    for c in configs:
+        attack, learning = c.get("attack", {}), c.get("learning", {})
+        parts = []
+        if attack.get("kind") == "cia":
+            if attack.get("momentum", 0):
+                parts.append(str(attack.get("momentum_estimator", "first")))  # before the setting: first
+            else:
+                parts.append("β = 0")
+            if attack.get("colluders"):
+                parts.append("multicast v_u" if attack.get("multicast") == "v" else "forwarding")
+            if attack.get("fictive_user"):
+                parts.append("fictive user")
+        if c.get("model", "gmf") == "gmf":
+            parts.append(str(learning.get("backend", "numpy")))  # before the setting: numpy
+        found.add(", ".join(parts) or "–")
+    return " / ".join(sorted(found)) or "?"
 
 
 def plan_of(exp: Experiment, seeds: Sequence[int], overrides: Mapping[str, Any]) -> Plan:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -517,6 +518,7 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     difference above 5 points is explained where the row names a finding."""
     import re
 
+    from p2plab import experiment_summary
     from p2plab.cli import main as lab_main
     from p2plab.experiment_summary import render, summarize
 
@@ -549,9 +551,32 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
             else ("differs, explained (finding 6)" if ln.row == "5% colluders" else "differs, unexplained")
         )
         assert ln.status == expected
-    out = render(lines)
+    # the report records each row's reading and code, so a report copied without its runs (as
+    # experiments/reports/ holds them) still says how its rows were obtained
+    assert doc["rows"][0]["reading"] == first.reading and doc["rows"][0]["code"] == [first.code]
+    shutil.rmtree(tmp_path / "results" / "mine" / "runs")
+    assert summarize(tmp_path / "results") == lines
+    # runs at another size are a probe: listed, left out of the means
+    assert {ln.group for ln in lines} == {"probe"} and "Mean absolute" not in render(lines)
+    out = render([dataclasses.replace(ln, group="table") for ln in lines])
     mean = sum(ln.difference for ln in lines) / 4
     assert f"Mean absolute difference over 4 figures with a paper number: {mean:.1f} points." in out
     assert out.count("| mine | ") == 4
+    # which part a report belongs to: the file's setting, the same on a data file, or a probe
+    group = experiment_summary._group
+    assert group({"overrides": {}}, exp) == "table"
+    assert group({"overrides": {"dataset": "gowalla.txt", "nodes": 718}}, exp) == "data set"
+    assert group({"overrides": {"dataset": "g.txt", "attack": {"fictive_user": True}}}, exp) == "probe"
+    assert group({"overrides": {}, "mode": "real"}, exp) == "probe"
+    assert group({"overrides": {}}, ex.load("fl-probes")) == "probe"
+    # REPRODUCTION.md's block is replaced in place, and only a well-formed block is
+    target = tmp_path / "REPRODUCTION.md"
+    target.write_text(f"# head\n{experiment_summary.BEGIN}\nold table\n{experiment_summary.END}\ntail\n")
+    assert lab_main(["experiment", "summary", str(tmp_path / "results"), "--write", str(target)]) == 0
+    written = target.read_text()
+    assert "old table" not in written and render(lines) in written and written.endswith("tail\n")
+    target.write_text("# no block\n")
+    assert lab_main(["experiment", "summary", str(tmp_path / "results"), "--write", str(target)]) == 2
+    assert target.read_text() == "# no block\n"
     assert lab_main(["experiment", "summary", str(tmp_path / "results")]) == 0
     assert lab_main(["experiment", "table4", str(tmp_path)]) == 2  # a folder is only for summary
