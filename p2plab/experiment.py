@@ -206,13 +206,21 @@ def run_experiment(
         for key, summary, seconds in run_on_ray(tasks, ray_address, workers or None, footprint):
             finished(key, summary, seconds)
     elif workers > 1 and len(pending) > 1:
-        from p2plab.fanout import check_memory, run_parallel
+        from p2plab.fanout import check_memory, fits_at_once, run_parallel
 
         configs = [c for _r, _s, c, _p in pending.values()]
-        check_memory(configs, workers, footprint)
+        needs, budget = check_memory(configs, workers, footprint)
         if progress:
-            progress(f"{len(pending)} runs in {min(workers, len(pending))} worker processes")
-        for key, summary, seconds in run_parallel([(k, v[2]) for k, v in pending.items()], workers):
+            at_once = min(workers, len(pending))
+            said = f"{len(pending)} runs in {at_once} worker processes"
+            if fits_at_once(needs, at_once, budget) < at_once and budget is not None:
+                said += (
+                    f"; {at_once} of the largest ({max(needs) / 2**30:.1f} GiB each) do not fit in the "
+                    f"{budget / 2**30:.1f} GiB free: a run starts only where it fits beside those under way"
+                )
+            progress(said)
+        tasks = [(k, v[2]) for k, v in pending.items()]
+        for key, summary, seconds in run_parallel(tasks, workers, needs, budget):
             finished(key, summary, seconds)
     else:
         if runner is simulator and pending:

@@ -7,12 +7,14 @@ interrupted experiment resumes from the files). The simulator is deterministic g
 configuration and its code, so the results are the ones a sequential run gives.
 
 Memory is checked before anything starts (an OOM kill halfway through loses every run under way).
-On this machine, ``workers`` runs of the largest configuration must fit in free memory, or the
-experiment is refused with the number of workers that would fit. On Ray, every run reserves its
-expected memory as Ray's ``memory`` resource, so the scheduler never places more runs on a
-machine than it offers; a run larger than every machine is refused before anything is submitted.
-Every Ray run also reports a digest of the code and libraries it ran with (:func:`code_digest`):
-a machine that runs different code is named, and its result is not written.
+On this machine, a run that alone does not fit in free memory is refused. Otherwise at most
+``workers`` runs go at once, and a run starts only when its estimate fits beside those under way
+(:func:`next_fitting`): two PRME runs that do not fit together run one after the other, each
+beside a smaller GMF run where there is one, instead of the experiment being refused. On Ray,
+every run reserves its expected memory as Ray's ``memory`` resource, so the scheduler never
+places more runs on a machine than it offers; a run larger than every machine is refused before
+anything is submitted. Every Ray run also reports a digest of the code and libraries it ran with
+(:func:`code_digest`): a machine that runs different code is named, and its result is not written.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import multiprocessing
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -35,28 +37,42 @@ __all__ = ["BASE_BYTES", "NODE_BYTES", "Footprint", "available_bytes", "check_me
 
 def check_memory(
     configs: Sequence[RunConfig], workers: int, footprint: Callable[[RunConfig], Footprint]
-) -> None:
-    """Refuse ``workers`` parallel runs of ``configs`` that would not fit in free memory: as many
-    runs as the largest needs (a POI run of fewer nodes can outweigh an ML-100k run of more). One
-    run at a time is refused too when the largest alone does not fit: better said before it starts
-    than an OOM kill halfway through, or a machine brought down."""
-    if not configs:
-        return
-    needs = [(run_bytes(c, footprint(c)), c) for c in configs]
-    need, largest = max(needs, key=lambda nc: nc[0])
+) -> tuple[list[int], int | None]:
+    """The estimated bytes of each of ``configs`` and the free memory they share (None where it
+    cannot be read). Refuses (ConfigError) when the largest run alone does not fit: better said
+    before it starts than an OOM kill halfway through, or a machine brought down. ``workers``
+    runs that do not fit together are not refused: :func:`run_parallel` starts each one only
+    where it fits beside those under way."""
+    needs = [run_bytes(c, footprint(c)) for c in configs]
     free = available_bytes()
-    if free is None:
-        return
+    if not configs or free is None:
+        return needs, free
+    need, largest = max(zip(needs, configs, strict=True), key=lambda nc: nc[0])
     if need > free:
         raise ConfigError(too_big(largest, need, free) + " (--ray)")
-    parallel = min(max(workers, 1), len(configs))
-    if parallel * need > free:
-        fits = max(1, free // need)
-        raise ConfigError(
-            f"--workers {workers}: {parallel} runs of {largest.nodes} nodes need about "
-            f"{parallel * need / 2**30:.1f} GiB and {free / 2**30:.1f} GiB is free; "
-            f"use --workers {fits} or fewer"
-        )
+    return needs, free
+
+
+def fits_at_once(needs: Sequence[int], workers: int, budget: int | None) -> int:
+    """How many of the largest runs fit at once (at most ``workers``): what a user is told."""
+    if budget is None or not needs:
+        return workers
+    return max(1, min(workers, budget // max(max(needs), 1)))
+
+
+def next_fitting(
+    pending: Sequence[int], running: Sequence[int], workers: int, budget: int | None
+) -> int | None:
+    """Which of the ``pending`` runs (their estimated bytes, in plan order) to start next beside
+    the ``running`` ones: the first that fits in ``budget`` beside them, or None (wait for one to
+    end). With nothing running the first always starts (check_memory refused any run that alone
+    does not fit), so the runs always finish."""
+    if not pending or len(running) >= workers:
+        return None
+    if not running or budget is None:
+        return 0
+    room = budget - sum(running)
+    return next((i for i, need in enumerate(pending) if need <= room), None)
 
 
 #: the packages a simulation executes, whose code must match across the machines of a cluster
@@ -94,16 +110,29 @@ def _simulate(config: RunConfig) -> tuple[dict[str, Any], float]:
 
 
 def run_parallel(
-    tasks: Sequence[tuple[str, RunConfig]], workers: int
+    tasks: Sequence[tuple[str, RunConfig]],
+    workers: int,
+    needs: Sequence[int] | None = None,
+    budget: int | None = None,
 ) -> Iterator[tuple[str, dict[str, Any], float]]:
     """Run every (key, config) in ``workers`` processes; yields (key, summary, seconds of the run)
-    as each run ends (in the order they end)."""
+    as each run ends (in the order they end). ``needs`` (estimated bytes per task) and ``budget``
+    (the free memory): a run starts only where it fits beside those under way (:func:`next_fitting`)."""
     context = multiprocessing.get_context("spawn")  # torch and forked threads do not mix
+    pending = list(zip(tasks, needs if needs is not None else [0] * len(tasks), strict=True))
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        started = {pool.submit(_simulate, config): key for key, config in tasks}
-        for future in as_completed(started):
-            summary, seconds = future.result()
-            yield started[future], summary, seconds
+        running: dict[Future[tuple[dict[str, Any], float]], tuple[str, int]] = {}
+        while pending or running:
+            while (
+                i := next_fitting([n for _, n in pending], [n for _, n in running.values()], workers, budget)
+            ) is not None:
+                (key, config), need = pending.pop(i)
+                running[pool.submit(_simulate, config)] = (key, need)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                key, _need = running.pop(future)
+                summary, seconds = future.result()
+                yield key, summary, seconds
 
 
 def _simulate_on_ray(config: RunConfig) -> tuple[dict[str, Any], float, str, str]:

@@ -77,14 +77,64 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
 
 
-def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """``MemAvailable`` of this machine (None where it cannot be read)."""
+def available_bytes(
+    meminfo: Path = Path("/proc/meminfo"),
+    cgroup: Path = Path("/proc/self/cgroup"),
+    sysfs: Path = Path("/sys/fs/cgroup"),
+) -> int | None:
+    """The memory a run started from this process can take: the machine's ``MemAvailable``, or
+    less where this process's memory cgroup (a container, a systemd slice) has a limit with less
+    room left under it (None where neither can be read)."""
+    free = _meminfo_available(meminfo)
+    room = cgroup_room(cgroup, sysfs)
+    if room is None:
+        return free
+    return room if free is None else min(free, room)
+
+
+def _meminfo_available(meminfo: Path) -> int | None:
     try:
         for line in meminfo.read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
+    return None
+
+
+def cgroup_room(cgroup: Path = Path("/proc/self/cgroup"), sysfs: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Bytes left under the memory limit of this process's cgroup (v2 ``memory.max``, or v1
+    ``memory.limit_in_bytes``), counting reclaimable page cache (``inactive_file``) as room; None
+    where the process is in no limited memory cgroup or the files cannot be read."""
+    try:
+        lines = cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":  # v2: one unified hierarchy
+            files = ("memory.max", "memory.current", "inactive_file")
+            folder = sysfs / path.lstrip("/")
+        elif "memory" in controllers.split(","):  # v1: the memory controller's own hierarchy
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            folder = sysfs / "memory" / path.lstrip("/")
+        else:
+            continue
+        try:
+            limit_text = (folder / files[0]).read_text().strip()
+            if limit_text == "max":
+                continue
+            limit, usage = int(limit_text), int((folder / files[1]).read_text())
+            stat = dict(ln.split() for ln in (folder / "memory.stat").read_text().splitlines() if " " in ln)
+            cache = int(stat.get(files[2], 0))
+        except (OSError, ValueError):
+            continue
+        if limit >= 1 << 60:  # v1's "no limit" is a huge page-rounded number
+            continue
+        return max(limit - usage + cache, 0)
     return None
 
 

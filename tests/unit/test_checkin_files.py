@@ -310,3 +310,42 @@ def test_a_run_estimated_not_to_fit_is_refused_before_it_is_built_unless_told_to
         "p2pnode: error: a run of 30 nodes (fedavg, dataset_TSMC2014_NYC.txt) in 2 processes needs about"
     )
     assert "run fewer --processes, fewer --nodes" in err
+
+
+def test_free_memory_is_what_the_processs_cgroup_leaves_where_it_has_a_limit(tmp_path: Path) -> None:
+    """In a container or a systemd slice with a memory limit, /proc/meminfo shows the host's
+    memory: the check takes the room left under the cgroup's limit (reclaimable page cache
+    counted as room), so a run that the limit would OOM-kill is refused instead."""
+    from p2pnode.footprint import available_bytes, cgroup_room
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 25000000 kB\nMemAvailable:   20000000 kB\n")
+    host = 20_000_000 * 1024
+    # cgroup v2: one unified hierarchy, limit 8 GiB, 3 GiB used of which 1 GiB inactive page cache
+    v2 = tmp_path / "v2"
+    (v2 / "box").mkdir(parents=True)
+    (v2 / "box" / "memory.max").write_text(f"{8 << 30}\n")
+    (v2 / "box" / "memory.current").write_text(f"{3 << 30}\n")
+    (v2 / "box" / "memory.stat").write_text(f"anon {2 << 30}\ninactive_file {1 << 30}\n")
+    own = tmp_path / "cgroup"
+    own.write_text("0::/box\n")
+    assert cgroup_room(own, v2) == 6 << 30
+    assert available_bytes(meminfo, own, v2) == 6 << 30
+    (v2 / "box" / "memory.max").write_text("max\n")  # no limit: the machine's figure
+    assert cgroup_room(own, v2) is None and available_bytes(meminfo, own, v2) == host
+    # cgroup v1: the memory controller's hierarchy; a limit above the host's memory changes nothing
+    v1 = tmp_path / "v1"
+    (v1 / "memory" / "slice").mkdir(parents=True)
+    (v1 / "memory" / "slice" / "memory.limit_in_bytes").write_text(f"{4 << 30}\n")
+    (v1 / "memory" / "slice" / "memory.usage_in_bytes").write_text(f"{5 << 30}\n")  # over: no room
+    (v1 / "memory" / "slice" / "memory.stat").write_text("cache 0\ntotal_inactive_file 0\n")
+    own.write_text("9:pids:/\n6:memory:/slice\n1:name=systemd:/\n")
+    assert cgroup_room(own, v1) == 0 and available_bytes(meminfo, own, v1) == 0
+    (v1 / "memory" / "slice" / "memory.limit_in_bytes").write_text(f"{64 << 30}\n")
+    (v1 / "memory" / "slice" / "memory.usage_in_bytes").write_text(f"{1 << 30}\n")
+    assert available_bytes(meminfo, own, v1) == host
+    (v1 / "memory" / "slice" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1 "none"
+    assert cgroup_room(own, v1) is None
+    # unreadable files: the machine's figure, or None where that is unreadable too
+    assert available_bytes(meminfo, tmp_path / "absent", v1) == host
+    assert available_bytes(tmp_path / "absent", tmp_path / "absent", v1) is None
