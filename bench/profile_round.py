@@ -2,7 +2,7 @@
 warm-up rounds, sorted by each function's own time (issue #32 asks for this profile before and
 after the simulator work).
 
-    .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base] [--attack]
+    .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base] [--model gmf|prme] [--attack]
         [--top 25]
 """
 
@@ -25,11 +25,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--protocol", default="base")
+    parser.add_argument("--model", default="gmf", choices=("gmf", "prme"))
     parser.add_argument("--attack", action="store_true", help="every node a CIA adversary (Table III)")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
     tune_allocator()
-    config = RunConfig(nodes=args.nodes, rounds=args.warmup + args.rounds, protocol=args.protocol)
+    config = RunConfig(nodes=args.nodes, rounds=args.warmup + args.rounds, protocol=args.protocol, model=args.model)
+    if args.model == "prme":
+        config = config.replace(**{"learning.prme_lr": 0.2})  # table3's PRME setting
     if args.attack:
         config = config.replace(**{"attack.kind": "cia", "attack.attackers": "all"})
     sim = Simulation(config)
