@@ -37,3 +37,40 @@ def test_the_main_job_spread_script_runs_the_readmes_own_command() -> None:
     config = config_from_args(_parser("launch").parse_args(flags), {})  # as the command takes them
     assert config.nodes == 100 and config.attack.kind == "cia" and config.attack.fictive_user
     assert script["spread"]([24.0, 38.0, 28.0]) == "30.0 ± 7.2 (24–38)"
+
+
+def test_reproduce_sh_goes_on_past_a_failed_experiment_and_ends_with_the_summary(tmp_path: Path) -> None:
+    """An unattended reproduction must not lose hours to one refusal: the other experiments run,
+    the failure is named with its exit code, the summary is printed, and the script exits 1."""
+    import os
+    import re
+    import subprocess
+
+    fake = tmp_path / "p2pnode"
+    calls = tmp_path / "calls"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$2" = "table3" ] && exit 2\nexit 0\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "P2PNODE": str(fake), "SEEDS": "0"}
+    done = subprocess.run(
+        ["bash", str(ROOT / "experiments" / "reproduce.sh"), "table2", "table3", "mixing"],
+        env=env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    ran = calls.read_text().splitlines()
+    names = ["table2", "table3", "mixing", "summary"]
+    assert [line.split()[:2] for line in ran] == [["experiment", n] for n in names]
+    assert "--seeds 0" in ran[0] and "--out results/table2" in ran[0]
+    assert re.search(r"table3 +0h00m\d\ds, FAILED \(exit 2\)", done.stdout)
+    assert "failed: table3 (rerun them: bash experiments/reproduce.sh table3)" in done.stderr
+
+
+def test_the_reproduction_time_bench_projects_what_reproduce_sh_runs() -> None:
+    """bench.reproduction_time's list is reproduce.sh's default list, in its order."""
+    import re
+
+    from bench.reproduction_time import EXPERIMENTS
+
+    text = (ROOT / "experiments" / "reproduce.sh").read_text()
+    listed = re.search(r"\n  names=\((.*?)\)", text, re.S)
+    assert listed is not None
+    assert tuple(listed.group(1).split()) == EXPERIMENTS
