@@ -2,8 +2,8 @@
 warm-up rounds, sorted by each function's own time (issue #32 asks for this profile before and
 after the simulator work).
 
-    .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base] [--model gmf|prme] [--attack]
-        [--top 25]
+    .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base]
+        [--model gmf|prme] [--attack] [--top 25]
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
     tune_allocator()
-    config = RunConfig(nodes=args.nodes, rounds=args.warmup + args.rounds, protocol=args.protocol, model=args.model)
+    rounds = args.warmup + args.rounds
+    config = RunConfig(nodes=args.nodes, rounds=rounds, protocol=args.protocol, model=args.model)
     if args.model == "prme":
         config = config.replace(**{"learning.prme_lr": 0.2})  # table3's PRME setting
     if args.attack:

@@ -84,6 +84,13 @@ def write_report(
         "report_only": report_only,
         "seconds": time.perf_counter() - started,
     }
+    if overrides.get("dataset"):  # the data file, and whether `p2pnode data synth` made it
+        from p2pnode.datasets import synthetic_origin
+
+        meta["data"] = {
+            "file": Path(str(overrides["dataset"])).name,
+            "synthetic": synthetic_origin(overrides["dataset"]),
+        }
     document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
     if other_results:  # the same configurations run the other way: report both side by side
         document["other"] = {"mode": other, "rows": aggregate(exp, plan, other_results, partial=True)}

@@ -153,10 +153,16 @@ def _group(doc: Mapping[str, Any], exp: Experiment | None) -> str:
 
 def _where(name: str, out: Path, doc: Mapping[str, Any]) -> str:
     """The experiment as the summary names it: its folder where that is not the file's name
-    (``table3-gowalla-shape``), and the data file where the runs read one of their own."""
+    (``table3-gowalla-shape``), and the data file where the runs read one of their own, said
+    synthetic where ``p2pnode data synth`` made it (the report recorded its marker)."""
     where = name if out.name == name else f"{out.name} ({name})"
     dataset = (doc.get("overrides") or {}).get("dataset")
-    return f"{where}, data {Path(str(dataset)).name}" if dataset else where
+    if not dataset:
+        return where
+    data = doc.get("data") or {}
+    synthetic = data.get("synthetic")
+    said = f", synthetic, of {synthetic.get('shape')}'s shape" if isinstance(synthetic, dict) else ""
+    return f"{where}, data {Path(str(dataset)).name}{said}"
 
 
 def _experiment(name: str) -> Experiment | None:

@@ -448,6 +448,7 @@ def _synth(args: argparse.Namespace) -> int:
     import dataclasses
 
     from learning import synthetic
+    from p2pnode import datasets
 
     cfg = dataclasses.replace(synthetic.POI_SHAPES[args.shape], seed=args.seed)
     users, venues, checkins = cfg.users, cfg.venues, cfg.checkins
@@ -470,9 +471,12 @@ def _synth(args: argparse.Namespace) -> int:
         log = synthetic.elsewhere(log, args.elsewhere, args.seed)
     lines = synthetic.POI_FORMATS[args.format](log)
     atomic.write_text(args.out, "".join(lines))
+    about = {"shape": args.shape, "seed": args.seed, "users": cfg.users, "venues": cfg.venues}
+    datasets.mark_synthetic(Path(args.out), {**about, "checkins": len(log), "format": args.format})
     print(
         f"{args.out}: {len(log):,} check-ins of {cfg.users:,} users at {cfg.venues:,} venues "
-        f"(synthetic, of {args.shape}'s shape), {args.format} format"
+        f"(synthetic, of {args.shape}'s shape), {args.format} format; "
+        f"{args.out}{datasets.SYNTHETIC_SUFFIX} says so to the reports of runs on it"
     )
     return 0
 

@@ -207,3 +207,32 @@ def describe(path: str | Path, options: TableOptions) -> list[str]:
     report = LoadReport(str(path))
     load(path, options, report)
     return report.lines()
+
+
+#: beside a file ``p2pnode data synth`` wrote: what made it (``FILE.synthetic.json``)
+SYNTHETIC_SUFFIX = ".synthetic.json"
+
+
+def mark_synthetic(path: Path, about: dict[str, object]) -> None:
+    """Say beside ``path`` that it is synthetic and what made it, with its SHA-256, so that a
+    report of runs on it can say so (a file named as the paper's data set is not the paper's)."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    atomic.write_text(Path(f"{path}{SYNTHETIC_SUFFIX}"), json.dumps({**about, "sha256": digest}, indent=1))
+
+
+def synthetic_origin(path: str | Path) -> dict[str, object] | None:
+    """What made ``path`` where ``p2pnode data synth`` wrote it (its marker, whose digest still
+    matches the file's bytes), else None: a real file, or one changed since."""
+    import hashlib
+    import json
+
+    marker = Path(f"{path}{SYNTHETIC_SUFFIX}")
+    try:
+        about = json.loads(marker.read_text())
+        same = about.get("sha256") == hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except (OSError, ValueError, AttributeError):
+        return None
+    return about if same and isinstance(about, dict) else None

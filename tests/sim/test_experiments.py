@@ -517,6 +517,33 @@ def test_an_experiment_runs_on_a_poi_file_beside_the_papers_numbers_for_it(tmp_p
     assert lab_main(["experiment", "table3", "--paper", "gowalla-nyc", "--quiet"]) == 2  # no --dataset
 
 
+def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_path: Path) -> None:
+    """A file named as the paper's data set but made by ``p2pnode data synth`` carries a marker
+    beside it (its generator and SHA-256); the report records it and the summary labels those
+    figures synthetic, and stops doing so once the file's bytes are no longer the ones marked."""
+    from p2plab.cli import main as lab_main
+    from p2plab.experiment_summary import summarize
+    from p2pnode import datasets
+
+    path = tmp_path / "dataset_TSMC2014_NYC.txt"
+    synth = ["data", "synth", "foursquare-nyc", str(path), "--users", "30", "--venues", "300"]
+    assert lab_main(synth) == 0
+    about = datasets.synthetic_origin(path)
+    assert about is not None and about["shape"] == "foursquare-nyc" and about["users"] == 30
+    argv = ["experiment", "table3", "--dataset", str(path), "--rows", "Rand-Gossip GMF", "--rounds", "2"]
+    argv += ["--seeds", "0", "--set", "attack.target_k=3", "--out", str(tmp_path / "r" / "t3"), "--quiet"]
+    assert lab_main(argv) == 0
+    doc = json.loads((tmp_path / "r" / "t3" / "results.json").read_text())
+    assert doc["data"] == {"file": path.name, "synthetic": about}
+    lines = summarize(tmp_path / "r")
+    assert lines and {ln.group for ln in lines} == {"probe"}  # 2 rounds, K = 3: not the table's setting
+    assert lines[0].experiment == (
+        "t3 (table3), data dataset_TSMC2014_NYC.txt, synthetic, of foursquare-nyc's shape"
+    )  # fmt: skip
+    path.write_text(path.read_text() + path.read_text().splitlines(keepends=True)[0])  # changed since
+    assert datasets.synthetic_origin(path) is None
+
+
 def test_a_prme_runs_estimate_holds_no_optimizer_moments() -> None:
     """PRME trains with plain SGD: a node holds its 18.4 MB model (60 dimensions, two 38,334-row
     tables) and no Adam moments. Measured: 100 Foursquare-shaped PRME nodes peak at 2.17 GiB."""
