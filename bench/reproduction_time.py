@@ -32,14 +32,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
 import heapq
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from p2plab.experiment import Experiment, load, run_key
+from p2plab.experiment import Experiment, load, plan_of, run_key, stored_runs
 from p2plab.mixing import run_mixing
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_allocator
@@ -82,11 +81,10 @@ def makespan(durations: list[float], workers: int) -> float:
 def runs_of(exp: Experiment, results: Path, probe_rounds: int) -> tuple[list[float], int, int]:
     """Seconds of every distinct run of ``exp``, in the order it runs them; how many were
     measured and how many projected."""
-    finished: dict[str, float] = {}
-    for path in (results / exp.name / "runs").glob("simulate-*.json"):
-        recorded = json.loads(path.read_text()).get("_seconds")
-        if isinstance(recorded, int | float):
-            finished[path.stem.removeprefix("simulate-")] = float(recorded)
+    stored, _ = stored_runs(plan_of(exp, exp.seeds, {}), results / exp.name / "runs", "simulate")
+    finished = {
+        k: float(r["_seconds"]) for k, r in stored.items() if isinstance(r.get("_seconds"), int | float)
+    }
     seconds: list[float] = []
     seen: set[str] = set()
     measured = projected = 0

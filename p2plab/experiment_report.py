@@ -69,7 +69,7 @@ def write_report(
     the plots and ``report.md`` into ``out``, with the runs of the other mode (simulator or real
     HTTP) beside them where ``out/runs`` has them. ``started``: ``time.perf_counter()`` at the start."""
     out.mkdir(parents=True, exist_ok=True)
-    table = aggregate(exp, plan, results, partial=report_only)
+    table = aggregate(exp, plan, results, partial=report_only, mode=mode)
     other = "real" if mode == "simulate" else "simulate"
     other_results, _ = stored_runs(plan, out / "runs", other)
     meta = {
@@ -93,7 +93,10 @@ def write_report(
         }
     document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
     if other_results:  # the same configurations run the other way: report both side by side
-        document["other"] = {"mode": other, "rows": aggregate(exp, plan, other_results, partial=True)}
+        document["other"] = {
+            "mode": other,
+            "rows": aggregate(exp, plan, other_results, partial=True, mode=other),
+        }
     write_text(out / "results.json", json.dumps(document, indent=2))
     write_csv(out / "results.csv", exp, table)
     sizes = sorted({(c.nodes, c.rounds) for _row, _seed, c in plan})
@@ -124,6 +127,7 @@ def aggregate(
     plan: Plan,
     results: Mapping[str, dict[str, Any]],
     partial: bool = False,
+    mode: str = "simulate",
 ) -> list[dict[str, Any]]:
     """Per row and column: the values over seeds, mean, spread, the paper's, ours ÷ random.
 
@@ -133,7 +137,7 @@ def aggregate(
     table = []
     for row in exp.rows:
         configs = [c for r, _, c in plan if r is row]
-        keys = [run_key(c) for c in configs]
+        keys = [run_key(c, mode) for c in configs]
         runs = [results[k] for k in keys if not partial or k in results]
         cells: dict[str, Any] = {}
         for col in exp.columns:

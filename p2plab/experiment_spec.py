@@ -284,14 +284,26 @@ UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
 }
 
 
-def run_key(config: RunConfig) -> str:
+#: settings only real processes read: the simulator's virtual clock has no tick length, and its
+#: nodes share one process whatever ``local_delivery`` says (a simulated run's key leaves them out,
+#: so that a changed default of one of them does not make every finished simulation run again)
+REAL_ONLY: dict[str, tuple[str, ...]] = {"": ("tick_seconds",), "wire": ("local_delivery",)}
+
+
+def run_key(config: RunConfig, mode: str = "simulate") -> str:
     """Runs with the same configuration (seed included) are run once and shared between rows.
 
     Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key, nor
     are the attack settings that cannot act: what colluders send where there are none, and the
-    reading of eq. 4 where there is no attack or β = 0; nor the churn settings of a run without churn.
+    reading of eq. 4 where there is no attack or β = 0; nor the churn settings of a run without
+    churn; nor, in a simulated run (``mode``), the settings only real processes read (:data:`REAL_ONLY`).
     """
     identity = config.to_dict()
+    if mode == "simulate":
+        for section, names in REAL_ONLY.items():
+            where = identity[section] if section else identity
+            for name in names:
+                where.pop(name, None)
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
     for name in UNUSED_BY_MODEL.get(config.model, ()):
@@ -327,7 +339,9 @@ def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
 
     A run recorded without a key (an older p2pnode) counts as having that key's default: its
     stored configuration is read over today's defaults and keyed again. Finished runs survive an
-    upgrade that adds settings; any recorded value that differs still makes a different run.
+    upgrade that adds settings, or one that changes how keys are made (a simulated run's file
+    named by a key that still held :data:`REAL_ONLY` settings); any recorded value that differs
+    still makes a different run.
     """
     found: dict[str, Path] = {}
     for path in sorted(runs_dir.glob(f"{mode}-*.json")):
@@ -338,7 +352,7 @@ def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
             config = from_mapping(stored, RunConfig(), source=str(path))
             if config.dataset not in ("ml-100k", "synthetic"):
                 continue  # ran on a file whose contents then are not known: not matched again
-            key = run_key(config)
+            key = run_key(config, mode)
         except (OSError, ValueError, AttributeError, ConfigError):
             continue  # unreadable or from an incompatible version: not reused
         if key in wanted:
@@ -401,12 +415,12 @@ def stored_runs(
     """The runs of ``plan`` already in ``runs_dir`` (by run key, read), and those still missing
     with the file each would be written to. Runs recorded before the configuration gained keys
     are matched to today's keys (:func:`_older_runs`)."""
-    keys = {run_key(c) for _, _, c in plan}
+    keys = {run_key(c, mode) for _, _, c in plan}
     older = _older_runs(runs_dir, mode, keys) if runs_dir.is_dir() else {}
     results: dict[str, dict[str, Any]] = {}
     missing: dict[str, tuple[Row, int, RunConfig, Path]] = {}
     for row, seed, config in plan:
-        key = run_key(config)
+        key = run_key(config, mode)
         path = runs_dir / f"{mode}-{key}.json"
         if key in results or key in missing:
             continue

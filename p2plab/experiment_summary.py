@@ -187,7 +187,7 @@ def _runs_by_row(
             plan = []
         stored, _ = stored_runs(plan, runs_dir, mode)  # today's keys, and older runs matched to them
         for row, _seed, config in plan:
-            run = stored.get(run_key(config))
+            run = stored.get(run_key(config, mode))
             if run is not None:
                 by_row.setdefault(row.label, []).append(run)
     if not by_row and runs_dir.is_dir():

@@ -247,6 +247,29 @@ def test_a_run_recorded_before_the_estimator_existed_is_a_first_reading_run(tmp_
     assert calls == ["debiased", "debiased"]  # today's default is a different run
 
 
+def test_settings_only_real_processes_read_do_not_split_simulated_runs(tmp_path: Path) -> None:
+    """The simulator reads neither ``tick_seconds`` nor ``wire.local_delivery``: a simulated run's
+    key leaves them out, a real run's keeps them; simulated runs filed under a key that still held
+    them (before this) are found again, so a changed default of either reruns nothing."""
+    base = RunConfig()
+    for change in ({"tick_seconds": 0.03}, {"wire.local_delivery": False}):
+        assert ex.run_key(base.replace(**change)) == ex.run_key(base)
+        assert ex.run_key(base.replace(**change), "real") != ex.run_key(base, "real")
+    exp = dataclasses.replace(ex.load("table2"), rows=ex.load("table2").rows[:1])
+    old_default = {**TINY, "wire": {"local_delivery": False}}
+    ex.run_experiment(exp, tmp_path, old_default, seeds=[0])
+    (f,) = sorted((tmp_path / "runs").glob("simulate-*.json"))
+    f.rename(f.with_name("simulate-" + ex.run_key(exp.config(exp.rows[0], 0, old_default), "real") + ".json"))
+    calls: list[int] = []
+
+    def counting(config: RunConfig, progress: Any = None) -> dict[str, Any]:
+        calls.append(config.seed)
+        return simulate(config)
+
+    doc = ex.run_experiment(exp, tmp_path, TINY, seeds=[0], runner=counting)
+    assert calls == [] and doc["rows"][0]["cells"]["max_aac"]["values"]  # found, reported, not rerun
+
+
 def test_attack_settings_that_cannot_act_do_not_split_runs() -> None:
     fed = RunConfig(protocol="fedavg").replace(**{"attack.kind": "cia"})
     assert ex.run_key(fed.replace(**{"attack.multicast": "v"})) == ex.run_key(fed)  # no colluders
