@@ -6,6 +6,7 @@ and in this working tree, alternating (base, here, base, here, ...) so that a bu
 both alike, and prints each revision's median and here/base.
 
     .venv/bin/python -m bench.revisions --base 74a99cc [--nodes 943] [--repeats 3] [--protocol base]
+        [--model gmf|prme] [--attack]
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from p2pnode.config import RunConfig
 from p2pnode.sim import Simulation
 import p2pnode
 assert p2pnode.__file__.startswith({root!r}), p2pnode.__file__
-sim = Simulation(RunConfig(nodes={nodes}, rounds={total}, protocol={protocol!r}))
+config = RunConfig(nodes={nodes}, rounds={total}, protocol={protocol!r}, model={model!r})
+if {model!r} == "prme":
+    config = config.replace(**{{"learning.prme_lr": 0.2}})
+if {attack!r}:
+    config = config.replace(**{{"attack.kind": "cia", "attack.attackers": "all"}})
+sim = Simulation(config)
 for _ in range({warmup}):
     sim.run_round()
 times = []
@@ -47,6 +53,8 @@ def measure(root: Path, args: argparse.Namespace) -> float:
         nodes=args.nodes,
         total=args.warmup + args.rounds,
         protocol=args.protocol,
+        model=args.model,
+        attack=args.attack,
         warmup=args.warmup,
         rounds=args.rounds,
     )
@@ -64,6 +72,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each revision, interleaved")
     ap.add_argument("--protocol", default="base")
+    ap.add_argument("--model", default="gmf", choices=("gmf", "prme"))
+    ap.add_argument("--attack", action="store_true", help="every node a CIA adversary (Table III)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="p2pnode-base-") as tmp:
         base = Path(tmp) / "tree"
@@ -81,7 +91,8 @@ def main() -> None:
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
     b, h = statistics.median(runs["base"]), statistics.median(runs["here"])
-    print(f"{args.nodes} nodes, {args.protocol}, median of {args.repeats} runs x {args.rounds} rounds")
+    said = f"{args.nodes} nodes, {args.protocol}, {args.model}{', CIA on every node' if args.attack else ''}"
+    print(f"{said}, median of {args.repeats} runs x {args.rounds} rounds")
     print(f"base {args.base}: {b:.3f} s/round  ({', '.join(f'{x:.3f}' for x in runs['base'])})")
     print(f"here:          {h:.3f} s/round  ({', '.join(f'{x:.3f}' for x in runs['here'])})")
     print(f"here / base = {h / b:.3f}")
