@@ -10,6 +10,8 @@ and the simulator's value. Run it on a quiet machine: a busy one makes rounds la
 different experiment.
 
     .venv/bin/python experiments/main_job_spread.py [--seeds 0,1,2] [--runs 5] [--out FILE.json]
+
+The README's figures come from the run kept in experiments/reports/main-job/ (its output and runs).
 """
 
 from __future__ import annotations
