@@ -5,7 +5,8 @@ the same network with every node an adversary (GMF and PRME), and FedAvg with th
 all 943 targets. Besides RSS the children count what the observers hold: v_u buffers per
 (adversary, observed user) pair. An observer's memory grows with the users it has seen, so the
 run also projects the pairs to the share of the network an adversary sees in the paper's
-Rand-Gossip runs (upper bound 81%, Table III) and to everyone.
+Rand-Gossip runs (upper bound 81%, Table III) and to everyone. Each line also prints what the
+memory check estimates for that run (p2pnode/footprint.py) and per pair, beside the measurement.
 
     .venv/bin/python -m bench.cia_memory [--nodes 943] [--rounds 20]
 """
@@ -26,6 +27,7 @@ import torch
 from adversary.node import AdversaryNode
 from p2pnode.attack import lab_for
 from p2pnode.config import RunConfig
+from p2pnode.footprint import footprint_of, run_bytes
 from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
 
@@ -69,8 +71,11 @@ def child(variant: str, nodes: int, rounds: int, factors: int) -> dict[str, Any]
             pairs += len(obs.v)
             held += sum(int(b.nbytes) for b in obs._buf.values())
             held += sum(int(s.nbytes) for s in obs.scores.values())
+    fp = footprint_of(config, sim.prep)  # what the memory check estimates, beside what was measured
     return {
         "variant": variant,
+        "estimate_mib": run_bytes(config, fp) / 2**20,
+        "estimate_per_pair": fp.observer_bytes,
         "seconds": time.perf_counter() - t0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "adversaries": adversaries,
@@ -102,15 +107,16 @@ def main() -> None:
     rss = {r["variant"]: r["peak_rss_mib"] for r in rows}
     print(f"{n} nodes, {args.rounds} rounds, GMF factors {args.factors}, PRME dim 60; one process each")
     print(
-        f"{'variant':14s} {'peak RSS MiB':>12s} {'over honest':>11s} {'pairs':>8s} "
-        f"{'observers MiB':>13s} {'kB/pair':>8s}"
+        f"{'variant':14s} {'peak RSS MiB':>12s} {'estimate MiB':>12s} {'over honest':>11s} {'pairs':>8s} "
+        f"{'observers MiB':>13s} {'kB/pair':>8s} {'estimated':>9s}"
     )
     for r in rows:
         name = BASELINE.get(r["variant"])
         over = f"{r['peak_rss_mib'] - rss[name]:11.0f}" if name else f"{'-':>11s}"
         print(
-            f"{r['variant']:14s} {r['peak_rss_mib']:12.0f} {over} "
-            f"{r['pairs']:8d} {r['observer_mib']:13.1f} {r['bytes_per_pair'] / 1e3:8.1f}"
+            f"{r['variant']:14s} {r['peak_rss_mib']:12.0f} {r['estimate_mib']:12.0f} {over} "
+            f"{r['pairs']:8d} {r['observer_mib']:13.1f} {r['bytes_per_pair'] / 1e3:8.1f} "
+            f"{r['estimate_per_pair'] / 1e3:9.1f}"
         )
     print("every node an adversary, projected (honest RSS + pairs × kB/pair):")
     for r in rows:

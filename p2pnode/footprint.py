@@ -142,6 +142,7 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     """What one run of ``config`` holds per node and per observer: its model's size, and its
     adversaries with what each keeps of a user (:func:`run_bytes` turns it into bytes)."""
     from adversary.cia import kept_rows
+    from adversary.models import attack_model
     from p2pnode.attack import plan_for
 
     model = prep.model_bytes
@@ -150,12 +151,16 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     copies = STATE_COPIES[config.model]
     if plan is None:
         return Footprint(model, in_flight=fed, copies=copies)
-    n_items = max(int(v.shape[0]) for v in prep.init.values())
     observers = [s for s in plan.adversaries.values() if not s.forwarder]
     rows = sum(kept_rows(s.targets).size for s in observers) // max(len(observers), 1)  # their mean
-    per_row = sum(v.nbytes // v.shape[0] for v in prep.init.values() if v.ndim == 2 and v.shape[0] == n_items)
-    rest = sum(v.nbytes for v in prep.init.values() if not (v.ndim == 2 and v.shape[0] == n_items))
-    kept = rows * per_row + rest + 256  # 256: the arrays' headers
+    # what an observer keeps of a model (adversary/models.py, AttackModel.keep): the target rows of
+    # the attack's item tables, and every other tensor it does not drop whole (PRME's sequential
+    # table is dropped: counting it doubled a PRME observer's estimate, 50.9 kB a user against
+    # 25.4 measured by ``python -m bench.cia_memory``)
+    attack = attack_model(config.model)
+    per_row = sum(v.nbytes // v.shape[0] for name, v in prep.init.items() if name in attack.item_tables)
+    whole = (v.nbytes for name, v in prep.init.items() if name not in (*attack.item_tables, *attack.dropped))
+    kept = rows * per_row + sum(whole) + 256  # 256: the arrays' headers
     if config.attack.mia_proxy:  # the latest observation of each user too
         kept *= 2
     partners = max((len(s.partners) for s in observers), default=0)
