@@ -143,7 +143,11 @@ def aggregate(
         for col in exp.columns:
             values = [v for v in (_value(s, exp.path(row, col), col) for s in runs) if v is not None]
             randoms = [v for v in (lookup(s, "cia.random_bound") for s in runs) if v is not None]
-            cell: dict[str, Any] = {"values": values, "paper": row.paper.get(col.key)}
+            cell: dict[str, Any] = {
+                "values": values,
+                "paper": row.paper.get(col.key),
+                "path": exp.path(row, col),
+            }
             ranking = _random_ranking(exp.path(row, col), configs)
             if ranking is not None:
                 cell["random_ranking"] = ranking
@@ -163,9 +167,10 @@ def aggregate(
         }
         if row.finding:
             entry["finding"] = row.finding  # what explains its difference (experiment_summary)
-        if runs:  # how the runs were obtained and by which code (experiment_summary reads both)
+        if runs:  # how the runs were obtained, by which code, and which they are (experiment_summary)
             entry["reading"] = reading_of([s.get("config") or {} for s in runs])
             entry["code"] = sorted({str(s.get("_code", "?")) for s in runs})
+            entry["runs"] = sorted({k for k in keys if k in results})
         if exp.curve_x and exp.curve_y:
             entry["curve"] = _mean_curve(runs, exp.curve_x, exp.curve_y)
         table.append(entry)

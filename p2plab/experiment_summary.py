@@ -67,8 +67,10 @@ class Line:
     finding: str
     #: which of the summary's parts it belongs to (:data:`GROUPS`)
     group: str = "table"
-    #: the per-seed values (another experiment's figure from the same runs has the same ones)
-    values: tuple[float, ...] = ()
+    #: what the figure is of: the value's path in a run and the runs' keys (recorded by reports
+    #: since issue #33), so that another experiment's figure from the same runs counts once;
+    #: for older reports, the figure itself
+    identity: tuple[str, ...] = ()
 
     @property
     def ours(self) -> float:
@@ -135,10 +137,16 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
                     code=code,
                     finding=str(row.get("finding") or findings.get(label, "")),
                     group=group,
-                    values=tuple(float(v) for v in cell.get("values", [])),
+                    identity=_identity(row, cell) or (str(doc.get("experiment", out.name)), label, key),
                 )
             )
     return lines
+
+
+def _identity(row: Mapping[str, Any], cell: Mapping[str, Any]) -> tuple[str, ...]:
+    """(path, run keys...) of a figure where its report recorded them, else ()."""
+    runs, path = row.get("runs"), cell.get("path")
+    return (str(path), *sorted(str(k) for k in runs)) if runs and path else ()
 
 
 def _group(doc: Mapping[str, Any], exp: Experiment | None) -> str:
@@ -237,7 +245,7 @@ def totals(lines: Sequence[Line]) -> list[str]:
     figure (Max AAC, best-10%, the bound and utility differ for different reasons)."""
     if not lines:
         return ["No finished experiment with a paper number in this folder."]
-    unique = {(ln.paper, ln.values or (ln.experiment, ln.row, ln.column)): ln for ln in lines}
+    unique = {(ln.paper, *ln.identity): ln for ln in lines}
     repeated = len(lines) - len(unique)
     lines = list(unique.values())
     mean = sum(ln.difference for ln in lines) / len(lines)

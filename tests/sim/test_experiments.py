@@ -652,6 +652,16 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     mean = sum(ln.difference for ln in lines) / 4
     assert f"Mean absolute difference over 4 figures with a paper number: {mean:.1f} points." in out
     assert out.count("| mine | ") == 4
+    # the same runs reported by a second experiment count once in the means; equal values of
+    # different runs (the two rows' bounds are both 100% here) count as two figures
+    shutil.copytree(tmp_path / "results" / "mine", tmp_path / "results" / "again")
+    both = [dataclasses.replace(ln, group="table") for ln in summarize(tmp_path / "results")]
+    assert len(both) == 8 and "over 4 figures" in render(both) and "(4 more repeat" in render(both)
+    shutil.rmtree(tmp_path / "results" / "again")
+    twins = [
+        dataclasses.replace(ln, group="table", paper=1.0, mean=0.5, identity=(ln.row, "x")) for ln in lines
+    ]
+    assert "over 2 figures" in render(twins)  # two rows, each with its own runs
     # which part a report belongs to: the file's setting, the same on a data file, or a probe
     group = experiment_summary._group
     assert group({"overrides": {}}, exp) == "table"
