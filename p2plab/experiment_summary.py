@@ -137,7 +137,7 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
                     code=code,
                     finding=str(row.get("finding") or findings.get(label, "")),
                     group=group,
-                    identity=_identity(row, cell) or (str(doc.get("experiment", out.name)), label, key),
+                    identity=_identity(row, cell) or (out.name, label, key),
                 )
             )
     return lines

@@ -657,6 +657,14 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     shutil.copytree(tmp_path / "results" / "mine", tmp_path / "results" / "again")
     both = [dataclasses.replace(ln, group="table") for ln in summarize(tmp_path / "results")]
     assert len(both) == 8 and "over 4 figures" in render(both) and "(4 more repeat" in render(both)
+    for folder in ("mine", "again"):  # reports from before run keys were recorded: each its own figure
+        doc_path = tmp_path / "results" / folder / "results.json"
+        old = json.loads(doc_path.read_text())
+        for row in old["rows"]:
+            row.pop("runs")
+        doc_path.write_text(json.dumps(old))
+    both = [dataclasses.replace(ln, group="table") for ln in summarize(tmp_path / "results")]
+    assert "over 8 figures" in render(both) and "repeat" not in render(both)
     shutil.rmtree(tmp_path / "results" / "again")
     twins = [
         dataclasses.replace(ln, group="table", paper=1.0, mean=0.5, identity=(ln.row, "x")) for ln in lines
