@@ -171,9 +171,9 @@ def run_experiment(
     t_all = time.perf_counter()
     overrides = dict(overrides or {})
     seeds = tuple(seeds) if seeds is not None else exp.seeds
-    code = code_digest()  # now, before any run: the sources may be edited while the runs go on
     if report_only:
         return report_finished(exp, out, overrides, seeds, mode, command, progress)
+    code = code_digest()  # now, before any run: the sources may be edited while the runs go on
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_of(exp, seeds, overrides)
@@ -209,7 +209,7 @@ def run_experiment(
         from p2plab.fanout import check_memory, fits_at_once, run_parallel
 
         configs = [c for _r, _s, c, _p in pending.values()]
-        needs, budget = check_memory(configs, workers, footprint)
+        needs, budget = check_memory(configs, footprint)
         if progress:
             at_once = min(workers, len(pending))
             said = f"{len(pending)} runs in {at_once} worker processes"
@@ -227,7 +227,7 @@ def run_experiment(
             from p2plab.fanout import check_memory
 
             one_per_row = {id(r): c for r, _s, c, _p in reversed(pending.values())}  # seeds alike
-            check_memory(list(one_per_row.values()), 1, footprint)
+            check_memory(list(one_per_row.values()), footprint)
         for key, (_row, _seed, config, _path) in pending.items():
             t0 = time.perf_counter()
             summary = runner(config, throttled(progress) if progress else None)

@@ -36,12 +36,12 @@ __all__ = ["BASE_BYTES", "NODE_BYTES", "Footprint", "available_bytes", "check_me
 
 
 def check_memory(
-    configs: Sequence[RunConfig], workers: int, footprint: Callable[[RunConfig], Footprint]
+    configs: Sequence[RunConfig], footprint: Callable[[RunConfig], Footprint]
 ) -> tuple[list[int], int | None]:
     """The estimated bytes of each of ``configs`` and the free memory they share (None where it
     cannot be read). Refuses (ConfigError) when the largest run alone does not fit: better said
-    before it starts than an OOM kill halfway through, or a machine brought down. ``workers``
-    runs that do not fit together are not refused: :func:`run_parallel` starts each one only
+    before it starts than an OOM kill halfway through, or a machine brought down. Runs that do
+    not fit together are not refused: :func:`run_parallel` starts each one only
     where it fits beside those under way."""
     needs = [run_bytes(c, footprint(c)) for c in configs]
     free = available_bytes()

@@ -451,7 +451,7 @@ def test_workers_start_a_run_only_where_it_fits_beside_those_under_way(
     monkeypatch.setattr(fanout, "available_bytes", lambda: 3 << 30)
     configs = [RunConfig(nodes=943)] * 4
     gmf = fanout.Footprint(215_000)
-    needs, budget = fanout.check_memory(configs, 4, lambda c: gmf)
+    needs, budget = fanout.check_memory(configs, lambda c: gmf)
     assert budget == 3 << 30 and len(set(needs)) == 1 and 2 * needs[0] <= budget < 3 * needs[0]
     assert fanout.fits_at_once(needs, 4, budget) == 2
     # one run that alone does not fit is refused before it starts, not OOM-killed halfway
@@ -459,7 +459,7 @@ def test_workers_start_a_run_only_where_it_fits_beside_those_under_way(
     every_node_observes = fanout.Footprint(215_000, adversaries=943, observer_bytes=6_900)
     alone = r"a run of 943 nodes \(base, ml-100k\) needs about 3.8 GiB and 3.0 GiB is free"
     with pytest.raises(ConfigError, match=alone):
-        fanout.check_memory(attacked, 1, lambda c: every_node_observes)
+        fanout.check_memory(attacked, lambda c: every_node_observes)
     # the schedule: first fit in plan order, never above the budget, never more than the workers
     big, small = 12, 4
     nxt = fanout.next_fitting
