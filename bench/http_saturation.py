@@ -146,6 +146,7 @@ async def main_async(args: argparse.Namespace) -> None:
         str(workdir / "k"),
         "--tick-seconds",
         "1000",
+        "--no-sender-gate",  # 300 senders at rates no honest neighbour sends at: the load, not the gate
         "--quiet",
     ]
     log = (workdir / "log").open("w")
