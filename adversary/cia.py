@@ -105,6 +105,8 @@ class CIAObserver:
         self._initial = initial  #: θ_0 (full model), for the 'init' estimator
         self._initial_flat: npt.NDArray[np.float32] | None = None
         self._refs: Array | None = None  #: e_A per target (Share less)
+        #: e_A of each flat entry's target (``_refs[_owner]``), gathered once per change of e_A
+        self._ref_rows: Array | None = None
         self.keep_last = keep_last
         self.last: dict[int, Params] = {}  #: the latest observation of u (membership inference)
         self._table: tuple[tuple[int, int], npt.NDArray[np.float32]] | None = None  #: relevance cache
@@ -139,6 +141,7 @@ class CIAObserver:
             start = None if self._refs is None else self._refs[t]
             refs.append(self.model.fit_user(params, target, rng, start))
         self._refs = np.stack(refs).astype(np.float32)
+        self._ref_rows = None
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps: every v_u (flat, with the layout), scores, e_A, counters."""
@@ -190,6 +193,7 @@ class CIAObserver:
         if set(self.counts) != set(self._buf):
             raise ValueError("checkpoint observation counts do not match its observed users")
         self._refs = None if state["refs"] is None else np.asarray(state["refs"], dtype=np.float32).copy()
+        self._ref_rows = None
         self._table = None
 
     # -- queries --------------------------------------------------------------------------------
@@ -324,7 +328,9 @@ class CIAObserver:
         if self.fictive_user:
             if self._refs is None:
                 raise RuntimeError("Share less: set_reference must train e_A before observing")
-            rel = self.model.relevance(v, self._refs[self._owner], self._flat)
+            if self._ref_rows is None:  # the FedAvg server scores ~2,000 updates a round per e_A
+                self._ref_rows = self._refs[self._owner]
+            rel = self.model.relevance(v, self._ref_rows, self._flat)
         else:  # one user for every target: score each kept row once
             rel = self.model.relevance(v, self.model.user_of(v), _ALL)
             if not self._identity:

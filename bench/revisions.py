@@ -6,7 +6,11 @@ and in this working tree, alternating (base, here, base, here, ...) so that a bu
 both alike, and prints each revision's median and here/base.
 
     .venv/bin/python -m bench.revisions --base 74a99cc [--nodes 943] [--repeats 3] [--protocol base]
-        [--model gmf|prme] [--attack]
+        [--model gmf|prme] [--attack] [--set KEY=VALUE ...]
+
+``--set`` changes the configuration as ``p2pnode experiment --set`` does (a dotted key, a TOML
+value), e.g. a FedAvg round with the CIA at the server under Share less: ``--protocol fedavg
+--set attack.kind=cia --set learning.share_less=true``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ if {model!r} == "prme":
     config = config.replace(**{{"learning.prme_lr": 0.2}})
 if {attack!r}:
     config = config.replace(**{{"attack.kind": "cia", "attack.attackers": "all"}})
+if {sets!r}:
+    config = config.replace(**{sets!r})
 sim = Simulation(config)
 for _ in range({warmup}):
     sim.run_round()
@@ -57,11 +63,28 @@ def measure(root: Path, args: argparse.Namespace) -> float:
         attack=args.attack,
         warmup=args.warmup,
         rounds=args.rounds,
+        sets=parse_sets(args.set),
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{root}: {out.stderr.strip().splitlines()[-1]}")
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def parse_sets(items: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` items as RunConfig.replace arguments (a TOML value, or a bare word)."""
+    import tomllib
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
 
 
 def main() -> None:
@@ -74,6 +97,7 @@ def main() -> None:
     ap.add_argument("--protocol", default="base")
     ap.add_argument("--model", default="gmf", choices=("gmf", "prme"))
     ap.add_argument("--attack", action="store_true", help="every node a CIA adversary (Table III)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a configuration change")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="p2pnode-base-") as tmp:
         base = Path(tmp) / "tree"
@@ -92,6 +116,8 @@ def main() -> None:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
     b, h = statistics.median(runs["base"]), statistics.median(runs["here"])
     said = f"{args.nodes} nodes, {args.protocol}, {args.model}{', CIA on every node' if args.attack else ''}"
+    if args.set:
+        said += f", {' '.join(args.set)}"
     print(f"{said}, median of {args.repeats} runs x {args.rounds} rounds")
     print(f"base {args.base}: {b:.3f} s/round  ({', '.join(f'{x:.3f}' for x in runs['base'])})")
     print(f"here:          {h:.3f} s/round  ({', '.join(f'{x:.3f}' for x in runs['here'])})")

@@ -36,6 +36,8 @@ def score(
     q = params[ITEM][items]
     if user_side.ndim == 1:  # one user: (q ⊙ p)·h = q·(p ⊙ h), one (n × d) pass
         logits = q @ (user_side * params[H]) + params[B][0]
-    else:  # one user row per item
-        logits = (q * user_side) @ params[H] + params[B][0]
+    elif isinstance(items, slice) or np.result_type(q, user_side) != q.dtype:  # one user row per item
+        logits = (q * user_side) @ params[H] + params[B][0]  # (q is a view of the table, or 16-bit)
+    else:  # q is the gather's own copy: the product in place, the same values, no temporary
+        logits = np.multiply(q, user_side, out=q) @ params[H] + params[B][0]
     return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)

@@ -77,6 +77,8 @@ CASES: dict[str, dict[str, Any]] = {
         "attack.colluder_groups": 2,
     },
     "gossip-target-init": {**_CIA, "attack.momentum_estimator": "init", "attack.target_items": "50,172,181"},
+    # the FedAvg server scores every update with each target's e_A (a many-target fictive user)
+    "fedavg-share-less": {"protocol": "fedavg", **_CIA, "learning.share_less": True},
     "fedavg-target-zero": {
         "protocol": "fedavg",
         **_CIA,

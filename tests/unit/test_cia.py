@@ -91,6 +91,49 @@ def test_share_less_scores_with_a_fictive_user_trained_on_the_target() -> None:
     assert obs.predict().users == [1]
 
 
+def test_scoring_one_user_row_per_item_is_bit_identical_and_leaves_the_model_alone() -> None:
+    rng = np.random.default_rng(3)
+    n, d = 300, 32
+    params = {
+        gmf.ITEM: rng.normal(0, 1, (n, d)).astype(np.float32),
+        gmf.H: rng.normal(0, 1, d).astype(np.float32),
+        gmf.B: np.array([0.1], np.float32),
+    }
+    before = params[gmf.ITEM].copy()
+    rows = rng.integers(0, n, 1000)
+    users = rng.normal(0, 1, (1000, d)).astype(np.float32)
+    by_formula = 1.0 / (1.0 + np.exp(-((params[gmf.ITEM][rows] * users) @ params[gmf.H] + params[gmf.B][0])))
+    got = gmf.score(params, users, rows)
+    assert got.tobytes() == np.asarray(by_formula, dtype=np.float32).tobytes()
+    np.testing.assert_array_equal(params[gmf.ITEM], before)  # the product went into the gather's copy
+    got = gmf.score(params, users[:300], slice(0, 300))  # a slice is a view: never written to
+    np.testing.assert_array_equal(params[gmf.ITEM], before)
+    half = {**params, gmf.ITEM: params[gmf.ITEM].astype(np.float16)}  # a 16-bit table, float32 users
+    want = (half[gmf.ITEM][rows] * users) @ params[gmf.H] + params[gmf.B][0]
+    got = gmf.score(half, users, rows)
+    assert got.tobytes() == np.asarray(1.0 / (1.0 + np.exp(-want)), dtype=np.float32).tobytes()
+
+
+def test_share_less_scores_with_the_e_a_of_now_after_retraining() -> None:
+    rng = np.random.default_rng(1)
+    n, d = 30, 4
+    item = rng.normal(0, 1, (n, d)).astype(np.float32)
+    ref = {gmf.ITEM: item, gmf.H: np.ones(d, np.float32), gmf.B: np.zeros(1, np.float32)}
+    obs = CIAObserver(GMFAttack(), [np.arange(4), np.arange(4, 9)], k=1, momentum=0.0, fictive_user=True)
+    obs.set_reference(ref, rng)
+    first = obs.observe(0, ref)
+    scored_first = obs.scores[0].copy()
+    moved = {**ref, gmf.ITEM: item[::-1].copy()}
+    obs.set_reference(moved, rng)  # e_A retrained: the next observation scores with the new one
+    obs.observe(1, first)
+    refs = obs._refs  # type: ignore[attr-defined]
+    assert refs is not None
+    for t, target in enumerate(obs.targets):
+        rel = gmf.score(first, np.repeat(refs[t][None], len(target), 0), np.asarray(target))
+        assert obs.scores[1][t] == pytest.approx(float(np.mean(rel.astype(np.float64))), rel=1e-6)
+    assert not np.array_equal(obs.scores[1], scored_first)
+
+
 def test_prme_attack_uses_the_preference_space_only() -> None:
     p = prme.init_params(10, 4, seed=0)
     kept = PRMEAttack().keep(p, np.array([2, 5]))
