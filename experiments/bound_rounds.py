@@ -1,10 +1,13 @@
 """At which round the adversaries' accuracy upper bound first reached the paper's, per run.
 
 The CIA's upper bound (§V-C) is the share of a target's community an adversary has heard from;
-in gossip it grows with the rounds (REPRODUCTION.md, finding 1). This reads the runs of a finished
-experiment folder (``results/table3-bound`` by default), takes each run's evaluated rounds and
-bounds (``cia.rounds``, ``cia.upper_bounds``) and prints, per run, the first evaluated round whose
-bound is at least the row's paper bound, the bound and Max AAC at that round, and the run's last.
+in gossip it grows with the rounds (REPRODUCTION.md, finding 1). This reads the finished runs of an
+experiment folder (``results/table3-bound`` by default; while the experiment is still running,
+those finished so far), takes each run's evaluated rounds and bounds (``cia.rounds``,
+``cia.upper_bounds``) and prints, per run, the first evaluated round whose bound is at least the
+row's paper bound, the bound and Max AAC at that round, and the run's last. The experiment is
+the one ``results.json`` names, or, before there is one, the folder's name (``--experiment``
+names it otherwise).
 
     .venv/bin/python experiments/bound_rounds.py [results/table3-bound]
 """
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from p2plab.experiment_spec import load
+from p2pnode.config import ConfigError
 
 
 def first_round_at(rounds: Sequence[int], bounds: Sequence[float], target: float) -> int | None:
@@ -31,9 +35,25 @@ def first_round_at(rounds: Sequence[int], bounds: Sequence[float], target: float
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", nargs="?", type=Path, default=Path("results/table3-bound"))
+    ap.add_argument(
+        "--experiment",
+        help="the experiment the runs belong to (default: results.json's, or the folder's name)",
+    )
     args = ap.parse_args(argv)
-    doc = json.loads((args.folder / "results.json").read_text())
-    exp = load(str(doc.get("experiment", args.folder.name)))
+    if not (args.folder / "runs").is_dir():
+        raise SystemExit(
+            f"{args.folder}: no runs/ folder "
+            f"(`p2pnode experiment table3-bound --out {args.folder}` makes one)"
+        )
+    name = args.experiment
+    if name is None:
+        report = args.folder / "results.json"
+        name = str(json.loads(report.read_text()).get("experiment", "")) if report.is_file() else ""
+        name = name or args.folder.name
+    try:
+        exp = load(name)
+    except ConfigError as err:
+        raise SystemExit(f"{args.folder}: {err} (give --experiment NAME)") from None
     papers = {r.label: r.paper.get("bound") for r in exp.rows}
     reached: dict[str, list[int]] = {}
     print(
