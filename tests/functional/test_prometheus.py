@@ -95,8 +95,14 @@ def test_prometheus_scrapes_every_process_and_the_dashboards_queries_run(tmp_pat
             result: list[Any] = _query(base, "p2pnode_cia_accuracy")["data"]["result"]
             return result
 
-        series = _until("a CIA accuracy series", cia_series, 40)
-        assert len(series) == 12  # --attack cia alone: every node an adversary
+        def every_cia_series() -> list[Any]:
+            # both processes' scrapes, not the first one alone: --attack cia makes every node an
+            # adversary, so 12 series (under load the second process's first scrape comes later)
+            result = cia_series()
+            return result if len(result) == 12 else []
+
+        series = _until("a CIA accuracy series of each of the 12 nodes", every_cia_series, 40)
+        assert len(series) == 12
         time.sleep(3)  # a few more scrapes, so that the rates have two points
         answered = {}
         for title, expr in queries(LOCAL_CLUSTER, rate_interval="30s"):
