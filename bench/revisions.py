@@ -72,19 +72,14 @@ def measure(root: Path, args: argparse.Namespace) -> float:
 
 
 def parse_sets(items: list[str]) -> dict[str, object]:
-    """``KEY=VALUE`` items as RunConfig.replace arguments (a TOML value, or a bare word)."""
-    import tomllib
+    """``KEY=VALUE`` items as RunConfig.replace arguments, read as ``p2pnode experiment --set``."""
+    from p2plab.cli import parse_set
+    from p2pnode.config import ConfigError
 
-    out: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key] = value
-    return out
+    try:
+        return dict(parse_set(item) for item in items)
+    except ConfigError as err:
+        raise SystemExit(str(err)) from None
 
 
 def main() -> None:

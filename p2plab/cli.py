@@ -19,6 +19,18 @@ from p2pnode import cli
 from p2pnode.config import ConfigError
 
 
+def parse_set(item: str) -> tuple[str, Any]:
+    """One ``--set KEY=VALUE``: the dotted key and its value, read as TOML (a bare word is a
+    string); raises ConfigError when it is not KEY=VALUE."""
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+    try:
+        return key, tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value
+
+
 def _launch_flags(launch: argparse.ArgumentParser) -> None:
     cli.experiment_flags(launch, real=True, network=True)
     launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
@@ -213,13 +225,7 @@ def _experiment(args: argparse.Namespace) -> int:
         return _mixing(args, exp)
     overrides: dict[str, Any] = {}
     for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            parsed = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            parsed = value  # a bare word: a string
+        key, parsed = parse_set(item)
         node = overrides
         *parents, leaf = key.split(".")
         for part in parents:
