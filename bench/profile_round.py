@@ -3,7 +3,7 @@ warm-up rounds, sorted by each function's own time (issue #32 asks for this prof
 after the simulator work).
 
     .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base]
-        [--model gmf|prme] [--attack] [--top 25]
+        [--model gmf|prme] [--attack] [--set KEY=VALUE]... [--top 25]
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--protocol", default="base")
     parser.add_argument("--model", default="gmf", choices=("gmf", "prme"))
     parser.add_argument("--attack", action="store_true", help="every node a CIA adversary (Table III)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config change, as experiments take"
+    )
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
     tune_allocator()
@@ -36,6 +39,10 @@ def main(argv: list[str] | None = None) -> None:
         config = config.replace(**{"learning.prme_lr": 0.2})  # table3's PRME setting
     if args.attack:
         config = config.replace(**{"attack.kind": "cia", "attack.attackers": "all"})
+    if args.set:
+        from bench.revisions import parse_sets
+
+        config = config.replace(**parse_sets(args.set))
     sim = Simulation(config)
     for _ in range(args.warmup):
         sim.run_round()

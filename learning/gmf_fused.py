@@ -377,10 +377,12 @@ _EXP = np.uint32(0x7F800000)  #: float32 exponent bits: all set for inf and NaN
 
 def warm() -> None:
     """Compile (or load from the cache) every kernel of the fused path on a tiny model, and the
-    snapshot kernels, so that node processes started together do not each compile them."""
-    from learning import gmf, snapshots
+    snapshot and dense Adam (DP-SGD's) kernels, so that node processes started together do not
+    each compile them."""
+    from learning import adam, gmf, snapshots
 
     snapshots.warm()
+    adam.warm()
     params = gmf.init_params(8, 2, seed=0)
     excluded = np.zeros(8, dtype=bool)
     excluded[0] = True

@@ -15,11 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from learning import gmf
+from learning.adam import BETA1, BETA2, EPS, adam_dense
 from learning.dp import PrivateStepper, clip_factors
 from learning.params import Array, Params
 from learning.rowsum import sum_rows
 
-BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
+__all__ = ["BETA1", "BETA2", "EPS", "AdamMoments", "NumpyGMF"]
 
 
 @dataclass
@@ -113,8 +114,7 @@ class NumpyGMF:
             grad = grads[name]
             if name != gmf.ITEM:
                 dp.noise.add(grad, std)
-            grad *= scale
-            _adam(self.params[name], grad, self.moments[name], self.lr)
+            _adam(self.params[name], grad, self.moments[name], self.lr, scale)
         dp.charge()
 
     def clipped_sum(
@@ -180,16 +180,12 @@ def _sum_rows(idx: npt.NDArray[np.int64], values: Array) -> tuple[npt.NDArray[np
     return sum_rows(idx, values)
 
 
-def _adam(param: Array, grad: Array, st: AdamMoments, lr: float) -> None:
-    """torch.optim.Adam (single tensor, no weight decay, no amsgrad) for one parameter."""
+def _adam(param: Array, grad: Array, st: AdamMoments, lr: float, scale: np.float32 | None = None) -> None:
+    """torch.optim.Adam (single tensor, no weight decay, no amsgrad) for one parameter, after
+    ``grad *= scale`` where given: one compiled pass, bit for bit the numpy expression
+    (learning/adam.py)."""
     st.step += 1
-    st.m += (grad - st.m) * np.float32(1 - BETA1)
-    st.v *= np.float32(BETA2)
-    st.v += grad * grad * np.float32(1 - BETA2)
-    bc1 = 1 - BETA1**st.step
-    bc2_sqrt = math.sqrt(1 - BETA2**st.step)
-    denom = np.sqrt(st.v) / np.float32(bc2_sqrt) + np.float32(EPS)
-    param -= np.float32(lr / bc1) * st.m / denom
+    adam_dense(param, grad, st.m, st.v, st.step, lr, scale)
 
 
 def _sparse_adam(param: Array, rows: npt.NDArray[np.int64], grad: Array, st: AdamMoments, lr: float) -> None:
