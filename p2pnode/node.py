@@ -31,7 +31,7 @@ from p2pnode.transport.base import Outcome, Transport
 from p2pnode.wire.codec import (
     encode_model_frame,
     encode_sampling_frame,
-    frame_with_body,
+    multicast_frame,
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
@@ -147,7 +147,8 @@ class NodeRuntime:
         self.counters = NodeCounters()
         self.on_learned = on_learned
         self._timers: dict[str, TimerHandle] = {}
-        self._multicast: tuple[CollusionMessage, bytes] | None = None  #: the last multicast packed
+        #: the last multicast: its message, packed body, and the memo its partners' frames share
+        self._multicast: tuple[CollusionMessage, bytes, dict[str, object]] | None = None
         self.stopped = False
         #: per sender: newest model version taken, forgotten PIN_TTL_TICKS after it was taken
         self.last_version = VersionPins(clock)
@@ -304,11 +305,12 @@ class NodeRuntime:
             return
         if isinstance(message, CollusionMessage):
             if self._multicast is None or self._multicast[0] is not message:
-                self._multicast = (message, pack_collusion_body(message))
-            data = frame_with_body(MsgType.COLLUDE, self.node_id, peer, self._multicast[1])
-            self._account(Channel.COLLUDE, len(data))
+                self._multicast = (message, pack_collusion_body(message), {})
+            _, body, memo = self._multicast
+            frame = multicast_frame(self.node_id, peer, body, memo)
+            self._account(Channel.COLLUDE, len(frame))
             self.counters.multicasts_sent += 1
-            self.transport.send(self.node_id, peer, Channel.COLLUDE, data, lambda out: self._sent(peer, out))
+            self.transport.send(self.node_id, peer, Channel.COLLUDE, frame, lambda out: self._sent(peer, out))
             return
         data = encode_sampling_frame(self.node_id, peer, message)
         self._account(Channel.SAMPLING, len(data))

@@ -226,7 +226,7 @@ def decode(
         reason = inbox.admit(frame.sender, collusion=True)  # an honest node: not-colluder
         if reason is not None:
             raise WireError(reason, f"no multicast is taken from {frame.sender}: {reason}", 403)
-        message = decode_collusion(frame, inbox.collusion_spec)
+        message = _decode_multicast(data, frame, inbox.collusion_spec)
         population = inbox.population
         if population is not None and message.user >= population:
             raise WireError("unknown-id", f"a multicast names user {message.user} >= {population}", 422)
@@ -304,6 +304,24 @@ def pack_collusion_body(message: CollusionMessage) -> bytes:
     return bytes(msgpack.packb(body, use_bin_type=True))
 
 
+class SharedFrame(bytes):
+    """A frame of one multicast built in this process, for one partner. The frames of a
+    multicast carry the same body, and share ``memo``: the first partner's decode of that body is
+    kept there and the others take it (:func:`decode`) once their own envelope has been read and
+    checked, instead of unpacking and checking the same tensors again. Only this process's frames
+    carry a memo (the simulator's network, local delivery); bytes read from a socket are plain."""
+
+    memo: dict[str, object]
+
+
+def multicast_frame(sender: int, dest: int, body: bytes, memo: dict[str, object]) -> SharedFrame:
+    """``encode_collusion_frame`` around an already packed body, sharing ``memo`` with the frames of
+    the same multicast to the other partners."""
+    frame = SharedFrame(frame_with_body(MsgType.COLLUDE, sender, dest, body))
+    frame.memo = memo
+    return frame
+
+
 def frame_with_body(msg_type: MsgType, sender: int, dest: int, body: bytes) -> bytes:
     """The frame ``_pack`` would make around an already packed body, byte for byte (a msgpack
     map is its header followed by its keys and values, each packed on its own)."""
@@ -326,6 +344,31 @@ def decode_collusion(frame: Frame, spec: ModelSpec | None) -> CollusionMessage:
     if type(params) is not dict or params.keys() != spec.keys():
         raise WireError("schema", f"a multicast carries {sorted(spec)}")
     return CollusionMessage(user, unpack_tensors(params, spec))
+
+
+def _decode_multicast(data: bytes | memoryview, frame: Frame, spec: ModelSpec | None) -> CollusionMessage:
+    """``decode_collusion``, or the same multicast's body as another partner of this process
+    decoded it (:class:`SharedFrame`): the same bytes give the same message, taken where its
+    tensors match this receiver's spec (their names, shapes and dtypes; else decoded again)."""
+    memo = data.memo if type(data) is SharedFrame else None
+    if memo is not None and spec is not None:
+        seen = memo.get("collusion")
+        if isinstance(seen, CollusionMessage) and _fits(seen.params, spec):
+            return seen
+    message = decode_collusion(frame, spec)
+    if memo is not None:
+        memo["collusion"] = message
+    return message
+
+
+def _fits(params: Mapping[str, Any], spec: ModelSpec) -> bool:
+    if params.keys() != spec.keys():
+        return False
+    for name, arr in params.items():
+        want = spec[name]
+        if arr.shape != want.shape or arr.dtype != want.np_dtype:
+            return False
+    return True
 
 
 def decode_sampling(frame: Frame) -> object:

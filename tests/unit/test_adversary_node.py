@@ -146,3 +146,19 @@ def test_a_groups_read_observer_equals_one_observer_fed_every_group_observation(
     for u in lone.v:
         np.testing.assert_array_equal(reader.observer._buf[u], lone._buf[u])
     assert reader.observer.predict(0) == lone.predict(0)
+
+
+def test_a_multicast_with_a_nan_is_refused_whether_or_not_the_wire_checked_it() -> None:
+    """vet reads a tensor for finiteness unless the wire decode already checked it (a Checked
+    tensor with its square); a NaN planted in an unchecked tensor is caught either way."""
+    from learning.params import Checked
+
+    node = colluder("v")
+    kept = node.observer.keep(model(1.0, 2.0))
+    assert node.vet(CollusionMessage(3, kept)) is None
+    bad = {k: v.copy() for k, v in kept.items()}
+    bad[gmf.H][0] = np.nan
+    assert node.vet(CollusionMessage(3, bad)) == "non-finite"
+    squares = {k: float(v.ravel() @ v.ravel()) for k, v in kept.items() if k != gmf.H}
+    assert node.vet(CollusionMessage(3, Checked(bad, squares))) == "non-finite"  # h was not checked
+    assert node.vet(CollusionMessage(3, Checked(kept, dict(squares, h=2.0)))) is None
