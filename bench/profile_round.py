@@ -15,7 +15,7 @@ import pstats
 import time
 
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_allocator
+from p2pnode.process import tune_process
 from p2pnode.sim import Simulation
 
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
-    tune_allocator()
+    tune_process()  # one torch thread, as experiments run
     rounds = args.warmup + args.rounds
     config = RunConfig(nodes=args.nodes, rounds=rounds, protocol=args.protocol, model=args.model)
     if args.model == "prme":

@@ -11,7 +11,7 @@ import logging
 
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
-from p2pnode.transport.base import Outcome, Payload
+from p2pnode.transport.base import Memo, Outcome, Payload
 from p2pnode.wire.codec import decode
 from p2pnode.wire.schema import Channel, WireError
 from protocols.messages import FedMessage, ModelMessage
@@ -55,6 +55,7 @@ class Host:
         sender: int | None = None,
         certified: set[int] | None = None,
         local: bool = False,
+        memo: Memo | None = None,
     ) -> Outcome:
         """Decode, route and deliver one frame addressed to hosted node ``dest``.
 
@@ -62,6 +63,7 @@ class Host:
         ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
         ``local``: the frame comes from a node of this process (the simulator's network, local
         delivery): the receiver then keeps the sender's own delta base instead of a second copy.
+        ``memo``: shared by the frames of one multicast sent in this process (wire.codec.decode).
         """
         node = self.nodes.get(dest)
         if node is None:
@@ -71,7 +73,7 @@ class Host:
         if node.stopped:
             return Outcome(503, "stopping")
         try:
-            frame, message = decode(data, self.max_frame_bytes, node, channel, sender, certified)
+            frame, message = decode(data, self.max_frame_bytes, node, channel, sender, certified, memo)
         except WireError as err:
             node.reject(err.reason)
             log.info("node %s refused a frame: %s", dest, err)

@@ -31,7 +31,7 @@ from p2pnode.transport.base import Outcome, Transport
 from p2pnode.wire.codec import (
     encode_model_frame,
     encode_sampling_frame,
-    multicast_frame,
+    frame_with_body,
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
@@ -307,10 +307,12 @@ class NodeRuntime:
             if self._multicast is None or self._multicast[0] is not message:
                 self._multicast = (message, pack_collusion_body(message), {})
             _, body, memo = self._multicast
-            frame = multicast_frame(self.node_id, peer, body, memo)
+            frame = frame_with_body(MsgType.COLLUDE, self.node_id, peer, body)
             self._account(Channel.COLLUDE, len(frame))
             self.counters.multicasts_sent += 1
-            self.transport.send(self.node_id, peer, Channel.COLLUDE, frame, lambda out: self._sent(peer, out))
+            self.transport.send(
+                self.node_id, peer, Channel.COLLUDE, frame, lambda out: self._sent(peer, out), memo
+            )
             return
         data = encode_sampling_frame(self.node_id, peer, message)
         self._account(Channel.SAMPLING, len(data))

@@ -26,17 +26,28 @@ class Outcome:
 #: the raw bytes of one frame as a transport carries them (``wire.codec.Frame`` is the decoded envelope)
 Payload = bytes | memoryview
 OnDone = Callable[[Outcome], None]
+#: what the frames of one multicast share between the partners of one process (wire.codec.decode:
+#: the first partner's decode of the common body); None for any other frame
+Memo = dict[str, object]
 
 
 class Receiver(Protocol):
     """The side of a host that takes frames in (the single decode/dispatch point)."""
 
-    def receive(self, dest: int, channel: Channel, data: Payload, *, local: bool = False) -> Outcome:
-        """``local``: the frame comes from a node of the same process."""
+    def receive(
+        self, dest: int, channel: Channel, data: Payload, *, local: bool = False, memo: Memo | None = None
+    ) -> Outcome:
+        """``local``: the frame comes from a node of the same process; ``memo``: shared with the
+        other frames of its multicast (only such a frame has one)."""
         ...
 
 
 class Transport(Protocol):
     """Sends frames; ``on_done`` is called exactly once with the outcome."""
 
-    def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None: ...
+    def send(
+        self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone, memo: Memo | None = None
+    ) -> None:
+        """``memo``: shared by the frames of one multicast; a receiver in this process may take the
+        body's decode from it (a frame sent over a socket goes without)."""
+        ...

@@ -35,7 +35,7 @@ from p2pnode.host import Host
 from p2pnode.identity import H_CRED, Credential, new_challenge
 from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.tls import certified_nodes
-from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload
+from p2pnode.transport.base import UNREACHABLE, Memo, OnDone, Outcome, Payload
 from p2pnode.transport.batch import (
     ENTRY_BYTES,
     MAX_FRAMES,
@@ -165,9 +165,11 @@ class HttpTransport:
             return None
         return self.keys.verifier.trust.check_proof(answer, challenge, address)
 
-    def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
+    def send(
+        self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone, memo: Memo | None = None
+    ) -> None:
         if self.local is not None and dst in self.local.nodes and not self.closed:
-            asyncio.get_running_loop().call_soon(self._deliver, src, dst, channel, data, on_done)
+            asyncio.get_running_loop().call_soon(self._deliver, src, dst, channel, data, on_done, memo)
             return
         address = self.addresses.get(dst)
         if address is None or self.closed:
@@ -224,10 +226,12 @@ class HttpTransport:
         else:
             self._spawn(self._post_batch(address, batch))
 
-    def _deliver(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
+    def _deliver(
+        self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone, memo: Memo | None
+    ) -> None:
         assert self.local is not None
         self.delivered_locally += 1
-        on_done(self.local.receive(dst, channel, data, src, local=True))
+        on_done(self.local.receive(dst, channel, data, src, local=True, memo=memo))
 
     def _headers(self, path: str, src: int, body: Payload, vouched: bool = False) -> dict[str, str]:
         """Signed afresh for every attempt: a retry is a new request (new nonce and time).

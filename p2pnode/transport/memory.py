@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from p2pnode.clock import VirtualClock
-from p2pnode.transport.base import UNREACHABLE, OnDone, Outcome, Payload, Receiver
+from p2pnode.transport.base import UNREACHABLE, Memo, OnDone, Outcome, Payload, Receiver
 from p2pnode.wire.schema import Channel
 
 
@@ -44,7 +44,9 @@ class MemoryNetwork:
     def register(self, node_id: int, receiver: Receiver) -> None:
         self._receivers[node_id] = receiver
 
-    def send(self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone) -> None:
+    def send(
+        self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone, memo: Memo | None = None
+    ) -> None:
         self.frames += 1
         self.bytes += len(data)
         link = self.link
@@ -60,6 +62,6 @@ class MemoryNetwork:
             if dst in self.down:  # went down while the frame was on its way
                 on_done(Outcome(UNREACHABLE, "no such node"))
                 return
-            on_done(receiver.receive(dst, channel, data, local=True))
+            on_done(receiver.receive(dst, channel, data, local=True, memo=memo))
 
         self.clock.call_at(self.clock.now() + delay, deliver)

@@ -185,6 +185,7 @@ def decode(
     channel: Channel,
     sender: int | None = None,
     certified: set[int] | None = None,
+    memo: dict[str, object] | None = None,
 ) -> tuple[Frame, object]:
     """Decode a frame posted to ``inbox``'s node on ``channel``: envelope, route, identity,
     freshness, body. Raises WireError (reason, status) on any refusal.
@@ -194,6 +195,8 @@ def decode(
     A model older than the last one taken from its sender is refused before its body is read, so
     a refused delta never touches the decoder's bases. A decoded model the node vets away (too
     far from its own, protocols.gossip) is refused with 422 and the node takes nothing.
+    ``memo``: shared by the frames of one multicast sent from this process (p2pnode.node): the
+    first partner's decode of their common body is kept there for the others. Never from a socket.
     """
     frame = decode_frame(data, max_bytes)
     if frame.dest != inbox.node_id:
@@ -226,7 +229,7 @@ def decode(
         reason = inbox.admit(frame.sender, collusion=True)  # an honest node: not-colluder
         if reason is not None:
             raise WireError(reason, f"no multicast is taken from {frame.sender}: {reason}", 403)
-        message = _decode_multicast(data, frame, inbox.collusion_spec)
+        message = _decode_multicast(frame, inbox.collusion_spec, memo)
         population = inbox.population
         if population is not None and message.user >= population:
             raise WireError("unknown-id", f"a multicast names user {message.user} >= {population}", 422)
@@ -304,24 +307,6 @@ def pack_collusion_body(message: CollusionMessage) -> bytes:
     return bytes(msgpack.packb(body, use_bin_type=True))
 
 
-class SharedFrame(bytes):
-    """A frame of one multicast built in this process, for one partner. The frames of a
-    multicast carry the same body, and share ``memo``: the first partner's decode of that body is
-    kept there and the others take it (:func:`decode`) once their own envelope has been read and
-    checked, instead of unpacking and checking the same tensors again. Only this process's frames
-    carry a memo (the simulator's network, local delivery); bytes read from a socket are plain."""
-
-    memo: dict[str, object]
-
-
-def multicast_frame(sender: int, dest: int, body: bytes, memo: dict[str, object]) -> SharedFrame:
-    """``encode_collusion_frame`` around an already packed body, sharing ``memo`` with the frames of
-    the same multicast to the other partners."""
-    frame = SharedFrame(frame_with_body(MsgType.COLLUDE, sender, dest, body))
-    frame.memo = memo
-    return frame
-
-
 def frame_with_body(msg_type: MsgType, sender: int, dest: int, body: bytes) -> bytes:
     """The frame ``_pack`` would make around an already packed body, byte for byte (a msgpack
     map is its header followed by its keys and values, each packed on its own)."""
@@ -346,11 +331,13 @@ def decode_collusion(frame: Frame, spec: ModelSpec | None) -> CollusionMessage:
     return CollusionMessage(user, unpack_tensors(params, spec))
 
 
-def _decode_multicast(data: bytes | memoryview, frame: Frame, spec: ModelSpec | None) -> CollusionMessage:
+def _decode_multicast(
+    frame: Frame, spec: ModelSpec | None, memo: dict[str, object] | None
+) -> CollusionMessage:
     """``decode_collusion``, or the same multicast's body as another partner of this process
-    decoded it (:class:`SharedFrame`): the same bytes give the same message, taken where its
-    tensors match this receiver's spec (their names, shapes and dtypes; else decoded again)."""
-    memo = data.memo if type(data) is SharedFrame else None
+    decoded it (``memo``, shared by the frames of one multicast: the same body gives the same
+    message), taken where its tensors match this receiver's spec (their names, shapes and
+    dtypes; else decoded again). Each partner reads and checks its own envelope first."""
     if memo is not None and spec is not None:
         seen = memo.get("collusion")
         if isinstance(seen, CollusionMessage) and _fits(seen.params, spec):

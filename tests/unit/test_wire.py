@@ -21,7 +21,6 @@ from p2pnode.wire.codec import (
     encode_model_frame,
     encode_sampling_frame,
     frame_with_body,
-    multicast_frame,
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
@@ -475,26 +474,24 @@ def _partner(node_id: int, kept: dict[str, np.ndarray]) -> _Inbox:
 
 
 def test_the_partners_of_one_multicast_share_one_decode_of_its_body() -> None:
-    """Frames of one multicast built in this process share a memo: the first partner decodes the
-    body, the others take that message once their own envelope is checked. The frames are the
-    bytes a socket would carry, and a plain copy of one decodes to the same message."""
+    """Frames of one multicast sent in this process share a memo: the first partner decodes the
+    body, the others take that message once their own envelope is checked. A frame without the
+    memo (as from a socket) decodes to the same message on its own."""
     rng = np.random.default_rng(3)
     kept = {"item": rng.normal(size=(5, 4)).astype(np.float32), "h": rng.normal(size=(4,)).astype(np.float32)}
     body, memo = pack_collusion_body(CollusionMessage(9, kept)), {}
-    frames = {dest: multicast_frame(2, dest, body, memo) for dest in (4, 5, 6)}
-    for dest, data in frames.items():
-        assert data == frame_with_body(MsgType.COLLUDE, 2, dest, body)
-    first = decode(frames[4], 1 << 20, _partner(4, kept), Channel.COLLUDE)[1]
-    second = decode(frames[5], 1 << 20, _partner(5, kept), Channel.COLLUDE)[1]
+    frames = {dest: frame_with_body(MsgType.COLLUDE, 2, dest, body) for dest in (4, 5, 6)}
+    first = decode(frames[4], 1 << 20, _partner(4, kept), Channel.COLLUDE, memo=memo)[1]
+    second = decode(frames[5], 1 << 20, _partner(5, kept), Channel.COLLUDE, memo=memo)[1]
     assert isinstance(first, CollusionMessage) and second is first
-    plain = decode(bytes(frames[6]), 1 << 20, _partner(6, kept), Channel.COLLUDE)[1]
+    plain = decode(frames[6], 1 << 20, _partner(6, kept), Channel.COLLUDE)[1]
     assert isinstance(plain, CollusionMessage) and plain is not first and plain.user == 9
     for name, arr in kept.items():
         np.testing.assert_array_equal(plain.params[name], arr)
         assert not first.params[name].flags.writeable  # shared, so nobody may write to it
     # the envelope is still each partner's own: a frame for 5 posted to 6 is refused
     with pytest.raises(WireError) as err:
-        decode(frames[5], 1 << 20, _partner(6, kept), Channel.COLLUDE)
+        decode(frames[5], 1 << 20, _partner(6, kept), Channel.COLLUDE, memo=memo)
     assert err.value.reason == "wrong-route"
 
 
@@ -502,9 +499,17 @@ def test_a_partner_whose_spec_differs_decodes_the_multicast_itself_and_is_refuse
     rng = np.random.default_rng(4)
     kept = {"item": rng.normal(size=(5, 4)).astype(np.float32), "h": rng.normal(size=(4,)).astype(np.float32)}
     body, memo = pack_collusion_body(CollusionMessage(9, kept)), {}
-    decode(multicast_frame(2, 4, body, memo), 1 << 20, _partner(4, kept), Channel.COLLUDE)
+    decode(
+        frame_with_body(MsgType.COLLUDE, 2, 4, body), 1 << 20, _partner(4, kept), Channel.COLLUDE, memo=memo
+    )
     assert "collusion" in memo
     other = {"item": kept["item"][:3], "h": kept["h"]}
     with pytest.raises(WireError) as err:
-        decode(multicast_frame(2, 5, body, memo), 1 << 20, _partner(5, other), Channel.COLLUDE)
+        decode(
+            frame_with_body(MsgType.COLLUDE, 2, 5, body),
+            1 << 20,
+            _partner(5, other),
+            Channel.COLLUDE,
+            memo=memo,
+        )
     assert err.value.reason == "shape"
