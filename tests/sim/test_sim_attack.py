@@ -49,9 +49,11 @@ def frames(config: RunConfig, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int
     sent: list[tuple[int, int, int, str]] = []
     original = MemoryNetwork.send
 
-    def spy(self: MemoryNetwork, src: int, dst: int, channel: Any, data: Any, on_done: Any) -> None:
+    def spy(
+        self: MemoryNetwork, src: int, dst: int, channel: Any, data: Any, on_done: Any, memo: Any = None
+    ) -> None:
         sent.append((src, dst, int(channel), hashlib.sha256(bytes(data)).hexdigest()[:16]))
-        original(self, src, dst, channel, data, on_done)
+        original(self, src, dst, channel, data, on_done, memo)
 
     monkeypatch.setattr(MemoryNetwork, "send", spy)
     simulate(config)
