@@ -71,11 +71,11 @@ def test_share_less_messages_carry_no_user_embedding_and_network_learns() -> Non
     seen: list[set[str]] = []
     send = sim.network.send
 
-    def spy(src, dst, channel, data, on_done):  # type: ignore[no-untyped-def]
+    def spy(src, dst, channel, data, on_done, memo=None):  # type: ignore[no-untyped-def]
         frame = msgpack.unpackb(bytes(data), raw=False)
         if frame["t"] == 1:
             seen.append(set(frame["b"]["p"]) | set(frame["b"].get("r", {})))
-        send(src, dst, channel, data, on_done)
+        send(src, dst, channel, data, on_done, memo)
 
     sim.network.send = spy  # type: ignore[method-assign]
     users_before = {n: r.learner.params["user"].copy() for n, r in sim.host.nodes.items()}
@@ -127,10 +127,10 @@ def test_fedavg_learns_and_share_less_updates_keep_the_user_embedding_home() -> 
     kinds: dict[int, list[set[str]]] = {11: [], 12: []}
     send = sim.network.send
 
-    def spy(src, dst, channel, data, on_done):  # type: ignore[no-untyped-def]
+    def spy(src, dst, channel, data, on_done, memo=None):  # type: ignore[no-untyped-def]
         frame = msgpack.unpackb(bytes(data), raw=False)
         kinds[frame["t"]].append(set(frame["b"]["p"]))
-        send(src, dst, channel, data, on_done)
+        send(src, dst, channel, data, on_done, memo)
 
     sim.network.send = spy  # type: ignore[method-assign]
     sim.run_round()
