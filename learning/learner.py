@@ -29,12 +29,14 @@ from learning.params import (
     Params,
     all_finite,
     copy_params,
+    l2_norm,
     mean_into,
     robust_into,
     spec_of,
 )
 from learning.snapshots import copy_checked, mean_pair_rows
 from learning.split import UserData
+from learning.workbench import Workbench
 
 BACKENDS = ("fused", "numpy", "torch")
 
@@ -163,6 +165,56 @@ class BaseLearner(ABC):
             (np.concatenate(([item], data.validation_negatives)).astype(np.int64), float(t))
             for item, t in zip(data.validation_items, data.validation_times, strict=False)
         ]
+        #: the FedAvg clients' shared tables (learning/workbench.py), when this learner uses them
+        self._bench: Workbench | None = None
+        #: while parked: (version, utility, norm of the shared tensors) at that version
+        self._parked: tuple[int, float, float] | None = None
+
+    # -- the workbench (learning/workbench.py) --------------------------------------------------
+
+    def use_workbench(self, bench: Workbench) -> None:
+        """Train in ``bench``'s tables instead of tables of its own, from θ_0 on (a FedAvg
+        client, before its first turn): its own copies are let go."""
+        if self.version != 0 or self.history.active():
+            raise ValueError("a learner moves to the workbench before it trains or sends")
+        for name, arr in bench.arrays.items():
+            if name not in self.shared_names or self.params[name].shape != arr.shape:
+                raise ValueError(f"{name} is not a shared table of this model")
+            self.params[name] = arr
+        self._bench = bench
+
+    def park(self) -> None:
+        """Give the workbench up (another client takes it): keep this version's utility and norm,
+        and close the bases on tables that others will write."""
+        self._parked = (self.version, self._utility(self.params), l2_norm(self.params, self.shared_names))
+        self._close_undo()
+        for base in list(self.history.bases):
+            self.history.close(base)
+
+    def _held(self, what: str) -> None:
+        if self._bench is not None:
+            self._bench.check(self, what)
+
+    def _resting(self) -> Mapping[str, Array] | None:
+        """The model to read while it does not hold the workbench: θ_0's tables with its own small
+        tensors before its first turn; None once it has trained (its parked figures stand)."""
+        if self._parked is not None:
+            return None
+        assert self._bench is not None
+        return {**self.params, **{k: self._init[k] for k in self._bench.arrays}}
+
+    def norm(self, names: tuple[str, ...]) -> float:
+        """‖θ‖ over the tensors ``names`` (what a received model's distance is measured against)."""
+        bench = self._bench
+        if bench is None or bench.holder is self:
+            return l2_norm(self.params, names)
+        resting = self._resting()
+        if resting is not None:
+            return l2_norm(resting, names)
+        assert self._parked is not None
+        if self._parked[0] != self.version or names != self.shared_names:
+            raise ValueError(f"the norm over {names} of a parked client at another version")
+        return self._parked[2]
 
     @abstractmethod
     def _scores(
@@ -190,6 +242,7 @@ class BaseLearner(ABC):
     def snapshot(self) -> Params:
         """A copy of the shared parameters, safe to send while this model keeps changing,
         stamped with the history's write count (:class:`Snapshot`)."""
+        self._held("a snapshot")
         snap = Snapshot()
         for k in self.shared_names:
             snap[k], _ = copy_checked(self.params[k])
@@ -225,6 +278,7 @@ class BaseLearner(ABC):
         changed is read (the model was finite before it, and a merge checks its own result)."""
         if self._merge_broken:
             return False
+        self._held("the finiteness check")
         undo = self._undo
         if undo is None:
             return all_finite(self.params)
@@ -240,6 +294,7 @@ class BaseLearner(ABC):
         """Go back to a good model after training or a merge left a non-finite value, with a
         fresh optimizer: after a local update, the model exactly as it was before it; after a
         merge (only two models of values beyond ~1e19 can overflow), θ_0."""
+        self._held("a recovery")
         undo = self._undo
         if undo is not None and not self._merge_broken:
             restored = list(undo.saved_versions(self.params))
@@ -265,6 +320,7 @@ class BaseLearner(ABC):
         is remembered for :meth:`finite`."""
         if not models:
             return
+        self._held("a merge")
         ok = True
         history = self.history
         for k in self.shared_names:
@@ -318,6 +374,7 @@ class BaseLearner(ABC):
         """θ ← (own θ + Σ w_j θ_j) / (own + Σ w_j) over the shared parameters (Pers-Gossip)."""
         if not models:
             return
+        self._held("a merge")
         total = own + sum(weights)
         ok = True
         for k in self.shared_names:
@@ -331,6 +388,7 @@ class BaseLearner(ABC):
 
     def state(self) -> dict[str, Any]:
         """A checkpoint of this learner: parameters, version, random stream, optimizer, DP."""
+        self._held("a checkpoint")
         return {
             "model": self.model_name,
             "params": {k: v.copy() for k, v in self.params.items()},
@@ -349,6 +407,8 @@ class BaseLearner(ABC):
             raise ValueError("checkpoint parameters do not match this model's names and shapes")
         if (state["dp"] is None) != (self.dp is None):
             raise ValueError("checkpoint and configuration disagree on DP-SGD")
+        if self._bench is not None:
+            raise ValueError("a FedAvg client on the simulator's workbench takes no checkpoint")
         for k in self.params:
             self.history.write(k, np.asarray(saved[k], dtype=self.params[k].dtype))
         self.version = int(state["version"])
@@ -364,7 +424,11 @@ class BaseLearner(ABC):
         return None
 
     def load(self, params: Mapping[str, Array]) -> None:
-        """Take the shared parameters from ``params`` (a FedAvg client receiving the global model)."""
+        """Take the shared parameters from ``params`` (a FedAvg client receiving the global model):
+        on the workbench, its turn starts here."""
+        if self._bench is not None:
+            self._bench.take(self)
+            self._parked = None
         for k in self.shared_names:
             self.history.write(k, np.asarray(params[k], dtype=self.params[k].dtype))
         self.version += 1
@@ -377,6 +441,7 @@ class BaseLearner(ABC):
         """
         if not self._val_items:
             raise ValueError("this learner has no validation items (hold_out_validation)")
+        self._held("a validation score")
         merged = dict(self.params) if params is None else {**self.params, **params}
         merged.update({k: v for k, v in self.params.items() if k not in self.shared_names})
         below = 0.0
@@ -387,6 +452,7 @@ class BaseLearner(ABC):
 
     def catalogue_scores(self) -> npt.NDArray[np.float32]:
         """This model's relevance of every item for its user at test time (membership inference)."""
+        self._held("the catalogue's scores")
         items = np.arange(self.data.n_items, dtype=np.int64)
         return self._scores(self.params, items, self.data.test_time)
 
@@ -397,17 +463,36 @@ class BaseLearner(ABC):
 
     def test_rank(self) -> float:
         """Share of the test negatives scored at least as high as the held-out item (0 is best)."""
+        self._held("the test rank")
         scores = self._scores(self.params, self._eval_items, self.data.test_time)
         return float(np.count_nonzero(scores[1:] >= scores[0])) / (len(scores) - 1)
 
-    def hit(self) -> bool:
-        """Whether the held-out item ranks in the top K among itself and its test negatives."""
-        scores = self._scores(self.params, self._eval_items, self.data.test_time)
+    def hit(self, params: Mapping[str, Array] | None = None) -> bool:
+        """Whether the held-out item ranks in the top K among itself and its test negatives
+        (of ``params``: this model by default)."""
+        if params is None:
+            self._held("a hit")
+            params = self.params
+        scores = self._scores(params, self._eval_items, self.data.test_time)
         return hit_at_k(float(scores[0]), scores[1:], self.top_k)
 
+    def _utility(self, params: Mapping[str, Array]) -> float:
+        """This node's utility of ``params``: HR@K (1.0 or 0.0) for GMF, F1@K for PRME."""
+        return 1.0 if self.hit(params) else 0.0
+
     def evaluate(self) -> float:
-        """This node's utility: HR@K (1.0 or 0.0) for GMF, F1@K for PRME."""
-        return 1.0 if self.hit() else 0.0
+        """This node's utility (:meth:`_utility`), of its parked figures while another client
+        holds the workbench."""
+        bench = self._bench
+        if bench is None or bench.holder is self:
+            return self._utility(self.params)
+        resting = self._resting()
+        if resting is not None:
+            return self._utility(resting)
+        assert self._parked is not None
+        if self._parked[0] != self.version:
+            raise ValueError("a parked client's model changed without its turn")
+        return self._parked[1]
 
 
 class GMFLearner(BaseLearner):
@@ -498,6 +583,7 @@ class GMFLearner(BaseLearner):
         merge) are the anchors e_ju^{t−1} of eq. 2; the regulariser applies to the user's own
         items, at the steps where they are in the batch.
         """
+        self._held("a local update")
         tau = self.config.share_less_tau
         before = self.params[gmf.ITEM].copy() if tau > 0 else None
         backend = self._backend

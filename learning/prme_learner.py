@@ -94,6 +94,7 @@ class PRMELearner(BaseLearner):
 
         Under Share less the item rows as they stand before this update are the anchors of eq. 2.
         """
+        self._held("a local update")
         cfg = self.config
         n = len(self._next)
         tau = cfg.share_less_tau
@@ -125,6 +126,6 @@ class PRMELearner(BaseLearner):
         self.version += 1
         return steps
 
-    def evaluate(self) -> float:
+    def _utility(self, params: Mapping[str, Array]) -> float:
         """F1@K of the held-out item: 2/(K+1) when it ranks in the top K, else 0."""
-        return f1_at_k(self.hit(), self.top_k)
+        return f1_at_k(self.hit(params), self.top_k)

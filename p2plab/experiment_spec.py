@@ -296,7 +296,8 @@ def run_key(config: RunConfig, mode: str = "simulate") -> str:
     Settings the run's model never reads (:data:`UNUSED_BY_MODEL`) are not part of the key, nor
     are the attack settings that cannot act: what colluders send where there are none, and the
     reading of eq. 4 where there is no attack or β = 0; nor the churn settings of a run without
-    churn; nor, in a simulated run (``mode``), the settings only real processes read (:data:`REAL_ONLY`).
+    churn; nor whether FedAvg's clients share their tables; nor, in a simulated run (``mode``), the
+    settings only real processes read (:data:`REAL_ONLY`).
     """
     identity = config.to_dict()
     if mode == "simulate":
@@ -306,6 +307,8 @@ def run_key(config: RunConfig, mode: str = "simulate") -> str:
                 where.pop(name, None)
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
+    # whether FedAvg's clients share their tables changes no number (learning/workbench.py)
+    identity["sim"].pop("shared_tables", None)
     for name in UNUSED_BY_MODEL.get(config.model, ()):
         identity["learning"].pop(name, None)
     attack = identity["attack"]

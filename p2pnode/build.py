@@ -12,6 +12,7 @@ from learning import gmf, prme
 from learning.dp import DPConfig
 from learning.learner import GMFLearner, TrainConfig
 from learning.prme_learner import PRMEConfig, PRMELearner
+from learning.workbench import Workbench
 from p2pnode import attack
 from p2pnode.clock import Clock
 from p2pnode.config import RunConfig
@@ -26,7 +27,7 @@ from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
-from protocols.gossip import GossipProtocol, TimingConfig
+from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
 from protocols.merging import Merger, ScoreWeightedMerge, UniformMerge
 from protocols.robust import ClipRadius, SenderGate
 from protocols.samo import Samo
@@ -129,6 +130,25 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
     return GMFLearner(prep.users[node_id], prep.init, train, rng, shared_names(cfg))
 
 
+def workbench_for(prep: Prepared) -> Workbench | None:
+    """The one copy of the item tables that a simulated FedAvg run's honest clients share
+    (learning/workbench.py), or None where every node keeps its own: gossip, membership
+    inference (it scores every item of every model), and models of no item table."""
+    names = workbench_names(prep.config)
+    return Workbench(prep.init, names) if names else None
+
+
+def workbench_names(cfg: RunConfig) -> tuple[str, ...]:
+    """The tables :func:`workbench_for` shares (none: every node keeps its own, as where nodes
+    are checkpointed to come back after churn)."""
+    if not cfg.sim.shared_tables or cfg.churn.active:
+        return ()
+    if cfg.protocol != "fedavg" or cfg.attack.mia or cfg.attack.mia_proxy:
+        return ()
+    tables = (prme.ITEM_P, prme.ITEM_S) if cfg.model == "prme" else (gmf.ITEM,)
+    return tuple(k for k in tables if k in shared_names(cfg))
+
+
 def population(cfg: RunConfig) -> int:
     """How many node ids the network has: its users, and the FedAvg server after them."""
     return cfg.nodes + (1 if cfg.protocol == "fedavg" else 0)
@@ -143,8 +163,10 @@ def make_node(
     address: str = "",
     seeds: Sequence[tuple[int, str]] = (),
     on_learned: Callable[[int, str, bool], None] | None = None,
+    workbench: Workbench | None = None,
 ) -> NodeRuntime:
-    """One node runtime, ready to ``start``."""
+    """One node runtime, ready to ``start``. ``workbench``: the FedAvg clients' shared tables
+    (:func:`workbench_for`; the simulator's), which an honest client trains in."""
     cfg = prep.config
     learner = make_learner(prep, node_id)
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
@@ -165,8 +187,9 @@ def make_node(
     if cfg.sender_gate and cfg.protocol != "fedavg":
         protocol.gate = sender_gate(protocol, timing)
     wire = cfg.wire
+    node = attack.wrap(prep, node_id, protocol, learner)
     runtime = NodeRuntime(
-        attack.wrap(prep, node_id, protocol, learner),
+        node,
         learner,
         clock,
         transport,
@@ -177,6 +200,8 @@ def make_node(
         on_learned,
     )
     runtime.population = population(cfg)
+    if workbench is not None and type(node) is GossipNode:  # an adversary client reads its model
+        learner.use_workbench(workbench)
     return runtime
 
 

@@ -363,6 +363,16 @@ class SimConfig:
         only="sim",
         check=(lambda v: 0 <= v < 1, "must be in [0, 1)"),
     )
+    shared_tables: bool = opt(
+        True,
+        "FedAvg: every client keeps its own item tables (by default the honest clients share one "
+        "copy, learning/workbench.py: the same numbers in a model less a client; a client not "
+        "holding it can be asked its utility and norm only, so no checkpoint of it)",
+        name="--no-shared-tables",
+        group="sim",
+        only="sim",
+        switch=False,
+    )  #: FedAvg clients train in one shared copy of the item tables (learning/workbench.py)
 
 
 _CHURNS: Check = (lambda c: c.churn.model != "off", "--churn exp|weibull")

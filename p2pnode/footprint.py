@@ -43,11 +43,15 @@ class Footprint:
     #: selected client at the FedAvg server
     heard_per_round: float = 1.0
     #: models of a round held at once beyond the nodes' own: FedAvg's updates, each in flight as a
-    #: frame beside the client's snapshot until the server takes it (0 for gossip)
+    #: frame until the server takes it (the client keeps no snapshot of it; 0 for gossip)
     in_flight: int = 0
     #: copies of the model a node's learner holds: GMF's parameters and Adam's two moments (3);
     #: PRME trains with plain SGD and holds its parameters alone (1)
     copies: int = 3
+    #: bytes of the item tables the simulator's FedAvg clients share instead of holding one each
+    #: (learning/workbench.py), and how many clients share them (the honest ones)
+    workbench_bytes: int = 0
+    workbench_clients: int = 0
 
 
 def run_bytes(config: RunConfig, fp: Footprint) -> int:
@@ -59,22 +63,30 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     heard from, which grows with the rounds up to every user (adversary/cia.py): ``SENDER_RATE``
     new users a round per source in gossip (measured). FedAvg's server hears from every selected
     client each round, so it keeps a v_u of every user (with every user's items as targets: a
-    whole item table each), and the round's updates are held twice while in flight.
+    whole item table each), and the round's updates are held once while in flight (every client
+    trains and sends before the server takes the first: as frames, then as the server's decoded
+    copies).
 
     Measured against it (peak RSS / estimate, GiB): 1,083 Foursquare-shaped gossip nodes, every
     one an adversary, 26 rounds (``python -m bench.scale --shape foursquare-nyc``): 15.72 / 16.5;
     the same over Table III's 400 rounds: 18.1 / 19.3; 718 Gowalla-shaped ones, 400 rounds, two
     seeds in one process: 11.0 / 12.0; 100 Foursquare-shaped PRME nodes of 18.4 MB: 2.17 / 2.25;
-    200 Gowalla-shaped FedAvg clients: 5.13 / 5.33; Table II on the Gowalla shape, 718 clients,
-    30 rounds, three seeds in one process: 18.2 / 18.0, the one figure below its measurement (by
-    1%).
+    200 Gowalla-shaped FedAvg clients (``python -m bench.fedavg_memory --clients 200``): 3.56 /
+    3.61 (5.18 / 5.33 before they shared their tables and held their updates once); 150
+    Foursquare-shaped ones: 3.17 / 3.32; 150 Gowalla-shaped PRME ones (15.8 MB models): 3.83 /
+    3.89 (8.35 before).
     """
     model = fp.model_bytes
     delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
     per_node = fp.copies * model + delta + NODE_BYTES
     heard = min(max(config.nodes - 1, 0), math.ceil(config.rounds * fp.heard_per_round))
     attack = fp.adversaries * heard * fp.observer_bytes
-    return int(BASE_BYTES + config.nodes * per_node + attack + 2 * fp.in_flight * model)
+    # the workbench: one copy of the tables in place of one a client, and a client's delta base
+    # closes when it gives the tables up (learning/workbench.py)
+    shared = fp.workbench_bytes * (1 - fp.workbench_clients) - (
+        fp.workbench_clients * delta if fp.workbench_bytes else 0
+    )
+    return int(BASE_BYTES + config.nodes * per_node + attack + fp.in_flight * model + shared)
 
 
 def available_bytes(
@@ -144,13 +156,19 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     from adversary.cia import kept_rows
     from adversary.models import attack_model
     from p2pnode.attack import plan_for
+    from p2pnode.build import workbench_names
 
     model = prep.model_bytes
     plan = plan_for(prep)
     fed = max(1, math.ceil(config.fraction * config.nodes)) if config.protocol == "fedavg" else 0
     copies = STATE_COPIES[config.model]
+    bench = sum(prep.init[k].nbytes for k in workbench_names(config))
+    clients = config.nodes if bench else 0
     if plan is None:
-        return Footprint(model, in_flight=fed, copies=copies)
+        return Footprint(
+            model, in_flight=fed, copies=copies, workbench_bytes=bench, workbench_clients=clients
+        )
+    clients -= sum(1 for a in plan.adversaries if a < config.nodes) if bench else 0
     observers = [s for s in plan.adversaries.values() if not s.forwarder]
     rows = sum(kept_rows(s.targets).size for s in observers) // max(len(observers), 1)  # their mean
     # what an observer keeps of a model (adversary/models.py, AttackModel.keep): the target rows of
@@ -165,7 +183,7 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
         kept *= 2
     partners = max((len(s.partners) for s in observers), default=0)
     heard = fed or (1 + partners) * SENDER_RATE  # the FedAvg server: every selected client a round
-    return Footprint(model, len(observers), kept, heard, fed, copies)
+    return Footprint(model, len(observers), kept, heard, fed, copies, bench, clients)
 
 
 def launch_bytes(config: RunConfig, fp: Footprint, processes: int) -> int:
@@ -183,7 +201,9 @@ def launch_bytes(config: RunConfig, fp: Footprint, processes: int) -> int:
     per_process = (processes - 1) * BASE_BYTES + processes * Limits().max_inflight * body_limit(
         fp.model_bytes
     )
-    return run_bytes(config, fp) + per_process + config.nodes * bases * fp.model_bytes
+    # real processes keep a client's tables each: the simulator's workbench is not theirs
+    unshared = fp.workbench_bytes * (fp.workbench_clients - 1) if fp.workbench_clients else 0
+    return run_bytes(config, fp) + per_process + config.nodes * bases * fp.model_bytes + unshared
 
 
 def check_fits(config: RunConfig, prep: Prepared, processes: int = 0) -> None:

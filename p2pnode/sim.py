@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from p2pcore.churn import ChurnEvent, Schedule, schedule
-from p2pnode.build import make_node, make_server
+from p2pnode.build import make_node, make_server, workbench_for
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
 from p2pnode.footprint import check_fits
@@ -45,6 +45,9 @@ class Simulation:
         self.churn = Churn(self, n) if self.config.churn.active else None
         live = [i for i in range(n) if self.churn is None or i not in self.churn.schedule.absent]
         first, second = live[:2] if len(live) >= 2 else (0, 1)
+        #: FedAvg's honest clients share one copy of the item tables: a client's turn (load,
+        #: train, answer) runs to its end before another's begins on this clock
+        workbench = workbench_for(self.prep)
         for node_id in range(n):
             seed_peer = second if node_id == first else first  # a node online at the start
             runtime = make_node(
@@ -54,6 +57,7 @@ class Simulation:
                 self.network,
                 self.metrics,
                 seeds=[(seed_peer, f"{seed_peer}@sim")],
+                workbench=workbench,
             )
             self.host.add(runtime)
             self.network.register(node_id, self.host)

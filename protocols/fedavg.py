@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from learning.params import ModelSpec, ParamsView, all_finite, mean_into, robust_into, spec_of
+from learning.params import ModelSpec, ParamsView, all_finite, l2_norm, mean_into, robust_into, spec_of
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
@@ -56,6 +56,9 @@ class ParamStore:
 
     def local_update(self) -> int:
         return 0
+
+    def norm(self, names: tuple[str, ...]) -> float:
+        return l2_norm(self.params, names)
 
     def state(self) -> dict[str, Any]:
         return {"model": "store", "params": self.snapshot(), "version": self.version}

@@ -142,7 +142,7 @@ class GossipProtocol(ABC):
         """‖θ_own‖ over the tensors ``names``, computed once per model version."""
         version = self.learner.version
         if self._own_norm is None or self._own_norm[:2] != (version, names):
-            self._own_norm = (version, names, l2_norm(self.learner.params, names))
+            self._own_norm = (version, names, self.learner.norm(names))
         return self._own_norm[2]
 
     def clipped(self, sender: NodeId, params: ParamsView) -> ParamsView:

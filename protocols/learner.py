@@ -45,3 +45,7 @@ class Learner(Protocol):
     def load(self, params: ParamsView) -> None:
         """Replace the shared parameters by ``params`` (a FedAvg client taking the global model)."""
         ...
+
+    def norm(self, names: tuple[str, ...]) -> float:
+        """‖θ‖ over the tensors ``names`` as one vector (learning.params.l2_norm)."""
+        ...

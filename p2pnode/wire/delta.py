@@ -187,13 +187,23 @@ class DeltaEncoder:
             return None
         return np.flatnonzero((arr != old).any(axis=1)).astype(np.int32)
 
-    def acknowledged(self, peer: int, version: int, view: ParamsView) -> None:
-        """The peer accepted ``view``; deltas to it may now be based on it."""
+    def acknowledged(self, peer: int, version: int, view: ParamsView | None) -> None:
+        """The peer accepted ``view``; deltas to it may now be based on it. ``view`` None: the
+        sender did not keep the model it sent; the base opened on its live model when it was
+        encoded stands for it while that base is open, and without one the peer's next model goes
+        whole."""
         if not self.enabled:
             return
         if self._base is None or version >= self._base[0]:
             opened = self.base_for(version)
-            new: ParamsView = opened if opened is not None else view
+            new: ParamsView
+            if opened is not None:
+                new = opened
+            elif view is not None:
+                new = view
+            else:
+                self.forget(peer)
+                return
             old = self._base
             if opened is not None and (old is None or old[1] is not opened):
                 assert self.history is not None

@@ -16,7 +16,7 @@ from p2pnode.sim import Simulation
         {"protocol": "samo", "sampling": "peerswap", "attack.kind": "cia", "attack.attackers": "all"},
         {"protocol": "base", "sampling": "cyclon", "learning.dp_noise": 0.8},
         {"protocol": "base", "sampling": "pers", "model": "prme"},
-        {"protocol": "fedavg"},
+        {"protocol": "fedavg", "sim.shared_tables": False},  # a parked client has no tables to save
     ],
 )
 def test_every_node_state_survives_a_checkpoint(changes: dict[str, object]) -> None:
@@ -49,6 +49,17 @@ def test_every_node_state_survives_a_checkpoint(changes: dict[str, object]) -> N
             assert list(a.node.observer.predicted_ids()) == list(b.node.observer.predicted_ids())  # type: ignore[attr-defined]
     if "learning.dp_noise" in changes:  # the accountants that were restored had spent budget
         assert max(n.learner.epsilon() or 0.0 for n in fresh.host.nodes.values()) > 0
+
+
+def test_a_fedavg_client_that_gave_the_shared_tables_up_refuses_a_checkpoint() -> None:
+    from learning.workbench import WorkbenchError
+
+    sim = Simulation(RunConfig(nodes=8, rounds=1, seed=1, dataset="synthetic", protocol="fedavg"))
+    sim.run_round()
+    holders = [n for n in sim.host.nodes.values() if n.node_id < 8]
+    with pytest.raises(WorkbenchError, match="does not hold the workbench"):
+        holders[0].checkpoint_state()
+    assert holders[-1].checkpoint_state()["node"] == 7  # the last client of the round holds them
 
 
 def test_a_checkpoint_from_another_configuration_is_refused() -> None:

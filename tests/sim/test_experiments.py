@@ -480,19 +480,24 @@ def test_workers_start_a_run_only_where_it_fits_beside_those_under_way(
 
 def test_a_fedavg_runs_estimate_counts_the_servers_observations_and_the_updates_in_flight() -> None:
     """The FedAvg server hears from every selected client each round, and with every user's
-    items as targets keeps a whole item table of each; the round's updates are held twice while in
-    flight. Measured: 200 clients of a Gowalla-shaped file (32,924 venues) peak at 5.13 GiB from
-    round 1 (measured with a script around p2pnode.sim.Simulation; bench.scale runs gossip only)."""
+    items as targets keeps a whole item table of each; the round's updates are held once while in
+    flight, and the clients share one copy of the item table (learning/workbench.py). Measured: 200
+    clients of a Gowalla-shaped file (32,924 venues) peak at 3.56 GiB (``python -m
+    bench.fedavg_memory --clients 200``; 5.18 GiB before the workbench and the in-flight change)."""
     from p2plab import fanout
 
-    model = (32_924 + 1) * 32 * 4 + 32 * 4 + 4
+    table = 32_924 * 32 * 4
+    model = table + 32 * 4 + 32 * 4 + 4
     fed = RunConfig(nodes=200, rounds=30, protocol="fedavg")
     kept = model - 16_000  # every venue row (every user's items are targets), not the users' table
-    fp = fanout.Footprint(model, adversaries=1, observer_bytes=kept, heard_per_round=200, in_flight=200)
+    bench = {"workbench_bytes": table, "workbench_clients": 200}
+    fp = fanout.Footprint(model, 1, kept, heard_per_round=200, in_flight=200, **bench)
     est = fanout.run_bytes(fed, fp) / 2**30
-    assert 5.13 <= est <= 5.13 * 1.1
-    honest = fanout.run_bytes(fed, fanout.Footprint(model, in_flight=200)) / 2**30
+    assert 3.56 <= est <= 3.56 * 1.1
+    honest = fanout.run_bytes(fed, fanout.Footprint(model, in_flight=200, **bench)) / 2**30
     assert est - honest > 0.75  # the server's v_u of 200 users, ~4.2 MB each
+    own = fanout.run_bytes(fed, fanout.Footprint(model, 1, kept, heard_per_round=200, in_flight=200))
+    assert own / 2**30 - est > 200 * table / 2**30  # without the workbench: a table a client
 
 
 def test_a_poi_runs_memory_is_estimated_from_its_model_and_what_its_observers_keep() -> None:

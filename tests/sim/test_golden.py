@@ -79,6 +79,19 @@ CASES: dict[str, dict[str, Any]] = {
     "gossip-target-init": {**_CIA, "attack.momentum_estimator": "init", "attack.target_items": "50,172,181"},
     # the FedAvg server scores every update with each target's e_A (a many-target fictive user)
     "fedavg-share-less": {"protocol": "fedavg", **_CIA, "learning.share_less": True},
+    # the clients' shared tables (learning/workbench.py): every model and trainer FedAvg runs,
+    # half the clients a round (a parked client is evaluated on its last turn), DP-SGD; written by
+    # the code before the workbench
+    "fedavg-prme-cia": {"protocol": "fedavg", "model": "prme", "learning.prme_lr": 0.2, **_CIA},
+    "fedavg-prme-share-less": {
+        "protocol": "fedavg",
+        "model": "prme",
+        "learning.prme_lr": 0.2,
+        "learning.share_less": True,
+        **_CIA,
+    },
+    "fedavg-half-fused": {"protocol": "fedavg", "fraction": 0.5, "learning.backend": "fused", **_CIA},
+    "fedavg-dp": {"protocol": "fedavg", "fraction": 0.5, "learning.dp_epsilon": 10.0},
     "fedavg-target-zero": {
         "protocol": "fedavg",
         **_CIA,

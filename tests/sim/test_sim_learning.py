@@ -139,6 +139,46 @@ def test_fedavg_learns_and_share_less_updates_keep_the_user_embedding_home() -> 
     assert all(names == {"item", "h", "b"} for names in kinds[11] + kinds[12])
 
 
+def test_a_fedavg_update_on_its_way_does_not_keep_the_clients_snapshot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every client of a round trains and sends before the server takes the first update (they
+    all hear the global model at the same tick), so a snapshot kept beside each frame held a
+    second model a client (bench.fedavg_memory). When the server takes the first update, no
+    client's snapshot is alive any more, and the server still averages every update."""
+    import gc
+    import weakref
+
+    from p2pcore.effects import Send
+    from protocols.fedavg import FedAvgClient, FedAvgServer
+    from protocols.messages import FedMessage
+
+    snapshots: list[weakref.ref[np.ndarray]] = []
+    alive_at_first: list[int] = []
+    client_on_model, server_on_model = FedAvgClient.on_model, FedAvgServer.on_model
+
+    def trained(self, sender, message, now, rng):  # type: ignore[no-untyped-def]
+        effects = client_on_model(self, sender, message, now, rng)
+        for e in effects:
+            if isinstance(e, Send) and isinstance(e.message, FedMessage):
+                snapshots.append(weakref.ref(e.message.params["item"]))
+        return effects
+
+    def taken(self, sender, message, now, rng):  # type: ignore[no-untyped-def]
+        if not alive_at_first:
+            gc.collect()
+            alive_at_first.append(sum(ref() is not None for ref in snapshots))
+        return server_on_model(self, sender, message, now, rng)
+
+    monkeypatch.setattr(FedAvgClient, "on_model", trained)
+    monkeypatch.setattr(FedAvgServer, "on_model", taken)
+    sim = Simulation(small(protocol="fedavg", rounds=2))
+    sim.run_round()
+    assert len(snapshots) == 60 and alive_at_first == [0]
+    server = sim.host.nodes[60].node.protocol
+    assert isinstance(server, FedAvgServer) and len(server.pending) == 60
+
+
 def test_prme_learns_on_synthetic_data_and_reports_f1() -> None:
     # lr 0.2, not the paper's 0.005: a short run gets one local epoch per wake-up (docs/design.md)
     cfg = RunConfig(nodes=80, rounds=10, seed=4, dataset="synthetic", model="prme")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from learning.params import l2_norm
+
 
 class FakeLearnerBase:
     """Snapshot, finiteness and recovery for a learner whose ``params`` a test sets; the test's
@@ -24,3 +26,6 @@ class FakeLearnerBase:
     def load(self, params) -> None:  # type: ignore[no-untyped-def]
         for k in self.params:
             self.params[k][...] = params[k]
+
+    def norm(self, names: tuple[str, ...]) -> float:
+        return l2_norm(self.params, names)

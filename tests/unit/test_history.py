@@ -233,3 +233,34 @@ def test_receivers_in_the_same_process_keep_a_history_less_senders_model_once() 
     for k in params:
         np.testing.assert_array_equal(got[k], new[k])
     np.testing.assert_array_equal(sent["item"], params["item"])  # the shared base was not written
+
+
+def test_an_acknowledged_model_the_sender_did_not_keep_stands_by_its_open_base_or_not_at_all() -> None:
+    """A FedAvg client keeps neither the snapshot nor the body of an update on its way
+    (p2pnode/node.py): acknowledged with no view, the base opened on its live model stands for
+    it, and where that base has closed the peer's next model goes whole."""
+    from learning.learner import Snapshot
+
+    params = model(6)
+    hist = ParamHistory(params)
+    enc = DeltaEncoder(history=hist, budget=20 * hist.row_cost("item"))
+
+    def snapshot() -> Snapshot:
+        snap = Snapshot({k: v.copy() for k, v in params.items()})
+        snap.stamp = hist.stamp
+        return snap
+
+    first = enc.encode(1, 1, snapshot())
+    enc.acknowledged(1, 1, None)  # its open base stands for it
+    enc.settled(first)
+    hist.touch_rows("item", np.arange(5))
+    params["item"][:5] += 1
+    second = enc.encode(1, 2, snapshot())
+    assert second.is_delta and second.nbytes < first.nbytes
+    for rows in (np.arange(100), np.arange(100, 101)):  # past the budget: the base of version 2
+        hist.touch_rows("item", rows)  # closes at the first write after 100 rows changed
+        params["item"][rows] += 1
+    enc.acknowledged(1, 2, None)
+    enc.settled(second)
+    assert enc.base_for(2) is None
+    assert not enc.encode(1, 3, snapshot()).is_delta  # no base, no kept view: whole

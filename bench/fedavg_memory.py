@@ -1,0 +1,120 @@
+"""Peak memory of a FedAvg run on POI-shaped data (the CIA paper's Table II setting), two revisions
+side by side, each beside the memory check's estimate (p2pnode/footprint.py).
+
+Table II on a Foursquare-NYC-shaped file (1,083 clients, 38,333 venues, 4.9 MB models) is refused
+on a 24 GiB machine: each client's model and Adam moments, the server's v_u of every client, and
+the round's updates in flight. This bench measures what a smaller run of the same shape holds at
+its largest: ``--clients`` users of a synthetic file with the full venue catalogue (``p2pnode data
+synth``), the CIA at the server with every user's items as targets, as Table II runs. Each run is
+its own child process (a fresh interpreter, so its peak RSS is its own) under an RSS cap
+(bench/guard.py), and ``--base REV`` runs the same child in a worktree of REV first:
+
+    .venv/bin/python -m bench.fedavg_memory [--shape gowalla-nyc] [--clients 150] [--rounds 3]
+        [--model gmf|prme] [--base REV] [--cap-gib 12]
+
+It prints, per revision, the peak RSS, the RSS once the clients are built (their models and
+moments), what the round added above that per client (in units of one model), and the estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: run in a fresh interpreter with ``root`` first on the path (the editable install's finder is
+#: taken out, as in bench/revisions.py), under an RSS cap
+PROBE = """
+import json, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in str(getattr(f, "__module__", ""))]
+sys.path.insert(0, {root!r})
+import torch
+torch.set_num_threads(1)
+from bench.guard import cap_rss, peak_rss_gib, rss_gib
+cap_rss({cap})
+from p2pnode.config import RunConfig
+from p2pnode.footprint import footprint_of, run_bytes
+from p2pnode.sim import Simulation
+import p2pnode
+assert p2pnode.__file__.startswith({root!r}), p2pnode.__file__
+config = RunConfig(nodes={clients}, rounds={rounds}, protocol="fedavg", dataset={data!r}, seed=0,
+    model={model!r}).replace(
+    **{{"learning.lr": 0.01, "learning.prme_lr": 0.2, "attack.kind": "cia", "attack.target_k": 10}})
+sim = Simulation(config)
+built = rss_gib()
+for _ in range({rounds}):
+    sim.run_round()
+est = run_bytes(config, footprint_of(config, sim.prep)) / 2**30
+print(json.dumps({{"built": built, "peak": peak_rss_gib(), "estimate": est, "model": sim.prep.model_bytes}}))
+"""
+
+
+def measure(root: Path, args: argparse.Namespace, data: Path) -> dict[str, float]:
+    code = PROBE.format(
+        root=str(root),
+        cap=args.cap_gib,
+        clients=args.clients,
+        rounds=args.rounds,
+        data=str(data),
+        model=args.model,
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        raise SystemExit(f"{root}: {lines[-1] if lines else f'exit {out.returncode}'}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def line(name: str, r: dict[str, float], clients: int) -> str:
+    per_client = (r["peak"] - r["built"]) * 2**30 / clients / r["model"]
+    return (
+        f"{name:>14}: peak {r['peak']:.2f} GiB, built {r['built']:.2f} GiB, the rounds added "
+        f"{per_client:.2f} models a client; estimate {r['estimate']:.2f} GiB"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="gowalla-nyc", choices=("gowalla-nyc", "foursquare-nyc"))
+    ap.add_argument("--model", default="gmf", choices=("gmf", "prme"))
+    ap.add_argument("--clients", type=int, default=150)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--base", default=None, help="a revision to measure first, in a worktree")
+    ap.add_argument("--cap-gib", type=float, default=12.0, help="end a child past this resident memory")
+    args = ap.parse_args()
+    venues = {"gowalla-nyc": 32_924, "foursquare-nyc": 38_333}[args.shape]
+    with tempfile.TemporaryDirectory(prefix="p2pnode-fedmem-") as tmp:
+        data = Path(tmp) / f"{args.shape}-{args.clients}.txt"
+        synth = [sys.executable, "-m", "p2pnode", "data", "synth", args.shape, str(data)]
+        synth += ["--users", str(args.clients), "--venues", str(venues)]
+        subprocess.run(synth, cwd=ROOT, check=True, capture_output=True)
+        runs: list[tuple[str, dict[str, float]]] = []
+        if args.base:
+            tree = Path(tmp) / "tree"
+            git = ["git", "worktree", "add", "--detach", str(tree), args.base]
+            subprocess.run(git, cwd=ROOT, check=True, capture_output=True)
+            try:
+                runs.append((f"base {args.base}", measure(tree, args, data)))
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+        runs.append(("here", measure(ROOT, args, data)))
+    said = f"{args.model}, {args.clients} clients of a {args.shape}-shaped file, {args.rounds} rounds"
+    print(f"FedAvg, CIA at the server, {said}")
+    for name, r in runs:
+        print(line(name, r, args.clients))
+    if len(runs) == 2:
+        (_, b), (_, h) = runs
+        print(
+            f"peak here / base = {h['peak'] / b['peak']:.3f}; added above the build: "
+            f"{(h['peak'] - h['built']) / (b['peak'] - b['built']):.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
