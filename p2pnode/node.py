@@ -362,31 +362,23 @@ class NodeRuntime:
         encoded: EncodedModel,
         outcome: Outcome,
     ) -> None:
+        """The answer to a model sent. ``message``: the model, kept to send it again whole where a
+        delta of it finds no base; None where it was sent whole and not kept (a FedAvg update).
+        Either way the send no longer holds the bases it opened or was made against."""
         try:
-            self._model_answered(peer, version, message, encoded, outcome)
+            if outcome.ok:
+                view = encoded.view if message is not None else None
+                self.encoder.acknowledged(peer, self.wire_version(version), view)
+                self.node.handle(Delivered(peer), self.clock.now(), self.rng)
+                return
+            self.encoder.forget(peer)
+            retry = outcome.reason == "no-base" and encoded.is_delta and not self.stopped
+            if retry and message is not None:
+                self._send_model(peer, message, allow_delta=False)
+                return
+            self._sent(peer, outcome)
         finally:
             self.encoder.settled(encoded)
-
-    def _model_answered(
-        self,
-        peer: int,
-        version: int,
-        message: ModelMessage | FedMessage | None,
-        encoded: EncodedModel,
-        outcome: Outcome,
-    ) -> None:
-        """``message``: the model sent, kept to send it again whole where a delta of it finds no
-        base; None where it was sent whole and not kept (a FedAvg update)."""
-        if outcome.ok:
-            view = encoded.view if message is not None else None
-            self.encoder.acknowledged(peer, self.wire_version(version), view)
-            self.node.handle(Delivered(peer), self.clock.now(), self.rng)
-            return
-        self.encoder.forget(peer)
-        if outcome.reason == "no-base" and encoded.is_delta and message is not None and not self.stopped:
-            self._send_model(peer, message, allow_delta=False)
-            return
-        self._sent(peer, outcome)
 
     def _sent(self, peer: int, outcome: Outcome) -> None:
         if outcome.ok or self.stopped:
