@@ -20,7 +20,7 @@ A parked client cannot answer anything else about its model (its scores, a snaps
 model) and membership inference (which scores every item) keep their own tables
 (p2pnode/build.py decides). A parked client's delta bases are closed (learning/history.py): the
 rows another client writes are not recorded in its history. Its next update goes whole, as it
-does anyway once the global model changed a tenth of the rows.
+does anyway once loading the global model changed more rows than a delta may carry.
 """
 
 from __future__ import annotations
