@@ -11,7 +11,7 @@ from, and for FedAvg the round's updates in flight. Figures it was checked again
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from p2pnode.config import ConfigError, RunConfig
@@ -202,8 +202,8 @@ def launch_bytes(config: RunConfig, fp: Footprint, processes: int) -> int:
         fp.model_bytes
     )
     # real processes keep a client's tables each: the simulator's workbench is not theirs
-    unshared = fp.workbench_bytes * (fp.workbench_clients - 1) if fp.workbench_clients else 0
-    return run_bytes(config, fp) + per_process + config.nodes * bases * fp.model_bytes + unshared
+    own = replace(fp, workbench_bytes=0, workbench_clients=0)
+    return run_bytes(config, own) + per_process + config.nodes * bases * fp.model_bytes
 
 
 def check_fits(config: RunConfig, prep: Prepared, processes: int = 0) -> None:

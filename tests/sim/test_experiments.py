@@ -500,6 +500,21 @@ def test_a_fedavg_runs_estimate_counts_the_servers_observations_and_the_updates_
     assert own / 2**30 - est > 200 * table / 2**30  # without the workbench: a table a client
 
 
+def test_real_fedavg_processes_are_estimated_with_a_table_a_client() -> None:
+    """The shared tables are the simulator's (learning/workbench.py): ``launch`` estimates FedAvg
+    clients holding their own, the simulator one copy for all of them and no client's delta base."""
+    from p2pnode.footprint import Footprint, launch_bytes, run_bytes
+
+    table = 32_924 * 32 * 4
+    model = table + 32 * 4 + 32 * 4 + 4
+    fed = RunConfig(nodes=200, rounds=30, protocol="fedavg")
+    shared = Footprint(model, in_flight=200, workbench_bytes=table, workbench_clients=200)
+    own = Footprint(model, in_flight=200)
+    delta = min(0.9 * model, fed.wire.delta_budget_bytes)
+    assert run_bytes(fed, own) - run_bytes(fed, shared) == pytest.approx(199 * table + 200 * delta, abs=1)
+    assert launch_bytes(fed, shared, 2) == launch_bytes(fed, own, 2)
+
+
 def test_a_poi_runs_memory_is_estimated_from_its_model_and_what_its_observers_keep() -> None:
     """The estimate against measurements: 1,083 Foursquare-shaped nodes, every one an adversary
     keeping 103 target rows on average of each user it hears from (0.5 new users a round), peak
