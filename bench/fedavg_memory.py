@@ -45,10 +45,13 @@ assert p2pnode.__file__.startswith({root!r}), p2pnode.__file__
 config = RunConfig(nodes={clients}, rounds={rounds}, protocol="fedavg", dataset={data!r}, seed=0,
     model={model!r}).replace(
     **{{"learning.lr": 0.01, "learning.prme_lr": 0.2, "attack.kind": "cia", "attack.target_k": 10}})
+from p2pnode.attack import lab_for
 sim = Simulation(config)
+lab = lab_for(sim.prep)
 built = rss_gib()
-for _ in range({rounds}):
+for r in range(1, {rounds} + 1):
     sim.run_round()
+    lab.evaluate(r, sim.host.nodes.values())  # as an experiment does after every round
 est = run_bytes(config, footprint_of(config, sim.prep)) / 2**30
 print(json.dumps({{"built": built, "peak": peak_rss_gib(), "estimate": est, "model": sim.prep.model_bytes}}))
 """
