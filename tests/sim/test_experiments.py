@@ -484,7 +484,8 @@ def test_a_fedavg_runs_estimate_counts_the_servers_observations_and_the_updates_
     flight, and the clients share one copy of the item table (learning/workbench.py). Measured: 200
     clients of a Gowalla-shaped file (32,924 venues) peak at 3.56 GiB (``python -m
     bench.fedavg_memory --clients 200``; 5.18 GiB before the workbench and the in-flight change);
-    the estimate counts FedAvg's parts 5% higher (footprint.FEDAVG_MARGIN)."""
+    the estimate counts FedAvg's parts 17% higher (footprint.FEDAVG_MARGIN), the largest gap
+    measured at full POI size, so at 200 clients it is well above the peak."""
     from p2plab import fanout
 
     table = 32_924 * 32 * 4
@@ -494,7 +495,7 @@ def test_a_fedavg_runs_estimate_counts_the_servers_observations_and_the_updates_
     bench = {"workbench_bytes": table, "workbench_clients": 200}
     fp = fanout.Footprint(model, 1, kept, heard_per_round=200, in_flight=200, **bench)
     est = fanout.run_bytes(fed, fp) / 2**30
-    assert 3.56 <= est <= 3.56 * 1.1
+    assert 3.56 <= est <= 3.56 * 1.2
     honest = fanout.run_bytes(fed, fanout.Footprint(model, in_flight=200, **bench)) / 2**30
     assert est - honest > 0.75  # the server's v_u of 200 users, ~4.2 MB each
     own = fanout.run_bytes(fed, fanout.Footprint(model, 1, kept, heard_per_round=200, in_flight=200))
