@@ -195,25 +195,27 @@ class BaseLearner(ABC):
         if self._bench is not None:
             self._bench.check(self, what)
 
-    def _resting(self) -> Mapping[str, Array] | None:
-        """The model to read while it does not hold the workbench: θ_0's tables with its own small
-        tensors before its first turn; None once it has trained (its parked figures stand)."""
-        if self._parked is not None:
-            return None
-        assert self._bench is not None
-        return {**self.params, **{k: self._init[k] for k in self._bench.arrays}}
+    def _readable(self) -> Mapping[str, Array] | None:
+        """Where this model's values can be read: its tables while it holds them (or has its
+        own), θ_0's tables with its own small tensors before its first turn; None once it was
+        parked after a turn (its parked figures stand)."""
+        bench = self._bench
+        if bench is None or bench.holder is self:
+            return self.params
+        if self._parked is None:
+            return {**self.params, **{k: self._init[k] for k in bench.arrays}}
+        if self._parked[0] != self.version:
+            raise ValueError("a parked client's model changed without its turn")
+        return None
 
     def norm(self, names: tuple[str, ...]) -> float:
         """‖θ‖ over the tensors ``names`` (what a received model's distance is measured against)."""
-        bench = self._bench
-        if bench is None or bench.holder is self:
-            return l2_norm(self.params, names)
-        resting = self._resting()
-        if resting is not None:
-            return l2_norm(resting, names)
+        params = self._readable()
+        if params is not None:
+            return l2_norm(params, names)
         assert self._parked is not None
-        if self._parked[0] != self.version or names != self.shared_names:
-            raise ValueError(f"the norm over {names} of a parked client at another version")
+        if names != self.shared_names:
+            raise ValueError(f"the norm over {names} of a parked client (it kept the shared tensors')")
         return self._parked[2]
 
     @abstractmethod
@@ -483,15 +485,10 @@ class BaseLearner(ABC):
     def evaluate(self) -> float:
         """This node's utility (:meth:`_utility`), of its parked figures while another client
         holds the workbench."""
-        bench = self._bench
-        if bench is None or bench.holder is self:
-            return self._utility(self.params)
-        resting = self._resting()
-        if resting is not None:
-            return self._utility(resting)
+        params = self._readable()
+        if params is not None:
+            return self._utility(params)
         assert self._parked is not None
-        if self._parked[0] != self.version:
-            raise ValueError("a parked client's model changed without its turn")
         return self._parked[1]
 
 

@@ -91,12 +91,10 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     per_node = fp.copies * model + delta + NODE_BYTES
     heard = min(max(config.nodes - 1, 0), math.ceil(config.rounds * fp.heard_per_round))
     attack = fp.adversaries * heard * fp.observer_bytes
-    # the workbench: one copy of the tables in place of one a client, and a client's delta base
-    # closes when it gives the tables up (learning/workbench.py)
-    shared = fp.workbench_bytes * (1 - fp.workbench_clients) - (
-        fp.workbench_clients * delta if fp.workbench_bytes else 0
-    )
-    parts = config.nodes * per_node + attack + fp.in_flight * model + shared
+    parts = config.nodes * per_node + attack + fp.in_flight * model
+    if fp.workbench_bytes:  # one copy of the tables in place of one a client, whose delta base
+        # closes when it gives the tables up (learning/workbench.py)
+        parts -= fp.workbench_clients * (fp.workbench_bytes + delta) - fp.workbench_bytes
     return int(BASE_BYTES + parts * (FEDAVG_MARGIN if fp.in_flight else 1.0))
 
 

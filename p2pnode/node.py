@@ -338,7 +338,7 @@ class NodeRuntime:
             self.counters.delta_models_sent += 1
 
         version = message.version
-        pending: ModelMessage | FedMessage | None = message
+        kept: ModelMessage | FedMessage | None = message  #: to send again whole on ``no-base``
         if isinstance(message, FedMessage) and message.kind == "update" and not encoded.is_delta:
             # A client's update is the snapshot of a model that loaded the whole global model
             # just before it trained, so its next update differs from this one in every row the
@@ -346,11 +346,11 @@ class NodeRuntime:
             # history.py) serves the rare delta. Nothing here keeps the snapshot or its body while
             # the update is on its way: of a POI-shaped round's 1,083 updates in flight at once,
             # each held its 4.9 MB snapshot beside its 4.9 MB frame (bench.fedavg_memory).
-            pending = None
+            kept = None
             encoded = encoded._replace(body={}, view={})
 
         def done(outcome: Outcome) -> None:
-            self._model_sent(peer, version, pending, encoded, outcome)
+            self._model_sent(peer, version, kept, encoded, outcome)
 
         self.transport.send(self.node_id, peer, Channel.GOSSIP, data, done)
 

@@ -95,7 +95,7 @@ def test_a_parked_client_answers_its_utility_and_norm_and_nothing_else() -> None
             what()
     with pytest.raises(WorkbenchError):
         a.merge([init])
-    with pytest.raises(ValueError, match="another version"):
+    with pytest.raises(ValueError, match="of a parked client"):
         a.norm(("item",))
 
 
