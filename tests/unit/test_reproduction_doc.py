@@ -74,3 +74,48 @@ def test_the_reproduction_time_bench_projects_what_reproduce_sh_runs() -> None:
     listed = re.search(r"\n  names=\((.*?)\)", text, re.S)
     assert listed is not None
     assert tuple(listed.group(1).split()) == EXPERIMENTS
+
+
+def test_keep_sh_keeps_a_report_with_its_runs_and_restores_them(tmp_path: Path) -> None:
+    """results/ is not committed: experiments/keep.sh commits a finished report's runs with it, so
+    a later checkout rebuilds the report or resumes the experiment (--restore), and it regenerates
+    the summary; a folder without a finished report or runs is refused and nothing is copied."""
+    import os
+    import subprocess
+
+    fake = tmp_path / "p2pnode"
+    calls = tmp_path / "calls"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake.chmod(0o755)
+    reports, doc = tmp_path / "reports", tmp_path / "REPRODUCTION.md"
+    env = {**os.environ, "P2PNODE": str(fake), "REPORTS": str(reports), "DOC": str(doc)}
+
+    def keep(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(ROOT / "experiments" / "keep.sh"), *args],
+            env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    done = tmp_path / "results" / "table3"
+    (done / "runs").mkdir(parents=True)
+    unfinished = keep("table3", str(done))  # runs but no report yet
+    assert unfinished.returncode == 1 and "no finished report" in unfinished.stderr
+    assert not reports.exists() and not calls.exists()
+    for name in ("report.md", "results.json", "results.csv", "max_aac.png"):
+        (done / name).write_text(name)
+    (done / "runs" / "simulate-aa.json").write_text("{}")
+    (done / "runs" / "simulate-bb.json").write_text("{}")
+    kept = keep("table3", str(done))
+    assert kept.returncode == 0, kept.stderr
+    assert sorted(p.name for p in (reports / "table3").iterdir()) == [
+        "max_aac.png", "report.md", "results.csv", "results.json", "runs",
+    ]  # fmt: skip
+    assert sorted(p.name for p in (reports / "table3" / "runs").iterdir()) == ["simulate-aa.json", "simulate-bb.json"]
+    assert calls.read_text().split() == ["experiment", "summary", str(reports), "--write", str(doc)]
+
+    fresh = tmp_path / "elsewhere" / "table3"
+    back = keep("--restore", "table3", str(fresh))
+    assert back.returncode == 0, back.stderr
+    assert sorted(p.name for p in (fresh / "runs").iterdir()) == ["simulate-aa.json", "simulate-bb.json"]
+    assert keep("--restore", "fig5", str(fresh)).returncode == 1  # nothing kept under that name
+    assert keep("../etc", str(done)).returncode == 2  # a name, not a path

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Keep a finished experiment in the repository with its runs, or bring the kept runs back.
+#
+# results/ is not committed, so without its runs a committed report can be read but not rebuilt,
+# and an experiment that takes longer than one sitting starts again from nothing. A run's file
+# (OUT/runs/MODE-KEY.json) is its slimmed summary, 15-60 KB, named by a key of its configuration,
+# so the runs can travel with the report:
+#
+#   bash experiments/keep.sh NAME [FROM]           # FROM (default results/NAME): report.md,
+#       # results.csv, results.json, the plots and runs/ go to experiments/reports/NAME/ (runs are
+#       # added to those already kept there), then REPRODUCTION.md's summary is regenerated
+#   bash experiments/keep.sh --restore NAME [TO]   # experiments/reports/NAME/runs/ go to TO/runs
+#       # (default results/NAME): the same `p2pnode experiment ... --out TO` then runs only the
+#       # runs not kept, and `--report-only` rebuilds the report from them
+set -euo pipefail
+cd "$(dirname "$0")/.."
+P2PNODE=${P2PNODE:-.venv/bin/p2pnode}
+REPORTS=${REPORTS:-experiments/reports}     # where reports are kept (a test points it elsewhere)
+DOC=${DOC:-experiments/REPRODUCTION.md}     # whose summary block is regenerated
+usage() { echo "usage: bash experiments/keep.sh [--restore] NAME [FOLDER]" >&2; exit 2; }
+restore=0
+if [ "${1:-}" = "--restore" ]; then restore=1; shift; fi
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+name=$1
+case "$name" in ""|*/*|.*) echo "keep.sh: NAME is a report's folder name, not a path: '$name'" >&2; exit 2;; esac
+kept="$REPORTS/$name"
+folder=${2:-results/$name}
+if [ $restore -eq 1 ]; then
+  if ! compgen -G "$kept/runs/*.json" > /dev/null; then
+    echo "keep.sh: $kept/runs holds no runs to restore" >&2; exit 1
+  fi
+  mkdir -p "$folder/runs"
+  cp -n "$kept"/runs/*.json "$folder/runs/"
+  echo "restored $(ls "$kept"/runs/*.json | wc -l) runs of $kept into $folder/runs"
+  exit 0
+fi
+if [ ! -f "$folder/results.json" ] || [ ! -f "$folder/report.md" ]; then
+  echo "keep.sh: $folder has no finished report (results.json, report.md); run the experiment first" >&2
+  exit 1
+fi
+if ! compgen -G "$folder/runs/*.json" > /dev/null; then
+  echo "keep.sh: $folder/runs holds no runs" >&2; exit 1
+fi
+mkdir -p "$kept/runs"
+rm -f "$kept"/*.png
+cp "$folder/report.md" "$folder/results.json" "$kept/"
+for f in "$folder"/results.csv "$folder"/*.png; do [ -f "$f" ] && cp "$f" "$kept/"; done
+cp "$folder"/runs/*.json "$kept/runs/"
+echo "kept $folder in $kept ($(ls "$kept"/runs/*.json | wc -l) runs)"
+"$P2PNODE" experiment summary "$REPORTS" --write "$DOC"
