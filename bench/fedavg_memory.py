@@ -10,10 +10,16 @@ its own child process (a fresh interpreter, so its peak RSS is its own) under an
 (bench/guard.py), and ``--base REV`` runs the same child in a worktree of REV first:
 
     .venv/bin/python -m bench.fedavg_memory [--shape gowalla-nyc] [--clients 150] [--rounds 3]
-        [--model gmf|prme] [--base REV] [--cap-gib 12]
+        [--model gmf|prme] [--base REV] [--cap-gib 12] [--fictive-user]
+        [--mmap-threshold-mib 0,16] [--data FILE]
 
-It prints, per revision, the peak RSS, the RSS once the clients are built (their models and
-moments), what the round added above that per client (in units of one model), and the estimate.
+``--mmap-threshold-mib`` runs the working tree once per glibc mmap threshold (0: glibc's own,
+rising one; p2pnode/allocator.py), so what heap fragmentation adds to the peak, and what the
+fixed threshold costs in time, are read side by side.
+
+It prints, per revision (or threshold), the peak RSS, the RSS once the clients are built (their
+models and moments), what the rounds added above that per client (in units of one model), the
+estimate, and the rounds' time with the part spent in the kernel (page faults of fresh mmaps).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ import torch
 torch.set_num_threads(1)
 from bench.guard import cap_rss, peak_rss_gib, rss_gib
 cap_rss({cap})
+import resource, time
+if {threshold} > 0:
+    from p2pnode.allocator import set_mmap_threshold
+    assert set_mmap_threshold({threshold})
 from p2pnode.config import RunConfig
 from p2pnode.footprint import footprint_of, run_bytes
 from p2pnode.sim import Simulation
@@ -44,21 +54,28 @@ import p2pnode
 assert p2pnode.__file__.startswith({root!r}), p2pnode.__file__
 config = RunConfig(nodes={clients}, rounds={rounds}, protocol="fedavg", dataset={data!r}, seed=0,
     model={model!r}).replace(
-    **{{"learning.lr": 0.01, "learning.prme_lr": 0.2, "attack.kind": "cia", "attack.target_k": 10}})
+    **{{"learning.lr": 0.01, "learning.prme_lr": 0.2, "attack.kind": "cia", "attack.target_k": 10,
+       "attack.fictive_user": {fictive}}})
 from p2pnode.attack import lab_for
 sim = Simulation(config)
 lab = lab_for(sim.prep)
 built = rss_gib()
+t0 = time.perf_counter()
 for r in range(1, {rounds} + 1):
     sim.run_round()
     lab.evaluate(r, sim.host.nodes.values())  # as an experiment does after every round
 est = run_bytes(config, footprint_of(config, sim.prep)) / 2**30
-print(json.dumps({{"built": built, "peak": peak_rss_gib(), "estimate": est, "model": sim.prep.model_bytes}}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"built": built, "peak": peak_rss_gib(), "estimate": est, "model": sim.prep.model_bytes,
+    "seconds": time.perf_counter() - t0, "system": ru.ru_stime}}))
 """
 
 
-def measure(root: Path, args: argparse.Namespace, data: Path) -> dict[str, float]:
+def measure(root: Path, args: argparse.Namespace, data: Path, threshold: float = 0.0) -> dict[str, float]:
+    """One child's figures; ``threshold``: its glibc mmap threshold in MiB (0: glibc's dynamic)."""
     code = PROBE.format(
+        threshold=threshold,
+        fictive=bool(args.fictive_user),
         root=str(root),
         cap=args.cap_gib,
         clients=args.clients,
@@ -78,7 +95,8 @@ def line(name: str, r: dict[str, float], clients: int) -> str:
     per_client = (r["peak"] - r["built"]) * 2**30 / clients / r["model"]
     return (
         f"{name:>14}: peak {r['peak']:.2f} GiB, built {r['built']:.2f} GiB, the rounds added "
-        f"{per_client:.2f} models a client; estimate {r['estimate']:.2f} GiB"
+        f"{per_client:.2f} models a client; estimate {r['estimate']:.2f} GiB; rounds "
+        f"{r['seconds']:.1f} s ({r['system']:.1f} s in the kernel)"
     )
 
 
@@ -90,13 +108,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--base", default=None, help="a revision to measure first, in a worktree")
     ap.add_argument("--cap-gib", type=float, default=12.0, help="end a child past this resident memory")
+    ap.add_argument("--fictive-user", action="store_true", help="the server scores with e_A (finding 2)")
+    ap.add_argument(
+        "--mmap-threshold-mib",
+        default="",
+        help="also run the working tree with these glibc mmap thresholds, e.g. 0,16 (0: glibc's "
+        "dynamic threshold, the default), one child each, side by side (p2pnode/allocator.py)",
+    )
+    ap.add_argument("--data", type=Path, default=None, help="this file instead of a synthetic one")
     args = ap.parse_args()
+    thresholds = [float(t) for t in args.mmap_threshold_mib.split(",") if t.strip()] or [0.0]
     venues = {"gowalla-nyc": 32_924, "foursquare-nyc": 38_333}[args.shape]
     with tempfile.TemporaryDirectory(prefix="p2pnode-fedmem-") as tmp:
-        data = Path(tmp) / f"{args.shape}-{args.clients}.txt"
-        synth = [sys.executable, "-m", "p2pnode", "data", "synth", args.shape, str(data)]
-        synth += ["--users", str(args.clients), "--venues", str(venues)]
-        subprocess.run(synth, cwd=ROOT, check=True, capture_output=True)
+        data = args.data or Path(tmp) / f"{args.shape}-{args.clients}.txt"
+        if args.data is None:
+            synth = [sys.executable, "-m", "p2pnode", "data", "synth", args.shape, str(data)]
+            synth += ["--users", str(args.clients), "--venues", str(venues)]
+            subprocess.run(synth, cwd=ROOT, check=True, capture_output=True)
         runs: list[tuple[str, dict[str, float]]] = []
         if args.base:
             tree = Path(tmp) / "tree"
@@ -106,16 +134,21 @@ def main() -> None:
                 runs.append((f"base {args.base}", measure(tree, args, data)))
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
-        runs.append(("here", measure(ROOT, args, data)))
-    said = f"{args.model}, {args.clients} clients of a {args.shape}-shaped file, {args.rounds} rounds"
+        for threshold in thresholds:
+            name = "here" if threshold == 0 else f"here, mmap {threshold:g} MiB"
+            runs.append((name, measure(ROOT, args, data, threshold)))
+    source = data.name if args.data else f"a {args.shape}-shaped file"
+    said = f"{args.model}, {args.clients} clients of {source}"
+    said += f", {args.rounds} rounds{', scored with e_A' if args.fictive_user else ''}"
     print(f"FedAvg, CIA at the server, {said}")
     for name, r in runs:
         print(line(name, r, args.clients))
-    if len(runs) == 2:
-        (_, b), (_, h) = runs
+    (first, b), rest = runs[0], runs[1:]
+    for name, h in rest:
         print(
-            f"peak here / base = {h['peak'] / b['peak']:.3f}; added above the build: "
-            f"{(h['peak'] - h['built']) / (b['peak'] - b['built']):.3f}"
+            f"{name} / {first}: peak {h['peak'] / b['peak']:.3f}, added above the build "
+            f"{(h['peak'] - h['built']) / (b['peak'] - b['built']):.3f}, "
+            f"time {h['seconds'] / b['seconds']:.2f}x"
         )
 
 

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from p2pcore.churn import ChurnEvent, Schedule, schedule
+from p2pnode.allocator import set_mmap_threshold
 from p2pnode.build import make_node, make_server, workbench_for
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
@@ -33,6 +34,8 @@ class Simulation:
 
     def __init__(self, config: RunConfig, prepared: Prepared | None = None) -> None:
         self.config = config.validate()
+        if self.config.sim.mmap_threshold_mib:  # the whole process's allocator, from now on
+            set_mmap_threshold(self.config.sim.mmap_threshold_mib)
         self.prep = prepared or prepare(self.config)
         self.clock = VirtualClock()
         s = self.config.sim

@@ -112,8 +112,8 @@ def _stable(node: Any) -> Any:
     return node
 
 
-def _render(name: str) -> str:
-    config = _BASE.replace(**CASES[name]).validate()
+def _render(name: str, **extra: Any) -> str:
+    config = _BASE.replace(**CASES[name], **extra).validate()
     return json.dumps(_stable(simulate(config)), sort_keys=True, indent=1) + "\n"
 
 
@@ -129,3 +129,23 @@ def test_small_runs_give_the_committed_summary(name: str) -> None:
         got, want = [*text.splitlines(), "<end>"], [*expected.splitlines(), "<end>"]
         at = next(i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b)
         pytest.fail(f"{name}: the summary moved at line {at + 1}: {want[at]!r} -> {got[at]!r}")
+
+
+def test_the_allocators_mmap_threshold_moves_no_number() -> None:
+    """``--mmap-threshold-mib`` (p2pnode/allocator.py) changes where glibc puts blocks, never a
+    figure: FedAvg runs, where it matters, give their golden summaries with it. In a child process,
+    since the setting holds for the whole process."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys\n"
+        "from tests.sim.test_golden import GOLDEN, _render\n"
+        "for name in ('fedavg-prme-share-less', 'fedavg-half-fused'):\n"
+        "    text = _render(name, **{'sim.mmap_threshold_mib': 1.0})\n"
+        "    print(name, text == (GOLDEN / f'{name}.json').read_text())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["fedavg-prme-share-less", "True", "fedavg-half-fused", "True"]

@@ -110,12 +110,13 @@ def test_keep_sh_keeps_a_report_with_its_runs_and_restores_them(tmp_path: Path) 
     assert sorted(p.name for p in (reports / "table3").iterdir()) == [
         "max_aac.png", "report.md", "results.csv", "results.json", "runs",
     ]  # fmt: skip
-    assert sorted(p.name for p in (reports / "table3" / "runs").iterdir()) == ["simulate-aa.json", "simulate-bb.json"]
+    runs = ["simulate-aa.json", "simulate-bb.json"]
+    assert sorted(p.name for p in (reports / "table3" / "runs").iterdir()) == runs
     assert calls.read_text().split() == ["experiment", "summary", str(reports), "--write", str(doc)]
 
     fresh = tmp_path / "elsewhere" / "table3"
     back = keep("--restore", "table3", str(fresh))
     assert back.returncode == 0, back.stderr
-    assert sorted(p.name for p in (fresh / "runs").iterdir()) == ["simulate-aa.json", "simulate-bb.json"]
+    assert sorted(p.name for p in (fresh / "runs").iterdir()) == runs
     assert keep("--restore", "fig5", str(fresh)).returncode == 1  # nothing kept under that name
     assert keep("../etc", str(done)).returncode == 2  # a name, not a path
