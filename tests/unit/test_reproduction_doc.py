@@ -87,8 +87,14 @@ def test_keep_sh_keeps_a_report_with_its_runs_and_restores_them(tmp_path: Path) 
     calls = tmp_path / "calls"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     fake.chmod(0o755)
-    reports, doc = tmp_path / "reports", tmp_path / "REPRODUCTION.md"
-    env = {**os.environ, "P2PNODE": str(fake), "REPORTS": str(reports), "DOC": str(doc)}
+    reports, doc, part = tmp_path / "reports", tmp_path / "REPRODUCTION.md", tmp_path / "unfinished"
+    env = {
+        **os.environ,
+        "P2PNODE": str(fake),
+        "REPORTS": str(reports),
+        "DOC": str(doc),
+        "UNFINISHED": str(part),
+    }
 
     def keep(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -100,6 +106,12 @@ def test_keep_sh_keeps_a_report_with_its_runs_and_restores_them(tmp_path: Path) 
     (done / "runs").mkdir(parents=True)
     unfinished = keep("table3", str(done))  # runs but no report yet
     assert unfinished.returncode == 1 and "no finished report" in unfinished.stderr
+    assert not reports.exists() and not calls.exists()
+    assert keep("--unfinished", "table3", str(done)).returncode == 1  # no run finished yet
+    (done / "runs" / "simulate-aa.json").write_text("{}")
+    stopped = keep("--unfinished", "table3", str(done))  # stopped part way: its runs, no report
+    assert stopped.returncode == 0, stopped.stderr
+    assert [p.name for p in (part / "table3" / "runs").iterdir()] == ["simulate-aa.json"]
     assert not reports.exists() and not calls.exists()
     for name in ("report.md", "results.json", "results.csv", "max_aac.png"):
         (done / name).write_text(name)
@@ -113,10 +125,13 @@ def test_keep_sh_keeps_a_report_with_its_runs_and_restores_them(tmp_path: Path) 
     runs = ["simulate-aa.json", "simulate-bb.json"]
     assert sorted(p.name for p in (reports / "table3" / "runs").iterdir()) == runs
     assert calls.read_text().split() == ["experiment", "summary", str(reports), "--write", str(doc)]
+    assert not (part / "table3").exists()  # finished: its runs went with the report
 
+    (part / "table3" / "runs").mkdir(parents=True)
+    (part / "table3" / "runs" / "simulate-cc.json").write_text("{}")  # a later, unfinished sitting
     fresh = tmp_path / "elsewhere" / "table3"
     back = keep("--restore", "table3", str(fresh))
     assert back.returncode == 0, back.stderr
-    assert sorted(p.name for p in (fresh / "runs").iterdir()) == runs
+    assert sorted(p.name for p in (fresh / "runs").iterdir()) == [*runs, "simulate-cc.json"]
     assert keep("--restore", "fig5", str(fresh)).returncode == 1  # nothing kept under that name
     assert keep("../etc", str(done)).returncode == 2  # a name, not a path
