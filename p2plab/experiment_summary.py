@@ -41,6 +41,9 @@ FIGURES = ("Max AAC", "Best-10% AAC", "upper bound", "HR@20")
 
 #: overrides that only say which data file a report ran on (every user of it a node)
 DATA_OVERRIDES = frozenset({"dataset", "nodes", "bbox"})
+#: simulator settings that change no number (left out of run keys too, experiment_spec.run_key):
+#: a report that sets them is not a probe for it
+NUMBERLESS_SIM = frozenset({"shared_tables", "mmap_threshold_mib"})
 
 #: where REPRODUCTION.md keeps the summary: ``--write FILE`` replaces the text between these
 BEGIN = (
@@ -151,7 +154,10 @@ def _identity(row: Mapping[str, Any], cell: Mapping[str, Any]) -> tuple[str, ...
 
 def _group(doc: Mapping[str, Any], exp: Experiment | None) -> str:
     """Which part of the summary a report belongs to (:data:`GROUPS`)."""
-    overrides = set(doc.get("overrides") or {})
+    given = dict(doc.get("overrides") or {})
+    sim = {k: v for k, v in (given.get("sim") or {}).items() if k not in NUMBERLESS_SIM}
+    given.pop("sim", None)
+    overrides = set(given) | ({"sim"} if sim else set())
     if doc.get("probe", exp.probe if exp is not None else False) or doc.get("mode", "simulate") != "simulate":
         return "probe"
     if not overrides:
