@@ -14,8 +14,10 @@ its own child process (a fresh interpreter, so its peak RSS is its own) under an
         [--mmap-threshold-mib 0,16] [--data FILE]
 
 ``--mmap-threshold-mib`` runs the working tree once per glibc mmap threshold (0: glibc's own,
-rising one; p2pnode/allocator.py), so what heap fragmentation adds to the peak, and what the
-fixed threshold costs in time, are read side by side.
+rising one, as in this bench's children before; p2pnode/process.py set_mmap_threshold), so what
+heap fragmentation adds to the peak, and what the fixed threshold costs in time, are read side by
+side. The commands fix it at 32 MiB (``tune_allocator``); Table II GMF with e_A on the Gowalla
+shape peaked at 13.8 GiB there too, as at glibc's own here (13.81).
 
 It prints, per revision (or threshold), the peak RSS, the RSS once the clients are built (their
 models and moments), what the rounds added above that per client (in units of one model), the
@@ -45,7 +47,7 @@ from bench.guard import cap_rss, peak_rss_gib, rss_gib
 cap_rss({cap})
 import resource, time
 if {threshold} > 0:
-    from p2pnode.allocator import set_mmap_threshold
+    from p2pnode.process import set_mmap_threshold
     assert set_mmap_threshold({threshold})
 from p2pnode.config import RunConfig
 from p2pnode.footprint import footprint_of, run_bytes
@@ -113,7 +115,7 @@ def main() -> None:
         "--mmap-threshold-mib",
         default="",
         help="also run the working tree with these glibc mmap thresholds, e.g. 0,16 (0: glibc's "
-        "dynamic threshold, the default), one child each, side by side (p2pnode/allocator.py)",
+        "dynamic threshold, the default), one child each, side by side (process.set_mmap_threshold)",
     )
     ap.add_argument("--data", type=Path, default=None, help="this file instead of a synthetic one")
     args = ap.parse_args()

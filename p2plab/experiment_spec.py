@@ -308,7 +308,7 @@ def run_key(config: RunConfig, mode: str = "simulate") -> str:
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
     # whether FedAvg's clients share their tables, and where the allocator puts blocks, change no
-    # number (learning/workbench.py, p2pnode/allocator.py)
+    # number (learning/workbench.py, p2pnode/process.py set_mmap_threshold)
     identity["sim"].pop("shared_tables", None)
     identity["sim"].pop("mmap_threshold_mib", None)
     for name in UNUSED_BY_MODEL.get(config.model, ()):

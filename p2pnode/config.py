@@ -381,7 +381,7 @@ class SimConfig:
         group="sim",
         only="sim",
         check=(lambda v: v == 0 or 0 < v <= 32, "must be 0 or in (0, 32]"),
-    )  #: the simulator process's allocator (p2pnode/allocator.py); not part of a run's identity
+    )  #: the simulator process's allocator (process.set_mmap_threshold); not in a run's identity
 
 
 _CHURNS: Check = (lambda c: c.churn.model != "off", "--churn exp|weibull")

@@ -36,8 +36,8 @@ STATE_COPIES = {"gmf": 3, "prme": 1}
 #: the Foursquare shape at least 21.1 for GMF against 20.4 (ended there by a 21.5 GiB cap in round
 #: 2), 18.2 against 18.0 before the shared tables; at 150-400 clients the parts are 0.5-6% above
 #: the peak (e_A adds nothing there: 2.79 against 2.78 GiB). The growth is glibc's heap
-#: fragmenting (p2pnode/allocator.py): with the mmap threshold fixed at 1 MiB the Gowalla GMF run
-#: with e_A peaks at 11.81 GiB against parts of 11.84 (``python -m bench.fedavg_memory --data
+#: fragmenting (process.set_mmap_threshold): with the mmap threshold fixed at 1 MiB the
+#: Gowalla GMF run with e_A peaks at 11.81 GiB against parts of 11.84 (``python -m bench.fedavg_memory --data
 #: FILE --clients 718 --fictive-user --mmap-threshold-mib 0,1``: 13.81 GiB without). So the parts
 #: of a FedAvg run are counted 17% higher under glibc's own threshold, the largest gap measured,
 #: and 3% higher with a fixed one (``sim.mmap_threshold_mib``)

@@ -38,6 +38,23 @@ def tune_allocator(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 << 30
     return bool(ok)
 
 
+def set_mmap_threshold(mib: float) -> bool:
+    """Blocks of at least ``mib`` MiB are mmapped from now on, and go back to the system when
+    freed (``sim.mmap_threshold_mib``); False where not glibc.
+
+    The 32 MiB of :func:`tune_allocator` suits models of ~200 kB. A FedAvg round at the POI shapes
+    frees thousands of 4-16 MB blocks (frames, decoded updates, snapshots); on the heap, small
+    long-lived allocations made between them (scores, the fictive user's state) split the holes
+    they leave, and the process grows past what it holds: Table II GMF with e_A on the Gowalla
+    shape peaks at 13.81 GiB against parts of 11.84, and at 11.81 with 1 MiB here, at 1.79x the
+    rounds' time (page faults of fresh mmaps; ``python -m bench.fedavg_memory --mmap-threshold-mib
+    0,1``). Only where blocks live changes, never a number."""
+    if not 0 < mib <= 32:  # glibc's cap on 64-bit systems is 32 MiB
+        raise ValueError("the mmap threshold must be in (0, 32] MiB")
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, int(mib * 2**20)))
+
+
 def release_memory() -> bool:
     """Give the heap's free pages back to the system (glibc ``malloc_trim``), as after a whole
     simulation: with the thresholds above, the next run in the same process would otherwise

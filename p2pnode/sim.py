@@ -13,7 +13,6 @@ from functools import partial
 from typing import Any
 
 from p2pcore.churn import ChurnEvent, Schedule, schedule
-from p2pnode.allocator import set_mmap_threshold
 from p2pnode.build import make_node, make_server, workbench_for
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
@@ -21,6 +20,7 @@ from p2pnode.footprint import check_fits
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
+from p2pnode.process import set_mmap_threshold
 from p2pnode.report import metric_for, round_stats
 from p2pnode.rounds import RoundLog, RoundRunner
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork

@@ -507,8 +507,8 @@ def test_with_a_fixed_mmap_threshold_fedavg_is_estimated_near_its_parts_and_a_re
 ) -> None:
     """Table II on the Gowalla shape (718 clients, e_A at the server) peaks at 13.81 GiB under
     glibc's own threshold and at 11.81 GiB with it fixed at 1 MiB, the sum of its parts (heap
-    fragmentation, p2pnode/allocator.py): the estimate counts 17% over the parts in the one case
-    and 3% in the other, and a run refused for memory that would fit with the threshold fixed is
+    fragmentation, p2pnode.process.set_mmap_threshold): the estimate counts 17% over the parts in
+    the one case and 3% in the other, and a run refused for memory that would fit with the threshold fixed is
     told so in its one line."""
     from p2pnode import footprint
     from p2pnode.prepare import prepare

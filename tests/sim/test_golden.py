@@ -132,9 +132,9 @@ def test_small_runs_give_the_committed_summary(name: str) -> None:
 
 
 def test_the_allocators_mmap_threshold_moves_no_number() -> None:
-    """``--mmap-threshold-mib`` (p2pnode/allocator.py) changes where glibc puts blocks, never a
-    figure: FedAvg runs, where it matters, give their golden summaries with it. In a child process,
-    since the setting holds for the whole process."""
+    """``--mmap-threshold-mib`` (p2pnode.process.set_mmap_threshold) changes where glibc puts
+    blocks, never a figure: FedAvg runs, where it matters, give their golden summaries with it.
+    In a child process, since the setting holds for the whole process."""
     import subprocess
     import sys
 

@@ -1,4 +1,4 @@
-"""p2pnode/allocator.py: the glibc mmap threshold, set and refused."""
+"""p2pnode/process.py (set_mmap_threshold): the glibc mmap threshold, set and refused."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from p2pnode.allocator import set_mmap_threshold
 from p2pnode.config import RunConfig
+from p2pnode.process import set_mmap_threshold
 
 
 def test_a_threshold_out_of_glibcs_range_is_refused_before_anything_is_set() -> None:
@@ -26,7 +26,7 @@ def test_after_the_threshold_a_freed_model_sized_block_goes_back_to_the_system()
     code = """
 import sys
 import numpy as np
-from p2pnode.allocator import set_mmap_threshold
+from p2pnode.process import set_mmap_threshold
 def rss():
     return int(open('/proc/self/statm').read().split()[1]) * 4096
 if sys.argv[1] == 'set':
