@@ -375,9 +375,10 @@ class SimConfig:
     )  #: FedAvg clients train in one shared copy of the item tables (learning/workbench.py)
     mmap_threshold_mib: float = opt(
         0.0,
-        "glibc: blocks of at least this many MiB are mmapped and given back when freed (0: glibc's "
-        "own threshold, which rises to 32 MiB); 1 keeps a FedAvg run at the POI shapes from "
-        "growing past what it holds (heap fragmentation), at up to 2x its time; the same numbers",
+        "glibc: blocks of at least this many MiB are mmapped and given back when freed, from the "
+        "run's start on in its process (0: left as it is; the commands set 32 MiB); 1 keeps a "
+        "FedAvg run at the POI shapes from growing past what it holds (heap fragmentation), at "
+        "up to 2x its time; the same numbers",
         group="sim",
         only="sim",
         check=(lambda v: v == 0 or 0 < v <= 32, "must be 0 or in (0, 32]"),
