@@ -31,6 +31,17 @@ case "$name" in ""|*/*|.*) echo "keep.sh: NAME is a report's folder name, not a 
 kept="$REPORTS/$name"
 folder=${2:-results/$name}
 part="$UNFINISHED/$name"
+# The point of keeping runs is that they are committed: refuse a destination git would ignore (a
+# repository's `runs/` rule once did that silently). Outside a git work tree there is nothing to check.
+committable() {
+  local probe="$1/runs/simulate-0.json" top at="$1"
+  while [ ! -d "$at" ]; do at=$(dirname "$at"); done
+  top=$(git -C "$at" rev-parse --show-toplevel 2>/dev/null) || return 0
+  if git -C "$top" check-ignore -q --no-index "$(realpath -m "$probe")"; then
+    echo "keep.sh: git ignores $1/runs (git check-ignore -v $probe), so the runs would not be committed; fix .gitignore first" >&2
+    exit 1
+  fi
+}
 if [ $restore -eq 1 ]; then
   found=0
   for from in "$kept/runs" "$part/runs"; do
@@ -48,6 +59,7 @@ if [ $unfinished -eq 1 ]; then
   if ! compgen -G "$folder/runs/*.json" > /dev/null; then
     echo "keep.sh: $folder/runs holds no runs" >&2; exit 1
   fi
+  committable "$part"
   mkdir -p "$part/runs"
   cp "$folder"/runs/*.json "$part/runs/"
   echo "kept $(ls "$part"/runs/*.json | wc -l) finished runs of $folder in $part/runs (no report)"
@@ -60,6 +72,7 @@ fi
 if ! compgen -G "$folder/runs/*.json" > /dev/null; then
   echo "keep.sh: $folder/runs holds no runs" >&2; exit 1
 fi
+committable "$kept"
 mkdir -p "$kept/runs"
 rm -f "$kept"/*.png
 cp "$folder/report.md" "$folder/results.json" "$kept/"

@@ -135,3 +135,49 @@ def test_keep_sh_keeps_a_report_with_its_runs_and_restores_them(tmp_path: Path) 
     assert sorted(p.name for p in (fresh / "runs").iterdir()) == [*runs, "simulate-cc.json"]
     assert keep("--restore", "fig5", str(fresh)).returncode == 1  # nothing kept under that name
     assert keep("../etc", str(done)).returncode == 2  # a name, not a path
+
+
+def test_kept_runs_are_committed_and_keep_sh_refuses_a_destination_git_ignores(tmp_path: Path) -> None:
+    """Keeping runs is for committing them: the project's .gitignore lets experiments/reports/*/runs
+    and experiments/unfinished/*/runs through (while other runs/ folders stay ignored), and keep.sh
+    refuses, copying nothing, to keep runs where git would ignore them (the repository's `runs/`
+    rule once left every kept run out of the commits without a word)."""
+    import os
+    import subprocess
+
+    def ignored(path: str, repo: Path = ROOT) -> bool:
+        return (
+            subprocess.run(
+                ["git", "-C", str(repo), "check-ignore", "-q", "--no-index", path], check=False
+            ).returncode
+            == 0
+        )
+
+    assert not ignored("experiments/reports/table3/runs/simulate-0123abcd.json")
+    assert not ignored("experiments/unfinished/fig5/runs/simulate-0123abcd.json")
+    assert ignored("results/table3/runs/simulate-0123abcd.json")
+    assert ignored("runs/simulate-0123abcd.json")
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("runs/\n")
+    done = tmp_path / "results" / "table3"
+    (done / "runs").mkdir(parents=True)
+    (done / "runs" / "simulate-aa.json").write_text("{}")
+    for name in ("report.md", "results.json"):
+        (done / name).write_text(name)
+    env = {
+        **os.environ,
+        "P2PNODE": "/bin/false",
+        "REPORTS": str(repo / "reports"),
+        "DOC": str(repo / "REPRODUCTION.md"),
+        "UNFINISHED": str(repo / "unfinished"),
+    }
+    for args in (["table3", str(done)], ["--unfinished", "table3", str(done)]):
+        refused = subprocess.run(
+            ["bash", str(ROOT / "experiments" / "keep.sh"), *args],
+            env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert refused.returncode == 1 and "git ignores" in refused.stderr, refused.stderr
+    assert sorted(p.name for p in repo.iterdir()) == [".git", ".gitignore"]  # nothing copied
