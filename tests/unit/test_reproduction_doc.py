@@ -181,3 +181,30 @@ def test_kept_runs_are_committed_and_keep_sh_refuses_a_destination_git_ignores(t
         )  # fmt: skip
         assert refused.returncode == 1 and "git ignores" in refused.stderr, refused.stderr
     assert sorted(p.name for p in repo.iterdir()) == [".git", ".gitignore"]  # nothing copied
+
+
+def test_every_kept_report_is_rebuilt_from_its_kept_runs_figure_for_figure(tmp_path: Path) -> None:
+    """A report kept with its runs (experiments/keep.sh) is what those runs give: rebuilding it
+    from them alone (`--report-only`, in-process here) yields the committed rows exactly, every
+    seed's value, mean, sd, paper number, reading and code digest."""
+    import dataclasses
+    import json
+
+    from p2plab import experiment_spec as ex
+    from p2plab.experiment_report import report_finished
+
+    kept = sorted(p.parent for p in (ROOT / "experiments" / "reports").glob("*/runs"))
+    assert len(kept) >= 11  # churn, the probes, the POI-shaped tables (more as they are kept)
+    for report in kept:
+        doc = json.loads((report / "results.json").read_text())
+        exp = ex.load(doc["experiment"])
+        dataset = doc["overrides"].get("dataset")
+        if dataset:  # as `--dataset FILE` without --paper: the paper's columns by the file's name
+            exp = exp.on_dataset(dataset, ex.paper_dataset_of(dataset))
+        labels = [r["label"] for r in doc["rows"]]
+        exp = dataclasses.replace(exp, rows=tuple(r for r in exp.rows if r.label in labels))
+        out = tmp_path / report.name
+        out.mkdir()
+        (out / "runs").symlink_to(report / "runs")
+        rebuilt = report_finished(exp, out, doc["overrides"], doc["seeds"], doc["mode"], doc["command"])
+        assert rebuilt["rows"] == doc["rows"], report.name
