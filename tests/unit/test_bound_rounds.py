@@ -28,12 +28,12 @@ def test_runs_of_an_unfinished_experiment_are_read_by_the_folders_name(
     (folder / "runs").mkdir(parents=True)
     _run(folder, "Rand-Gossip GMF, 3,000 rounds", 0, [0.5, 0.79, 0.81, 0.9])  # paper bound 81
     _run(folder, "Rand-Gossip GMF, 3,000 rounds", 1, [0.6, 0.85, 0.9, 0.95])
-    _run(folder, "Pers-Gossip GMF, 3,600 rounds", 0, [0.3, 0.5, 0.6, 0.7])  # paper 72: not reached
+    _run(folder, "Pers-Gossip GMF, 4,200 rounds", 0, [0.3, 0.5, 0.6, 0.7])  # paper 72: not reached
     SCRIPT["main"]([str(folder)])
     out = capsys.readouterr().out
     assert "| Rand-Gossip GMF, 3,000 rounds | 0 | 81 | 60 | 81.0 | 16.2 | 80 | 90.0 | 18.0 |" in out
     assert "| Rand-Gossip GMF, 3,000 rounds | 1 | 81 | 40 | 85.0 |" in out
-    assert "| Pers-Gossip GMF, 3,600 rounds | 0 | 72 | not reached |" in out
+    assert "| Pers-Gossip GMF, 4,200 rounds | 0 | 72 | not reached |" in out
     assert "Rand-Gossip GMF, 3,000 rounds: the bound reached the paper's at round 50 ± 14 (2 runs)" in out
 
 
