@@ -118,6 +118,14 @@ def _experiment_flags(exp: argparse.ArgumentParser) -> None:
         "with --ray: at most this many on the cluster, default its CPUs)",
     )
     exp.add_argument(
+        "--no-memory-check",
+        dest="memory_check",
+        action="store_false",
+        help="start a simulation even where its estimate is above the free memory (cap it from "
+        "outside, e.g. a memory cgroup: the estimate errs high, and an uncapped run that does not "
+        "fit is OOM-killed or takes the machine down)",
+    )
+    exp.add_argument(
         "--ray",
         metavar="ADDRESS",
         help="run the simulations on this Ray cluster (host:port of its head, or auto); "
@@ -305,6 +313,7 @@ def _experiment(args: argparse.Namespace) -> int:
             False,
             args.workers or (0 if args.ray else 1),
             args.ray,
+            args.memory_check,
         )
     if progress:
         progress(

@@ -160,6 +160,7 @@ def run_experiment(
     report_only: bool = False,
     workers: int = 1,
     ray_address: str | None = None,
+    memory_check: bool = True,
 ) -> dict[str, Any]:
     """Run every (row, seed) not yet on disk, then write the results and the report.
 
@@ -167,6 +168,9 @@ def run_experiment(
     ``workers``: simulations run in that many processes at once (p2plab/fanout.py).
     ``ray_address``: the simulations run on that Ray cluster instead, ``workers`` at once (0: as
     many as the cluster has CPUs).
+    ``memory_check``: False starts a simulation whose estimate is above the free memory (a run
+    capped from outside, e.g. in a memory cgroup); parallel workers still start a run only where
+    it fits beside those under way.
     """
     t_all = time.perf_counter()
     overrides = dict(overrides or {})
@@ -209,7 +213,7 @@ def run_experiment(
         from p2plab.fanout import check_memory, fits_at_once, run_parallel
 
         configs = [c for _r, _s, c, _p in pending.values()]
-        needs, budget = check_memory(configs, footprint)
+        needs, budget = check_memory(configs, footprint, memory_check)
         if progress:
             at_once = min(workers, len(pending))
             said = f"{len(pending)} runs in {at_once} worker processes"
@@ -223,7 +227,7 @@ def run_experiment(
         for key, summary, seconds in run_parallel(tasks, workers, needs, budget):
             finished(key, summary, seconds)
     else:
-        if runner is simulator and pending:
+        if runner is simulator and pending and memory_check:
             from p2plab.fanout import check_memory
 
             one_per_row = {id(r): c for r, _s, c, _p in reversed(pending.values())}  # seeds alike

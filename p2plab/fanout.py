@@ -36,16 +36,16 @@ __all__ = ["BASE_BYTES", "NODE_BYTES", "Footprint", "available_bytes", "check_me
 
 
 def check_memory(
-    configs: Sequence[RunConfig], footprint: Callable[[RunConfig], Footprint]
+    configs: Sequence[RunConfig], footprint: Callable[[RunConfig], Footprint], refuse: bool = True
 ) -> tuple[list[int], int | None]:
     """The estimated bytes of each of ``configs`` and the free memory they share (None where it
     cannot be read). Refuses (ConfigError) when the largest run alone does not fit: better said
     before it starts than an OOM kill halfway through, or a machine brought down. Runs that do
     not fit together are not refused: :func:`run_parallel` starts each one only
-    where it fits beside those under way."""
+    where it fits beside those under way. ``refuse`` False (``--no-memory-check``) only measures."""
     needs = [run_bytes(c, footprint(c)) for c in configs]
     free = available_bytes()
-    if not configs or free is None:
+    if not configs or free is None or not refuse:
         return needs, free
     need, largest = max(zip(needs, configs, strict=True), key=lambda nc: nc[0])
     if need > free:
