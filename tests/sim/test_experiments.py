@@ -478,6 +478,44 @@ def test_workers_start_a_run_only_where_it_fits_beside_those_under_way(
     assert sorted(started) == sorted([big, big, small, small, big, small]) and peak <= 22
 
 
+def test_no_memory_check_starts_a_run_the_estimate_refuses_and_changes_nothing_else(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``p2pnode experiment --no-memory-check`` is for a run capped from outside (a memory cgroup):
+    the estimate errs high (Table III on the Gowalla shape, Pers-Gossip: 12.0 GiB estimated, a
+    10.3 GiB peak). Without the flag such a run is refused before anything is written; with it
+    the run goes, alone and with workers, and gives what an unrefused run gives."""
+    from p2plab import fanout
+    from p2plab.cli import main
+
+    exp = dataclasses.replace(ex.load("churn"), rows=ex.load("churn").rows[:2])
+    free = ex.run_experiment(exp, tmp_path / "free", TINY, seeds=[0])
+    monkeypatch.setattr(fanout, "available_bytes", lambda: 1 << 20)  # 1 MiB free
+    with pytest.raises(ConfigError, match=r"needs about .* GiB and 0.0 GiB is free"):
+        ex.run_experiment(exp, tmp_path / "refused", TINY, seeds=[0])
+    assert not list((tmp_path / "refused").glob("runs/*.json"))
+    with pytest.raises(ConfigError, match="is free"):
+        ex.run_experiment(exp, tmp_path / "refused", TINY, seeds=[0], workers=2)
+    for workers in (1, 2):
+        capped = ex.run_experiment(
+            exp, tmp_path / f"capped{workers}", TINY, seeds=[0], workers=workers, memory_check=False
+        )
+        assert [r["cells"] for r in capped["rows"]] == [r["cells"] for r in free["rows"]]
+    needs, budget = fanout.check_memory([RunConfig(nodes=943)], lambda c: fanout.Footprint(215_000), False)
+    assert budget == 1 << 20 and needs[0] > budget  # measured, not refused
+    # the flag reaches run_experiment from the command line
+    calls: list[tuple[Any, ...]] = []
+
+    def stand_in(*args: Any) -> dict[str, Any]:
+        calls.append(args)
+        return {"rows": [], "seconds": 0}
+
+    monkeypatch.setattr(ex, "run_experiment", stand_in)
+    for flags in ([], ["--no-memory-check"]):
+        assert main(["experiment", "churn", "--out", str(tmp_path / "cli"), "--quiet", *flags]) == 0
+    assert [a[-1] for a in calls] == [True, False]
+
+
 def test_a_fedavg_runs_estimate_counts_the_servers_observations_and_the_updates_in_flight() -> None:
     """The FedAvg server hears from every selected client each round, and with every user's
     items as targets keeps a whole item table of each; the round's updates are held once while in
