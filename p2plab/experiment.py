@@ -48,6 +48,7 @@ from p2plab.experiment_spec import (
     stored_runs,
 )
 from p2plab.fanout import Footprint
+from p2plab.machine import machine
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError, RunConfig
 
@@ -178,6 +179,7 @@ def run_experiment(
     if report_only:
         return report_finished(exp, out, overrides, seeds, mode, command, progress)
     code = code_digest()  # now, before any run: the sources may be edited while the runs go on
+    here = machine()  # a run on a Ray node brings its own (p2plab/fanout.py)
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_of(exp, seeds, overrides)
@@ -193,6 +195,7 @@ def run_experiment(
         summary["_seed"] = seed
         summary["_seconds"] = round(seconds, 1)  #: the run's own time (bench.reproduction_time reads it)
         summary["_code"] = code  #: the code that ran it (p2plab/experiment_summary.py)
+        summary.setdefault("_machine", here)  #: the machine it ran on (p2plab/machine.py)
         write_text(path, json.dumps(summary))
         results[key] = summary
         done += 1

@@ -30,6 +30,7 @@ from p2plab.experiment_spec import (
     stored_runs,
 )
 from p2plab.figures import save_figure
+from p2plab.machine import machines_of
 from p2pnode.atomic import write_text
 from p2pnode.config import RunConfig
 from p2pnode.report import metric_for
@@ -91,6 +92,10 @@ def write_report(
             "file": Path(str(overrides["dataset"])).name,
             "synthetic": synthetic_origin(overrides["dataset"]),
         }
+    ran_on = {mode: machines_of(results.values())}
+    if other_results:
+        ran_on[other] = machines_of(other_results.values())
+    meta["machines"] = {m: [{"machine": name, "runs": n} for name, n in ms] for m, ms in ran_on.items()}
     document = {**meta, "columns": [c.__dict__ for c in exp.columns], "rows": table}
     if other_results:  # the same configurations run the other way: report both side by side
         document["other"] = {
@@ -286,6 +291,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     lines += ["", "Command:", "", "```", doc["command"] or f"p2pnode experiment {exp.name}", "```", ""]
     if doc.get("report_only"):
         lines += ["(This report was rebuilt with `--report-only` from the runs on disk.)", ""]
+    lines += _ran_on(doc)
     if doc["overrides"]:
         lines += [f"Overrides of the experiment file: `{json.dumps(doc['overrides'])}`.", ""]
     if exp.notes:
@@ -293,6 +299,18 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     for p in plots:
         lines += [f"![{p}]({p})", ""]
     return "\n".join(lines)
+
+
+def _ran_on(doc: Mapping[str, Any]) -> list[str]:
+    """Where the runs ran (p2plab/machine.py): a real-HTTP run's figures depend on its cores."""
+    names = {"simulate": "Simulator runs", "real": "Real-HTTP runs"}
+    lines = []
+    for mode, machines in (doc.get("machines") or {}).items():
+        if machines:
+            runs = [f"{m['machine']} ({m['runs']} run{'s' if m['runs'] != 1 else ''})" for m in machines]
+            where = "; ".join(runs)
+            lines.append(f"{names.get(mode, mode)} ran on: {where}.")
+    return [*lines, ""] if lines else []
 
 
 def _side_by_side(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:

@@ -136,7 +136,10 @@ def run_parallel(
 
 
 def _simulate_on_ray(config: RunConfig) -> tuple[dict[str, Any], float, str, str]:
+    from p2plab.machine import machine
+
     summary, seconds = _simulate(config)
+    summary["_machine"] = machine()  # the Ray node's, not the driver's
     return summary, seconds, code_digest(), socket.gethostname()
 
 

@@ -191,6 +191,42 @@ def test_simulator_and_real_runs_of_one_experiment_are_reported_side_by_side(tmp
     assert "50.0 (n=1)" in report
 
 
+def test_each_run_records_its_machine_and_the_report_says_where_each_mode_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real-HTTP run's figures depend on its cores (REPRODUCTION finding 5): a run file records
+    the machine, and the report lists each mode's machines, runs from before as not recorded."""
+    from p2plab.machine import describe, machine
+
+    exp = ex.load("table2")
+    here = machine()
+    assert here["cpus"] >= 1 and here["python"] and here["torch"]
+    ex.run_experiment(exp, tmp_path, TINY, seeds=[0])
+    runs = sorted((tmp_path / "runs").glob("simulate-*.json"))
+    assert len(runs) == 2 and all(json.loads(f.read_text())["_machine"] == here for f in runs)
+    old = json.loads(runs[0].read_text())  # a run made before runs recorded their machine
+    del old["_machine"]
+    runs[0].write_text(json.dumps(old))
+    big = {**here, "cpus": 16, "cpu": "Some Processor"}
+    monkeypatch.setattr(ex, "machine", lambda: big)
+    doc = ex.run_experiment(exp, tmp_path, TINY, seeds=[0], runner=simulator_as_real, mode="real")
+    assert doc["machines"] == {
+        "real": [{"machine": describe(big), "runs": 2}],
+        "simulate": sorted(
+            [{"machine": describe(here), "runs": 1}, {"machine": "not recorded", "runs": 1}],
+            key=lambda m: str(m["machine"]),
+        ),
+    }
+    report = (tmp_path / "report.md").read_text()
+    assert f"Real-HTTP runs ran on: {describe(big)} (2 runs)." in report
+    assert "16 CPUs (Some Processor)" in describe(big)
+    assert f"Simulator runs ran on: {describe(here)} (1 run); not recorded (1 run)." in report
+
+
+def simulator_as_real(config: RunConfig, progress: Any = None) -> dict[str, Any]:
+    return simulate(config)
+
+
 def test_long_runs_pass_on_throttled_progress() -> None:
     lines: list[str] = []
     quiet = ex.throttled(lines.append, seconds=3600)
