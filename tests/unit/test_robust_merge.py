@@ -188,6 +188,31 @@ def test_a_protocol_whose_training_diverges_recovers_and_says_so() -> None:
     assert protocol.stats.recoveries == 1 and np.isfinite(learner.params["q"]).all()
 
 
+def test_a_node_that_keeps_diverging_is_logged_at_powers_of_two_and_counted_every_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A node whose training keeps going non-finite (PRME at lr 0.2 on a POI shape, or a member's
+    poisoned models) must not write a log line a round: the 1st, 2nd, 4th, 8th... are logged with
+    the count, and the metric counts every one."""
+    import logging
+
+    from p2pcore.effects import Dropped
+    from p2pnode.config import RunConfig
+    from p2pnode.sim import Simulation
+
+    sim = Simulation(RunConfig(nodes=6, rounds=1, dataset="synthetic"))
+    node = sim.host.nodes[2]
+    with caplog.at_level(logging.WARNING, logger="p2pnode.node"):
+        for _ in range(9):
+            node.execute([Dropped("non-finite")])
+    lines = [r.getMessage() for r in caplog.records if "non-finite" in r.getMessage()]
+    counts = [line.split("(")[1].split(" so far")[0] for line in lines]
+    assert counts == ["1 time", "2 times", "4 times", "8 times"]
+    assert all(line.startswith("node 2: ") for line in lines)
+    counted = sim.metrics.registry.get_sample_value("p2pnode_model_recoveries_total", {"node": "2"})
+    assert counted == 9
+
+
 def test_compiled_snapshot_copies_check_bit_for_bit() -> None:
     from learning.snapshots import copy_checked
 
