@@ -176,6 +176,11 @@ def aggregate(
             entry["reading"] = reading_of([s.get("config") or {} for s in runs])
             entry["code"] = sorted({str(s.get("_code", "?")) for s in runs})
             entry["runs"] = sorted({k for k in keys if k in results})
+        diverged = {
+            str(r["_seed"]): r["recoveries"] for r in runs if (r.get("recoveries") or {}).get("events")
+        }
+        if diverged:  # a run whose learners kept going non-finite is not the paper's run
+            entry["recoveries"] = diverged
         if exp.curve_x and exp.curve_y:
             entry["curve"] = _mean_curve(runs, exp.curve_x, exp.curve_y)
         table.append(entry)
@@ -286,6 +291,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
                 cells.append("–" if x is None else f"{x:.1f}x")
         cells.append(str(len(row["seeds"])))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _diverged(doc)
     if "other" in doc:
         lines += ["", *_side_by_side(exp, doc)]
     lines += ["", "Command:", "", "```", doc["command"] or f"p2pnode experiment {exp.name}", "```", ""]
@@ -299,6 +305,26 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     for p in plots:
         lines += [f"![{p}]({p})", ""]
     return "\n".join(lines)
+
+
+def _diverged(doc: Mapping[str, Any]) -> list[str]:
+    """Rows whose runs had models go non-finite (each went back to its last good model, see
+    ``recoveries`` in a run's summary): their learning is not the paper's, so the row says so."""
+    lines = []
+    for row in doc["rows"]:
+        for seed, r in sorted((row.get("recoveries") or {}).items()):
+            lines.append(
+                f"- {row['label']}, seed {seed}: {r['events']} non-finite models recovered at "
+                f"{r['nodes']} nodes"
+            )
+    if not lines:
+        return []
+    return [
+        "",
+        "**Learning diverged** in these runs (a node whose model went non-finite went back "
+        "to its last good one; its figures are not the paper's setting):",
+        *lines,
+    ]
 
 
 def _ran_on(doc: Mapping[str, Any]) -> list[str]:

@@ -122,6 +122,8 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
             runs = _runs_by_row(out, doc, exp) if runs is None else runs
             reading = reading_of([r.get("config") or {} for r in runs.get(label, [])])
             code = ", ".join(sorted({str(r.get("_code", "?")) for r in runs.get(label, [])})) or "?"
+        if row.get("recoveries"):  # experiment_report.aggregate: its learning went non-finite
+            reading += f"; diverged in {len(row['recoveries'])} of {len(row.get('seeds', []))} runs"
         for key, cell in row["cells"].items():
             col = columns.get(key)
             if col is None or cell.get("paper") is None or "mean" not in cell:

@@ -42,6 +42,9 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         for k, v in r["rejected"].items():
             rejected[k] = rejected.get(k, 0) + v
     total["rejected"] = rejected
+    total["recoveries"] = {
+        k: sum(r.get("recoveries", {}).get(k, 0) for r in results) for k in ("events", "nodes")
+    }
     total["view_swaps"] = {
         k: sum(r.get("view_swaps", {}).get(k, 0) for r in results)
         for k in sorted({k for r in results for k in r.get("view_swaps", {})} | {"committed", "aborted"})

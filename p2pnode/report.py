@@ -33,7 +33,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     """Evaluate every node and sum its counters; also syncs the protocol counters to metrics."""
     total = 0.0
     n = 0
-    msgs = nbytes = models = deltas = merges = steps = failures = 0
+    msgs = nbytes = models = deltas = merges = steps = failures = recoveries = diverged = 0
     swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
     eps: list[float] = []
@@ -57,6 +57,8 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         stats = node.node.protocol.stats
         merges += stats.merges
         steps += stats.local_steps
+        recoveries += stats.recoveries
+        diverged += stats.recoveries > 0
         changes = node.node.sampler.view_changes()
         if changes is not None:
             swaps["committed"] += changes["committed"]
@@ -73,6 +75,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         "bytes": nbytes,
         "merges": merges,
         "local_steps": steps,
+        "recoveries": {"events": recoveries, "nodes": diverged},
         "send_failures": failures,
         "rejected": rejected,
         "view_swaps": swaps,
@@ -87,7 +90,8 @@ def node_rows(
 ) -> list[dict[str, Any]]:
     """One row per hosted node at the end of a run, for tables of nodes (``per_node`` in the
     summary; ``p2pnode.simulate(...).nodes`` as a DataFrame): its utility at the last
-    evaluation, its traffic and refusals, its merges and local steps, its ε under DP-SGD and,
+    evaluation, its traffic and refusals, its merges and local steps, the times its model went
+    non-finite and went back to its last good state (``recoveries``), its ε under DP-SGD and,
     for an evaluated adversary, its CIA accuracy and upper bound (CIA paper §V-C)."""
     rows = []
     for node in nodes:
@@ -109,6 +113,7 @@ def node_rows(
             "refused": sum(c.rejected.values()),
             "merges": stats.merges,
             "local_steps": stats.local_steps,
+            "recoveries": stats.recoveries,
         }
         spent = node.learner.epsilon()
         if spent is not None:
@@ -191,6 +196,12 @@ def _trouble_line(stats: dict[str, Any]) -> str:
     if swaps.get("aborted"):
         tried = swaps["aborted"] + swaps.get("committed", 0)
         parts.append(f"{swaps['aborted']} of {tried} view swaps aborted")
+    recovered = stats.get("recoveries") or {}
+    if recovered.get("events"):
+        parts.append(
+            f"{recovered['events']} non-finite models recovered at {recovered['nodes']} nodes "
+            "(a learning rate too high for the data, or poisoned merges)"
+        )
     churn = stats.get("churn")
     if isinstance(churn, dict) and "live" in churn:
         parts.append(f"{churn['live']} nodes online at the end")

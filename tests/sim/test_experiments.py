@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from p2plab import experiment as ex
@@ -221,6 +222,36 @@ def test_each_run_records_its_machine_and_the_report_says_where_each_mode_ran(
     assert f"Real-HTTP runs ran on: {describe(big)} (2 runs)." in report
     assert "16 CPUs (Some Processor)" in describe(big)
     assert f"Simulator runs ran on: {describe(here)} (1 run); not recorded (1 run)." in report
+
+
+def test_a_row_whose_learning_diverged_says_so_in_the_report(tmp_path: Path) -> None:
+    """A run whose models kept going non-finite (Table III PRME on the Gowalla shape at lr 0.2)
+    is not the paper's run: the report names the row, the seed and the recoveries."""
+    exp = ex.load("table2")
+
+    def diverging(config: RunConfig, progress: Any = None) -> dict[str, Any]:
+        with np.errstate(all="ignore"):
+            result = simulate(config.replace(**{"learning.lr": 1e30}) if config.model == "gmf" else config)
+        result["config"] = config.to_dict()  # the run the plan asked for
+        return result
+
+    doc = ex.run_experiment(exp, tmp_path / "table2", TINY, seeds=[0], runner=diverging)
+    gmf, prme = doc["rows"]
+    assert set(gmf["recoveries"]) == {"0"} and gmf["recoveries"]["0"]["events"] > 0
+    assert "recoveries" not in prme
+    r = gmf["recoveries"]["0"]
+    report = (tmp_path / "table2" / "report.md").read_text()
+    assert "**Learning diverged**" in report
+    assert (
+        f"- {gmf['label']}, seed 0: {r['events']} non-finite models recovered at {r['nodes']} nodes" in report
+    )
+    from p2plab.experiment_summary import summarize
+
+    lines = summarize(tmp_path)
+    assert {ln.row for ln in lines if "diverged in 1 of 1 runs" in ln.reading} == {gmf["label"]}
+    clean = tmp_path / "clean"
+    ex.run_experiment(exp, clean, TINY, seeds=[0])
+    assert "Learning diverged" not in (clean / "report.md").read_text()
 
 
 def simulator_as_real(config: RunConfig, progress: Any = None) -> dict[str, Any]:

@@ -47,3 +47,20 @@ def test_cia_and_proxy_pool_adversaries_of_every_process() -> None:
     assert proxy["round_of_max"] == [2, 1]
     # precision pooled at the round of each ρ's maximum: ρ=0.5 round 2 (3/3), ρ=1 round 1 (3/12)
     assert proxy["precision"] == pytest.approx([1.0, 0.25])
+
+
+def test_recoveries_add_up_over_processes_and_an_older_summary_counts_none() -> None:
+    from p2plab.merge import aggregate
+
+    def process(nodes: int, recoveries: dict[str, int] | None) -> dict:  # type: ignore[type-arg]
+        out = {"nodes": nodes, "round": 5, "rounds": 5, "hr": 0.5, "rejected": {}}
+        out.update({k: 1 for k in ("messages", "model_messages", "delta_messages", "bytes")})
+        out.update({k: 1 for k in ("merges", "local_steps", "send_failures")})
+        if recoveries is not None:
+            out["recoveries"] = recoveries
+        return out
+
+    merged = aggregate(
+        [process(3, {"events": 7, "nodes": 2}), process(2, {"events": 1, "nodes": 1}), process(1, None)], "hr"
+    )
+    assert merged["recoveries"] == {"events": 8, "nodes": 3}
