@@ -174,6 +174,9 @@ def aggregate(
             entry["finding"] = row.finding  # what explains its difference (experiment_summary)
         if runs:  # how the runs were obtained, by which code, and which they are (experiment_summary)
             entry["reading"] = reading_of([s.get("config") or {} for s in runs])
+            changed = exp.applied_settings(configs[0].model) if configs else []
+            if changed:  # the file's settings for data of this shape that the row's model reads
+                entry["reading"] += "; " + ", ".join(changed) + f" (on the {exp.applied} shape)"
             entry["code"] = sorted({str(s.get("_code", "?")) for s in runs})
             entry["runs"] = sorted({k for k in keys if k in results})
         diverged = {
@@ -269,6 +272,12 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     if exp.source:
         lines += [
             f"Source: {exp.source}. Mode: {doc['mode']}. Seeds: {', '.join(map(str, doc['seeds']))}.",
+            "",
+        ]
+    if exp.applied:  # the file's own settings for data of this shape (experiment_spec.OnDataset)
+        settings = ", ".join(f"`{x}`" for x in exp.applied_settings())
+        lines += [
+            f"**On the {exp.applied} shape** the experiment file sets {settings}: {exp.on[exp.applied].why}",
             "",
         ]
     head = ["setting"]

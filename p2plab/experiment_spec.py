@@ -59,6 +59,16 @@ class Row:
     finding: str = ""
 
 
+@dataclass(frozen=True)
+class OnDataset:
+    """Settings an experiment file changes when it runs on a file of one of the paper's data sets
+    (``[on.gowalla-nyc]`` with ``set`` and ``why``): a setting the paper's own would break on
+    data of that shape, said in the report with the reason."""
+
+    changes: dict[str, Any]
+    why: str
+
+
 def paper_dataset_of(path: str) -> str | None:
     """Which of the paper's data sets a file is, by its name as distributed (None: not known)."""
     name = Path(path).name.lower()
@@ -92,6 +102,10 @@ class Experiment:
     #: its rows test readings or settings beside the paper's tables (``probe = true`` in the file):
     #: the summary lists them apart and leaves them out of its means (p2plab/experiment_summary.py)
     probe: bool = False
+    #: per data set of the paper, the settings the file changes on a file of that shape
+    on: dict[str, OnDataset] = field(default_factory=dict)
+    #: which of ``on`` this experiment runs under (set by :meth:`on_dataset`; "" for none)
+    applied: str = ""
 
     def config(self, row: Row, seed: int, overrides: Mapping[str, Any]) -> RunConfig:
         raw = _merge(_merge(self.base, row.changes), dict(overrides))
@@ -115,7 +129,18 @@ class Experiment:
         )
         said = f"paper: {paper}" if paper else "no paper numbers (--paper names the data set)"
         title = self.title.replace("ML-100k", Path(path).name)
-        return dataclasses.replace(self, rows=rows, title=f"{title} [{said}]")
+        exp = dataclasses.replace(self, rows=rows, title=f"{title} [{said}]")
+        if paper in self.on:
+            exp = dataclasses.replace(exp, base=_merge(self.base, self.on[paper].changes), applied=paper)
+        return exp
+
+    def applied_settings(self, model: str | None = None) -> list[str]:
+        """``name = value`` for each setting :meth:`on_dataset` changed (dotted names); with
+        ``model``, only those that model reads (:data:`UNUSED_BY_MODEL`)."""
+        if not self.applied:
+            return []
+        unused = {f"learning.{n}" for n in UNUSED_BY_MODEL.get(model or "", ())}
+        return [f"{k} = {json.dumps(v)}" for k, v in _flat(self.on[self.applied].changes) if k not in unused]
 
 
 def names(directory: Path = EXPERIMENTS_DIR) -> list[str]:
@@ -182,6 +207,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             curve_y=raw.get("curve", {}).get("y", ""),
             curve_labels=(raw.get("curve", {}).get("x_label", ""), raw.get("curve", {}).get("y_label", "")),
             probe=bool(raw.get("probe", False)),
+            on={str(d): OnDataset(dict(v["set"]), str(v["why"])) for d, v in raw.get("on", {}).items()},
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
@@ -195,9 +221,28 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             )
         if unknown:
             raise ConfigError(f"{path}: row {row.label!r} names unknown columns {sorted(unknown)}")
-    for row in exp.rows:  # every configuration must validate before anything runs
-        exp.config(row, exp.seeds[0], {})
+    if set(exp.on) - set(PAPER_DATASETS):
+        raise ConfigError(
+            f"{path}: settings on {sorted(set(exp.on) - set(PAPER_DATASETS))}; "
+            f"the paper's data sets are {', '.join(PAPER_DATASETS)}"
+        )
+    for shape, on in exp.on.items():
+        if not on.why.strip():
+            raise ConfigError(f"{path}: [on.{shape}] must say why it changes the file's settings (why = ...)")
+    for shaped in [exp, *(exp.on_dataset(f"{d}.txt", d) for d in exp.on)]:
+        for row in shaped.rows:  # every configuration must validate before anything runs
+            shaped.config(row, exp.seeds[0], {})
     return exp
+
+
+def _flat(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in tree.items():
+        if isinstance(v, Mapping):
+            out += _flat(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -388,8 +433,8 @@ def _with_legacy_defaults(stored: Any) -> Any:
 def reading_of(configs: Sequence[Mapping[str, Any]]) -> str:
     """The settings that decide how a row's numbers were obtained, from its runs' recorded
     configurations: eq. 4's reading (where the CIA ran with momentum), what colluders send (where
-    there are colluders), the fictive user, the GMF backend. Runs recorded before a setting
-    existed ran under its old default (``first``, ``numpy``)."""
+    there are colluders), the fictive user, the GMF backend. Runs recorded
+    before a setting existed ran under its old default (``first``, ``numpy``)."""
     found = set()
     for c in configs:
         attack, learning = c.get("attack", {}), c.get("learning", {})

@@ -707,6 +707,48 @@ def test_an_experiment_runs_on_a_poi_file_beside_the_papers_numbers_for_it(tmp_p
     assert lab_main(["experiment", "table3", "--paper", "gowalla-nyc", "--quiet"]) == 2  # no --dataset
 
 
+def test_a_file_changes_its_settings_on_one_data_shape_and_the_report_says_why(tmp_path: Path) -> None:
+    """``[on.foursquare-nyc]``: table3's PRME rows step at lr 0.1 on a file of a POI shape (at 0.2
+    heavy users diverge there, REPRODUCTION finding 11) and at 0.2 on ML-100k; GMF runs keep their
+    keys; the report and the summary's reading say so, and a file without a reason is refused."""
+    from learning import synthetic
+    from p2plab.cli import main as lab_main
+    from p2plab.experiment_summary import summarize
+
+    exp = ex.load("table3")
+    assert exp.config(exp.rows[1], 0, {}).learning.prme_lr == 0.2
+    for shape in ("foursquare-nyc", "gowalla-nyc"):
+        on = exp.on_dataset("x.txt", shape)
+        assert on.applied == shape and on.applied_settings() == ["learning.prme_lr = 0.1"]
+        assert on.config(on.rows[1], 0, {}).learning.prme_lr == 0.1
+        gmf = (exp.config(exp.rows[0], 0, {}), on.config(on.rows[0], 0, {}))
+        assert ex.run_key(gmf[0]) == ex.run_key(gmf[1])  # GMF does not read prme_lr
+    assert exp.on_dataset("u.data", "ml-100k").applied == ""
+    small = synthetic.POIConfig(users=30, venues=300, checkins=1500, neighbourhoods=6)
+    path = tmp_path / "dataset_TSMC2014_NYC.txt"
+    path.write_text("".join(synthetic.tsmc_lines(synthetic.poi_checkins(small))))
+    argv = ["experiment", "table3", "--dataset", str(path), "--rows", "Rand-Gossip PRME", "--rounds", "2"]
+    argv += ["--seeds", "0", "--set", "attack.target_k=3", "--out", str(tmp_path / "r" / "t3"), "--quiet"]
+    assert lab_main(argv) == 0
+    run = json.loads(next((tmp_path / "r" / "t3" / "runs").glob("simulate-*.json")).read_text())
+    assert run["config"]["learning"]["prme_lr"] == 0.1
+    report = (tmp_path / "r" / "t3" / "report.md").read_text()
+    assert "**On the foursquare-nyc shape** the experiment file sets `learning.prme_lr = 0.1`: PRME" in report
+    assert {ln.reading for ln in summarize(tmp_path / "r")} == {
+        "debiased; learning.prme_lr = 0.1 (on the foursquare-nyc shape)"
+    }
+    text = (ex.EXPERIMENTS_DIR / "table3.toml").read_text()
+    (tmp_path / "why.toml").write_text(text.replace('why = "PRME at lr 0.2', 'why = " "\nx = "'))
+    with pytest.raises(ConfigError, match="must say why"):
+        ex.load("why", tmp_path)
+    (tmp_path / "shape.toml").write_text(text.replace("[on.gowalla-nyc]", "[on.gowalla]"))
+    with pytest.raises(ConfigError, match=r"settings on \['gowalla'\]"):
+        ex.load("shape", tmp_path)
+    (tmp_path / "bad.toml").write_text(text.replace("prme_lr = 0.1 }", "prme_lr = -1 }"))
+    with pytest.raises(ConfigError, match="prme-lr must be > 0"):
+        ex.load("bad", tmp_path)
+
+
 def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_path: Path) -> None:
     """A file named as the paper's data set but made by ``p2pnode data synth`` carries a marker
     beside it (its generator and SHA-256); the report records it and the summary labels those
