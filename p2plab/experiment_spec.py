@@ -433,8 +433,8 @@ def _with_legacy_defaults(stored: Any) -> Any:
 def reading_of(configs: Sequence[Mapping[str, Any]]) -> str:
     """The settings that decide how a row's numbers were obtained, from its runs' recorded
     configurations: eq. 4's reading (where the CIA ran with momentum), what colluders send (where
-    there are colluders), the fictive user, the GMF backend. Runs recorded
-    before a setting existed ran under its old default (``first``, ``numpy``)."""
+    there are colluders), the fictive user, the GMF backend. Runs recorded before a setting
+    existed ran under its old default (``first``, ``numpy``)."""
     found = set()
     for c in configs:
         attack, learning = c.get("attack", {}), c.get("learning", {})
