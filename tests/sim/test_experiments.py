@@ -902,3 +902,18 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     assert target.read_text() == "# no block\n"
     assert lab_main(["experiment", "summary", str(tmp_path / "results")]) == 0
     assert lab_main(["experiment", "table4", str(tmp_path)]) == 2  # a folder is only for summary
+
+
+def test_the_prme_divergence_probe_tells_users_who_overflow_from_those_who_do_not() -> None:
+    """experiments/prme_divergence.py (REPRODUCTION finding 11): a step far too large overflows
+    every user within a few rounds and is counted; a small one overflows none."""
+    from experiments.prme_divergence import describe, train_alone
+
+    config = RunConfig(nodes=6, dataset="ml-100k", model="prme", seed=0)
+    with np.errstate(all="ignore"):
+        wild = train_alone(config.replace(**{"learning.prme_lr": 1e8}), rounds=5, fedavg=False)
+        calm = train_alone(config.replace(**{"learning.prme_lr": 0.05}), rounds=5, fedavg=False)
+    assert all(t.diverged_at is not None and 1 <= t.diverged_at <= 5 for t in wild)
+    assert all(t.diverged_at is None for t in calm) and calm[0].transitions > 0
+    assert describe(wild, 1e8).startswith("lr 1e+08: 6 of 6 users diverged")
+    assert describe(calm, 0.05).startswith("lr 0.05: 0 of 6 users diverged")
