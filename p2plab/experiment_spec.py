@@ -229,9 +229,12 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
     for shape, on in exp.on.items():
         if not on.why.strip():
             raise ConfigError(f"{path}: [on.{shape}] must say why it changes the file's settings (why = ...)")
-    for shaped in [exp, *(exp.on_dataset(f"{d}.txt", d) for d in exp.on)]:
+    for where, shaped in [("", exp), *((f" under [on.{d}]", exp.on_dataset(f"{d}.txt", d)) for d in exp.on)]:
         for row in shaped.rows:  # every configuration must validate before anything runs
-            shaped.config(row, exp.seeds[0], {})
+            try:
+                shaped.config(row, exp.seeds[0], {})
+            except ConfigError as exc:  # the config's own message, with the file and row it is in
+                raise ConfigError(f"{path}: row {row.label!r}{where}: {exc}") from None
     return exp
 
 

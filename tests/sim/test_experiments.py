@@ -745,8 +745,15 @@ def test_a_file_changes_its_settings_on_one_data_shape_and_the_report_says_why(t
     with pytest.raises(ConfigError, match=r"settings on \['gowalla'\]"):
         ex.load("shape", tmp_path)
     (tmp_path / "bad.toml").write_text(text.replace("prme_lr = 0.1 }", "prme_lr = -1 }"))
-    with pytest.raises(ConfigError, match="prme-lr must be > 0"):
+    with pytest.raises(ConfigError, match="prme-lr must be > 0") as refused:
         ex.load("bad", tmp_path)
+    # the refusal names the file, the first row it fails for and the table that set the value
+    named = f"{tmp_path / 'bad.toml'}: row 'Rand-Gossip GMF' under [on.gowalla-nyc]: "
+    assert str(refused.value).startswith(named)
+    (tmp_path / "base.toml").write_text(text.replace("rounds = 400", "rounds = 0", 1))
+    with pytest.raises(ConfigError, match="rounds") as refused:
+        ex.load("base", tmp_path)
+    assert str(refused.value).startswith(f"{tmp_path / 'base.toml'}: row 'Rand-Gossip GMF': ")
 
 
 def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_path: Path) -> None:
