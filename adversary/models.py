@@ -96,7 +96,8 @@ class GMFAttack(AttackModel):
         m = np.zeros(d, np.float32)
         v = np.zeros(d, np.float32)
         for t in range(1, self.steps + 1):
-            g = (1.0 / (1.0 + np.exp(-(q_h @ p + b[0])))) - y
+            with np.errstate(over="ignore"):  # σ's limit, 0, where exp(-logit) overflows
+                g = (1.0 / (1.0 + np.exp(-(q_h @ p + b[0])))) - y
             grad = (g @ q_h) / len(idx)
             m = 0.9 * m + 0.1 * grad
             v = 0.999 * v + 0.001 * grad * grad

@@ -40,4 +40,5 @@ def score(
         logits = (q * user_side) @ params[H] + params[B][0]  # (q is a view of the table, or 16-bit)
     else:  # q is the gather's own copy: the product in place, the same values, no temporary
         logits = np.multiply(q, user_side, out=q) @ params[H] + params[B][0]
-    return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)
+    with np.errstate(over="ignore"):  # exp(-logit) = inf past logit -88 in float32: σ is then 0, exactly
+        return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)

@@ -63,7 +63,8 @@ class NumpyGMF:
         q = item[idx]
         z = q * pu
         logits = z @ h + b[0]
-        g = ((1.0 / (1.0 + np.exp(-logits))) - y) * np.float32(1.0 / len(idx))
+        with np.errstate(over="ignore"):  # σ's limit, 0, where exp(-logit) overflows
+            g = ((1.0 / (1.0 + np.exp(-logits))) - y) * np.float32(1.0 / len(idx))
         g = g.astype(np.float32, copy=False)
         gz = g[:, None] * h
         # every gradient is taken before any parameter moves (pu is a view of ``user``)
@@ -146,7 +147,8 @@ class NumpyGMF:
         pu = user[0]
         q = item[idx]
         z = q * pu
-        g = ((1.0 / (1.0 + np.exp(-(z @ h + b[0])))) - y).astype(np.float32)
+        with np.errstate(over="ignore"):  # σ's limit, 0, where exp(-logit) overflows
+            g = ((1.0 / (1.0 + np.exp(-(z @ h + b[0])))) - y).astype(np.float32)
         rows = g[:, None] * (h * pu)
         if anchor is not None and reg_weight > 0:
             rows = rows + _share_less_grad(q, anchor, y, reg_weight)

@@ -163,3 +163,31 @@ def test_shuffled_examples_is_the_permuted_concatenation() -> None:
     np.testing.assert_array_equal(items, np.concatenate((pos, neg))[perm])
     np.testing.assert_array_equal(labels, np.concatenate((np.ones(3), np.zeros(6)))[perm].astype(np.float32))
     assert labels.dtype == np.float32
+
+
+def test_sigmoid_past_float32_exp_range_is_its_limit_without_a_warning() -> None:
+    """Long runs grow logits past -88, where float32 exp(-logit) overflows to inf: σ is then
+    exactly 0 (and 1 at the other end), and no RuntimeWarning is printed for it (a 1,600-round
+    Share-less run printed them from the score, the training step and the attacker's fit)."""
+    import warnings
+
+    from adversary.models import GMFAttack
+
+    params = gmf.init_params(6, 4, seed=0)
+    params[gmf.ITEM][:] = np.array([[-40.0] * 4, [40.0] * 4, [0.01] * 4, [-40.0] * 4, [1.0] * 4, [2.0] * 4])
+    params[gmf.USER][:] = 30.0
+    params[gmf.H][:] = 1.0
+    users = leave_one_out(toy(), seed=0)
+    big = gmf.init_params(toy().n_items, 4, seed=0)
+    big[gmf.ITEM] *= 1e5
+    big[gmf.USER][:] = 1e3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning fails the test
+        s = gmf.score(params, params[gmf.USER][0], np.arange(6))
+        learner = GMFLearner(
+            users[0], big, TrainConfig(factors=4, lr=0.01, backend="numpy"), np.random.default_rng(0)
+        )
+        learner.local_update()
+        fitted = GMFAttack().fit_user(params, np.array([1, 4]), np.random.default_rng(0), np.full(4, 10.0))
+    assert s[0] == 0.0 and s[3] == 0.0 and s[1] == 1.0 and 0.5 < s[2] < 1.0
+    assert learner.finite() and np.isfinite(fitted).all()
