@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from learning import gmf
+from learning.dp import DPConfig
 from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
 from learning.metrics import hit_at_k, random_hit_ratio
@@ -188,6 +189,13 @@ def test_sigmoid_past_float32_exp_range_is_its_limit_without_a_warning() -> None
             users[0], big, TrainConfig(factors=4, lr=0.01, backend="numpy"), np.random.default_rng(0)
         )
         learner.local_update()
+        private = GMFLearner(  # DP-SGD's clipped per-example sums (learning/gmf_numpy.py)
+            users[0],
+            big,
+            TrainConfig(factors=4, lr=0.01, backend="numpy", dp=DPConfig(noise_multiplier=0.5)),
+            np.random.default_rng(0),
+        )
+        private.local_update()
         fitted = GMFAttack().fit_user(params, np.array([1, 4]), np.random.default_rng(0), np.full(4, 10.0))
     assert s[0] == 0.0 and s[3] == 0.0 and s[1] == 1.0 and 0.5 < s[2] < 1.0
-    assert learner.finite() and np.isfinite(fitted).all()
+    assert learner.finite() and private.finite() and np.isfinite(fitted).all()
