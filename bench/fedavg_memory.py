@@ -11,13 +11,18 @@ its own child process (a fresh interpreter, so its peak RSS is its own) under an
 
     .venv/bin/python -m bench.fedavg_memory [--shape gowalla-nyc] [--clients 150] [--rounds 3]
         [--model gmf|prme] [--base REV] [--cap-gib 12] [--fictive-user]
-        [--mmap-threshold-mib 0,16] [--data FILE]
+        [--mmap-threshold-mib 0,16] [--data FILE] [--spill-dir DIR]
 
 ``--mmap-threshold-mib`` runs the working tree once per glibc mmap threshold (0: glibc's own,
 rising one, as in this bench's children before; p2pnode/process.py set_mmap_threshold), so what
 heap fragmentation adds to the peak, and what the fixed threshold costs in time, are read side by
 side. The commands fix it at 32 MiB (``tune_allocator``); Table II GMF with e_A on the Gowalla
 shape peaked at 13.8 GiB there too, as at glibc's own here (13.81).
+
+``--spill-dir DIR`` runs the working tree once more with the round's updates kept in files there
+(p2pnode/transport/spill.py): its resident set then holds file pages the kernel can write out,
+so each run also reports its peak of resident memory less file pages ("anonymous", sampled every
+50 ms), which is what such a run needs of the machine.
 
 It prints, per revision (or threshold), the peak RSS, the RSS once the clients are built (their
 models and moments), what the rounds added above that per client (in units of one model), the
@@ -44,7 +49,12 @@ sys.path.insert(0, {root!r})
 import torch
 torch.set_num_threads(1)
 from bench.guard import cap_rss, peak_rss_gib, rss_gib
-cap_rss({cap})
+cap_rss({cap}, anonymous={spill!r} != "")
+try:
+    from bench.guard import track_peak_anonymous
+    anonymous = track_peak_anonymous()
+except ImportError:  # a base revision from before it
+    anonymous = [float("nan")]
 import resource, time
 if {threshold} > 0:
     from p2pnode.process import set_mmap_threshold
@@ -58,6 +68,8 @@ config = RunConfig(nodes={clients}, rounds={rounds}, protocol="fedavg", dataset=
     model={model!r}).replace(
     **{{"learning.lr": 0.01, "learning.prme_lr": 0.2, "attack.kind": "cia", "attack.target_k": 10,
        "attack.fictive_user": {fictive}}})
+if {spill!r}:
+    config = config.replace(**{{"sim.spill_dir": {spill!r}}})
 from p2pnode.attack import lab_for
 sim = Simulation(config)
 lab = lab_for(sim.prep)
@@ -69,14 +81,18 @@ for r in range(1, {rounds} + 1):
 est = run_bytes(config, footprint_of(config, sim.prep)) / 2**30
 ru = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({{"built": built, "peak": peak_rss_gib(), "estimate": est, "model": sim.prep.model_bytes,
-    "seconds": time.perf_counter() - t0, "system": ru.ru_stime}}))
+    "seconds": time.perf_counter() - t0, "system": ru.ru_stime, "anonymous": anonymous[0]}}))
 """
 
 
-def measure(root: Path, args: argparse.Namespace, data: Path, threshold: float = 0.0) -> dict[str, float]:
-    """One child's figures; ``threshold``: its glibc mmap threshold in MiB (0: glibc's dynamic)."""
+def measure(
+    root: Path, args: argparse.Namespace, data: Path, threshold: float = 0.0, spill: str = ""
+) -> dict[str, float]:
+    """One child's figures; ``threshold``: its glibc mmap threshold in MiB (0: glibc's dynamic);
+    ``spill``: the folder its frames wait in (p2pnode/transport/spill.py; "": in memory)."""
     code = PROBE.format(
         threshold=threshold,
+        spill=spill,
         fictive=bool(args.fictive_user),
         root=str(root),
         cap=args.cap_gib,
@@ -97,7 +113,8 @@ def line(name: str, r: dict[str, float], clients: int) -> str:
     per_client = (r["peak"] - r["built"]) * 2**30 / clients / r["model"]
     return (
         f"{name:>14}: peak {r['peak']:.2f} GiB, built {r['built']:.2f} GiB, the rounds added "
-        f"{per_client:.2f} models a client; estimate {r['estimate']:.2f} GiB; rounds "
+        f"{per_client:.2f} models a client; anonymous peak {r['anonymous']:.2f} GiB; estimate "
+        f"{r['estimate']:.2f} GiB; rounds "
         f"{r['seconds']:.1f} s ({r['system']:.1f} s in the kernel)"
     )
 
@@ -118,6 +135,12 @@ def main() -> None:
         "dynamic threshold, the default), one child each, side by side (process.set_mmap_threshold)",
     )
     ap.add_argument("--data", type=Path, default=None, help="this file instead of a synthetic one")
+    ap.add_argument(
+        "--spill-dir",
+        default="",
+        help="also run the working tree (at the last threshold) with its frames on their way kept "
+        "in this folder (p2pnode/transport/spill.py); its cap is on memory less file pages",
+    )
     args = ap.parse_args()
     thresholds = [float(t) for t in args.mmap_threshold_mib.split(",") if t.strip()] or [0.0]
     venues = {"gowalla-nyc": 32_924, "foursquare-nyc": 38_333}[args.shape]
@@ -139,6 +162,8 @@ def main() -> None:
         for threshold in thresholds:
             name = "here" if threshold == 0 else f"here, mmap {threshold:g} MiB"
             runs.append((name, measure(ROOT, args, data, threshold)))
+        if args.spill_dir:
+            runs.append(("here, spilled", measure(ROOT, args, data, thresholds[-1], args.spill_dir)))
     source = data.name if args.data else f"a {args.shape}-shaped file"
     said = f"{args.model}, {args.clients} clients of {source}"
     said += f", {args.rounds} rounds{', scored with e_A' if args.fictive_user else ''}"
@@ -148,7 +173,8 @@ def main() -> None:
     (first, b), rest = runs[0], runs[1:]
     for name, h in rest:
         print(
-            f"{name} / {first}: peak {h['peak'] / b['peak']:.3f}, added above the build "
+            f"{name} / {first}: peak {h['peak'] / b['peak']:.3f}, anonymous peak "
+            f"{h['anonymous'] / b['anonymous']:.3f}, added above the build "
             f"{(h['peak'] - h['built']) / (b['peak'] - b['built']):.3f}, "
             f"time {h['seconds'] / b['seconds']:.2f}x"
         )

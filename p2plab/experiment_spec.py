@@ -355,10 +355,11 @@ def run_key(config: RunConfig, mode: str = "simulate") -> str:
                 where.pop(name, None)
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
-    # whether FedAvg's clients share their tables, and where the allocator puts blocks, change no
-    # number (learning/workbench.py, p2pnode/process.py set_mmap_threshold)
+    # whether FedAvg's clients share their tables, where the allocator puts blocks and where
+    # frames wait change no number (learning/workbench.py, p2pnode/process.py set_mmap_threshold)
     identity["sim"].pop("shared_tables", None)
     identity["sim"].pop("mmap_threshold_mib", None)
+    identity["sim"].pop("spill_dir", None)  # where frames wait: the same bytes (transport/spill.py)
     for name in UNUSED_BY_MODEL.get(config.model, ()):
         identity["learning"].pop(name, None)
     attack = identity["attack"]

@@ -43,7 +43,7 @@ FIGURES = ("Max AAC", "Best-10% AAC", "upper bound", "HR@20")
 DATA_OVERRIDES = frozenset({"dataset", "nodes", "bbox"})
 #: simulator settings that change no number (left out of run keys too, experiment_spec.run_key):
 #: a report that sets them is not a probe for it
-NUMBERLESS_SIM = frozenset({"shared_tables", "mmap_threshold_mib"})
+NUMBERLESS_SIM = frozenset({"shared_tables", "mmap_threshold_mib", "spill_dir"})
 
 #: where REPRODUCTION.md keeps the summary: ``--write FILE`` replaces the text between these
 BEGIN = (

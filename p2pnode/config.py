@@ -383,6 +383,15 @@ class SimConfig:
         only="sim",
         check=(lambda v: v == 0 or 0 < v <= 32, "must be 0 or in (0, 32]"),
     )  #: the simulator process's allocator (process.set_mmap_threshold); not in a run's identity
+    spill_dir: str = opt(
+        "",
+        "keep frames of 1 MiB and more on their way in unlinked files in this folder instead of in "
+        "memory (page cache the kernel writes out as memory runs short): a FedAvg round's updates "
+        "at the POI shapes, which are all on their way at once; the same numbers, more time",
+        group="sim",
+        only="sim",
+        metavar="DIR",
+    )  #: p2pnode/transport/spill.py; not in a run's identity
 
 
 _CHURNS: Check = (lambda c: c.churn.model != "off", "--churn exp|weibull")

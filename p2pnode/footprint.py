@@ -96,7 +96,9 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     per_node = fp.copies * model + delta + NODE_BYTES
     heard = min(max(config.nodes - 1, 0), math.ceil(config.rounds * fp.heard_per_round))
     attack = fp.adversaries * heard * fp.observer_bytes
-    parts = config.nodes * per_node + attack + fp.in_flight * model
+    # frames kept in a spill folder wait as page cache the kernel can write out (transport/spill.py)
+    in_flight = 0 if config.sim.spill_dir else fp.in_flight * model
+    parts = config.nodes * per_node + attack + in_flight
     if fp.workbench_bytes:  # one copy of the tables in place of one a client, whose delta base
         # closes when it gives the tables up (learning/workbench.py)
         parts -= fp.workbench_clients * (fp.workbench_bytes + delta) - fp.workbench_bytes
@@ -236,14 +238,31 @@ def check_fits(config: RunConfig, prep: Prepared, processes: int = 0) -> None:
     free = available_bytes()
     if free is not None and need > free:
         said = too_big(config, need, free, processes)
-        if not processes and fp.in_flight and not config.sim.mmap_threshold_mib:
-            fixed = run_bytes(config.replace(**{"sim.mmap_threshold_mib": 1.0}), fp)
-            if fixed <= free:  # FedAvg's heap fragmentation is what does not fit
-                said += (
-                    f"; with --mmap-threshold-mib 1 (glibc's heap kept from fragmenting: the same "
-                    f"numbers, up to 2x the time) it needs about {fixed / 2**30:.1f} GiB, which fits"
-                )
+        if not processes and fp.in_flight:
+            said += _fedavg_hint(config, fp, free)
         raise ConfigError(said)
+
+
+def _fedavg_hint(config: RunConfig, fp: Footprint, free: int) -> str:
+    """What makes a FedAvg simulation fit that does not: the allocator's threshold (its heap's
+    fragmentation is what does not fit), else a spill folder for the round's updates on their way;
+    "" where neither does."""
+    if not config.sim.mmap_threshold_mib:
+        fixed = run_bytes(config.replace(**{"sim.mmap_threshold_mib": 1.0}), fp)
+        if fixed <= free:
+            return (
+                f"; with --mmap-threshold-mib 1 (glibc's heap kept from fragmenting: the same "
+                f"numbers, up to 2x the time) it needs about {fixed / 2**30:.1f} GiB, which fits"
+            )
+    if not config.sim.spill_dir:
+        spilled = run_bytes(config.replace(**{"sim.spill_dir": "DIR"}), fp)
+        if spilled <= free:
+            return (
+                f"; with --spill-dir DIR (a round's updates wait for the server in files there, as "
+                f"page cache: the same numbers, more time) it needs about {spilled / 2**30:.1f} GiB, "
+                "which fits"
+            )
+    return ""
 
 
 def too_big(config: RunConfig, need: int, free: int, processes: int = 0) -> str:

@@ -7,11 +7,13 @@ the message to the node.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
 from p2pnode.transport.base import Memo, Outcome, Payload
+from p2pnode.transport.spill import Spill
 from p2pnode.wire.codec import decode
 from p2pnode.wire.schema import Channel, WireError
 from protocols.messages import FedMessage, ModelMessage
@@ -35,6 +37,9 @@ class Host:
         #: False while a process learns its peers' addresses: its nodes could not answer yet, so a
         #: frame is refused 503 "starting" (the sender tries again) rather than handled half-started
         self.accepting = True
+        #: where the FedAvg updates a hosted server holds until the round's average wait, on disk
+        #: (the simulator's ``--spill-dir``, p2pnode/transport/spill.py); None: in memory
+        self.spill: Spill | None = None
 
     def add(self, runtime: NodeRuntime) -> None:
         self.nodes[runtime.node_id] = runtime
@@ -80,6 +85,8 @@ class Host:
             return Outcome(err.status, err.reason)
         if local and isinstance(message, ModelMessage | FedMessage):
             self._share_base(node, frame.sender, message.version)
+        if self.spill is not None and isinstance(message, FedMessage) and message.kind == "update":
+            message = dataclasses.replace(message, params=self.spill.keep_params(message.params))
         return node.accept(frame.sender, message, len(data))
 
     def _share_base(self, node: NodeRuntime, sender: int, version: int) -> None:

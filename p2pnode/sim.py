@@ -24,6 +24,7 @@ from p2pnode.process import set_mmap_threshold
 from p2pnode.report import metric_for, round_stats
 from p2pnode.rounds import RoundLog, RoundRunner
 from p2pnode.transport.memory import LinkConfig, MemoryNetwork
+from p2pnode.transport.spill import Spill
 from protocols.gossip import TimingConfig
 
 ROUND_TICKS = TimingConfig().round_ticks
@@ -39,11 +40,13 @@ class Simulation:
         self.prep = prepared or prepare(self.config)
         self.clock = VirtualClock()
         s = self.config.sim
+        spill = Spill(s.spill_dir) if s.spill_dir else None
         self.network = MemoryNetwork(
-            self.clock, LinkConfig(s.delay_min, s.delay_max, s.drop), seed=self.config.seed
+            self.clock, LinkConfig(s.delay_min, s.delay_max, s.drop), seed=self.config.seed, spill=spill
         )
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
+        self.host.spill = spill
         n = self.config.nodes
         self.churn = Churn(self, n) if self.config.churn.active else None
         live = [i for i in range(n) if self.churn is None or i not in self.churn.schedule.absent]

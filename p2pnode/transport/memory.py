@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from p2pnode.clock import VirtualClock
 from p2pnode.transport.base import UNREACHABLE, Memo, OnDone, Outcome, Payload, Receiver
+from p2pnode.transport.spill import Spill
 from p2pnode.wire.schema import Channel
 
 
@@ -30,11 +31,13 @@ class LinkConfig:
 
 
 class MemoryNetwork:
-    """Routes frames between receivers registered by node id."""
+    """Routes frames between receivers registered by node id. ``spill``: where large frames wait
+    for their delivery on disk instead of in memory (p2pnode/transport/spill.py)."""
 
-    def __init__(self, clock: VirtualClock, link: LinkConfig, seed: int) -> None:
+    def __init__(self, clock: VirtualClock, link: LinkConfig, seed: int, spill: Spill | None = None) -> None:
         self.clock = clock
         self.link = link
+        self.spill = spill
         self.rng = random.Random(seed)
         self._receivers: dict[int, Receiver] = {}
         self.down: set[int] = set()
@@ -57,6 +60,8 @@ class MemoryNetwork:
             reason = "dropped" if dropped else "no such node"
             self.clock.call_at(self.clock.now() + delay, lambda: on_done(Outcome(UNREACHABLE, reason)))
             return
+        if self.spill is not None:
+            data = self.spill.keep(data)
 
         def deliver() -> None:
             if dst in self.down:  # went down while the frame was on its way

@@ -646,6 +646,32 @@ def test_with_a_fixed_mmap_threshold_fedavg_is_estimated_near_its_parts_and_a_re
     assert "mmap" not in str(refused.value)
 
 
+def test_a_fedavg_run_that_fits_only_with_its_updates_spilled_is_told_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A round's updates are all on their way at once; with ``--spill-dir`` they wait in files
+    (p2pnode/transport/spill.py) and the estimate leaves them out. A run that fits only so is
+    refused with the flag in its one line, and runs with it."""
+    from p2pnode import footprint
+    from p2pnode.prepare import prepare
+
+    small = RunConfig(nodes=20, rounds=2, protocol="fedavg").validate()
+    spilled = small.replace(**{"sim.spill_dir": str(tmp_path)})
+    prep = prepare(small)
+    fp = footprint.footprint_of(small, prep)
+    need = footprint.run_bytes(small, fp)
+    need_fixed = footprint.run_bytes(small.replace(**{"sim.mmap_threshold_mib": 1.0}), fp)
+    need_spilled = footprint.run_bytes(spilled, fp)
+    left_out = fp.in_flight * fp.model_bytes * footprint.FEDAVG_MARGIN  # the updates on their way
+    assert fp.in_flight == 20 and abs(need - need_spilled - left_out) <= 2  # up to int() rounding
+    assert need_spilled < need_fixed
+    monkeypatch.setattr(footprint, "available_bytes", lambda: need_spilled)
+    with pytest.raises(ConfigError, match=r"with --spill-dir DIR .* which fits") as refused:
+        footprint.check_fits(small, prep)
+    assert "mmap" not in str(refused.value)
+    footprint.check_fits(spilled, prep)
+
+
 def test_real_fedavg_processes_are_estimated_with_a_table_a_client() -> None:
     """The shared tables are the simulator's (learning/workbench.py): ``launch`` estimates FedAvg
     clients holding their own, the simulator one copy for all of them and no client's delta base."""

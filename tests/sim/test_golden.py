@@ -149,3 +149,32 @@ def test_the_allocators_mmap_threshold_moves_no_number() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["fedavg-prme-share-less", "True", "fedavg-half-fused", "True"]
+
+
+@pytest.mark.parametrize("name", ["fedavg-prme-cia", "colluders-theta-debiased", "gossip-cia"])
+def test_frames_kept_in_a_spill_folder_move_no_number(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--spill-dir`` (p2pnode/transport/spill.py) carries every model frame as a map of a file
+    instead of bytes in memory, and the FedAvg server's decoded updates too: the receivers decode
+    the same bytes and the server averages the same values, so the golden summaries hold (a FedAvg
+    round's updates, gossip, and colluders' multicasts with their shared decode). The files are
+    unlinked: nothing is left in the folder."""
+    import p2pnode.sim
+    from p2pnode.transport.spill import Spill
+
+    made: list[Spill] = []
+
+    class Counted(Spill):
+        def __init__(self, folder: str | Path) -> None:
+            super().__init__(folder, min_bytes=64 * 1024)  # ML-100k's 216 kB models, not control frames
+            made.append(self)
+
+    monkeypatch.setattr(p2pnode.sim, "Spill", Counted)
+    text = _render(name, **{"sim.spill_dir": str(tmp_path)})
+    assert len(made) == 1 and made[0].frames > 100, [s.frames for s in made]
+    assert made[0].bytes >= (made[0].frames + made[0].models) * 64 * 1024
+    # the server's pending updates wait on disk too (p2pnode/host.py), the gossip nodes' not
+    assert (made[0].models > 0) == name.startswith("fedavg"), made[0].models
+    assert text == (GOLDEN / f"{name}.json").read_text()
+    assert list(tmp_path.iterdir()) == []
