@@ -10,15 +10,16 @@ server reads it, then as the server's decoded copy until the round's average (ms
 binary fields out as new bytes, so the decoded tensors do not view the frame). With a spill
 folder both wait on disk:
 
-- ``keep``: a frame of at least ``SPILL_MIN_BYTES`` is written to an unlinked file there and
-  carried as a read-only memory map of it (the in-memory network, p2pnode/transport/memory.py);
+- ``keep``: a frame of at least ``SPILL_MIN_BYTES`` is written to a region of an unlinked file
+  there and carried as a read-only memory map of it (the in-memory network,
+  p2pnode/transport/memory.py);
 - ``keep_params``: an update the server has decoded goes the same way, its tensors read-only
-  views into one mapped file (the host, p2pnode/host.py).
+  views into one mapped region (the host, p2pnode/host.py).
 
 Their pages are page cache, which the kernel writes out and reads back as memory runs short, so
-only what is being read takes memory. The bytes are the same, so no number changes; a file's
-blocks are freed when the last view of it goes (the server lets its pending updates go once the
-round's average is taken).
+only what is being read takes memory. The bytes are the same, so no number changes; a region is
+free for the next frame or model when the last view of it goes (the server lets its pending
+updates go once the round's average is taken).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -37,7 +40,8 @@ from p2pnode.transport.base import Payload
 
 #: frames (and models) smaller than this stay in memory: control frames, and models too small to matter
 SPILL_MIN_BYTES = 1 << 20
-_ALIGN = 64  #: where each tensor of a kept model starts in its file
+_ALIGN = 64  #: where each tensor of a kept model starts in its region
+_CLASS = 1 << 20  #: regions are whole MiB (a multiple of mmap's offset granularity)
 
 
 class SpillError(RuntimeError):
@@ -45,7 +49,15 @@ class SpillError(RuntimeError):
 
 
 class Spill:
-    """Keeps large frames in unlinked files under ``folder``; counts what it kept."""
+    """Keeps large frames and models in one unlinked file under ``folder``; counts what it kept.
+
+    The file is an arena of regions: a kept thing takes a free region of its size class (its size
+    rounded up to whole MiB) or a new one at the end, and gives it back when the last view of it
+    goes. Writing over pages the file already has is ~10x faster than giving each frame a file of
+    its own (3.8 against 36.7 ms for 18.4 MB here: a new file's pages are allocated, and freed
+    when it goes), and a round's updates are alike in size, so the file grows to what is kept at
+    once and no further; its blocks are freed when the run ends.
+    """
 
     def __init__(self, folder: str | Path, min_bytes: int = SPILL_MIN_BYTES) -> None:
         self.folder = Path(folder)
@@ -57,9 +69,18 @@ class Spill:
         self.frames = 0  #: frames kept on disk so far
         self.models = 0  #: decoded models kept on disk so far
         self.bytes = 0  #: the bytes of both
+        self._file: IO[bytes] | None = None  #: the arena, opened with the first thing kept
+        self._end = 0  #: the arena's length
+        self._free: dict[int, list[int]] = {}  #: size class -> offsets of free regions
+        self.in_use = 0  #: bytes of regions held now
+
+    @property
+    def size(self) -> int:
+        """The arena's length: the most bytes of regions held at once, by size class."""
+        return self._end
 
     def keep(self, data: Payload) -> Payload:
-        """``data`` itself if it is small, else the same bytes as a read-only map of a file."""
+        """``data`` itself if it is small, else the same bytes as a read-only map of the arena."""
         size = len(data)
         if size < self.min_bytes:
             return data
@@ -70,7 +91,7 @@ class Spill:
 
     def keep_params(self, params: Mapping[str, Array]) -> Mapping[str, Array]:
         """``params`` itself if it is small, else the same values as read-only arrays viewing
-        one mapped file (an update the FedAvg server holds until the round's average)."""
+        one mapped region (an update the FedAvg server holds until the round's average)."""
         at, parts = 0, []
         for arr in params.values():
             parts.append((at, np.ascontiguousarray(arr)))
@@ -86,14 +107,37 @@ class Spill:
         }
 
     def _write(self, pieces: list[tuple[int, Payload]], size: int, what: str) -> mmap.mmap:
-        """A read-only map of an unlinked file holding ``pieces`` at their offsets."""
+        """A read-only map of a region of the arena holding ``pieces`` at their offsets."""
+        span = -(-size // _CLASS) * _CLASS
         try:
-            with tempfile.TemporaryFile(dir=self.folder) as f:  # unlinked: nothing is left behind
-                for offset, piece in pieces:
-                    f.seek(offset)
-                    f.write(piece)
-                f.truncate(size)
-                f.flush()
-                return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+            if self._file is None:
+                # unlinked, so nothing is left behind; it lives as long as this Spill
+                self._file = tempfile.TemporaryFile(dir=self.folder)  # noqa: SIM115
+            fd = self._file.fileno()
+            free = self._free.get(span)
+            start = free.pop() if free else self._end
+            if start == self._end:
+                self._end += span
+            for offset, piece in pieces:
+                _write_all(fd, memoryview(piece), start + offset)
+            if start + span > os.fstat(fd).st_size:
+                os.ftruncate(fd, start + span)
+            kept = mmap.mmap(fd, size, access=mmap.ACCESS_READ, offset=start)
         except OSError as e:
             raise SpillError(f"--spill-dir {self.folder}: could not keep {what} of {size} bytes: {e}") from e
+        self.in_use += span
+        weakref.finalize(kept, self._release, start, span)
+        return kept
+
+    def _release(self, start: int, span: int) -> None:
+        """The last view of a region went: it takes the next thing of its size class."""
+        self._free.setdefault(span, []).append(start)
+        self.in_use -= span
+
+
+def _write_all(fd: int, data: memoryview, at: int) -> None:
+    """``os.pwrite`` until all of ``data`` is written (a regular file takes it in one call)."""
+    data = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+    while data:
+        n = os.pwrite(fd, data, at)
+        data, at = data[n:], at + n

@@ -30,6 +30,25 @@ def test_a_large_frame_comes_back_as_the_same_bytes_mapped_from_a_file_left_nowh
     assert view[99_999] == 99_999.0 and not view.flags.writeable
 
 
+def test_a_region_whose_last_view_went_takes_the_next_thing_of_its_size(tmp_path: Path) -> None:
+    """The arena grows to what is held at once, not to what was ever kept."""
+    spill = Spill(tmp_path, min_bytes=1000)
+    first = spill.keep(b"a" * 5000)
+    second = spill.keep(b"b" * 6000)  # the same size class (1 MiB)
+    assert spill.size == 2 << 20 and spill.in_use == 2 << 20
+    view = np.frombuffer(first, dtype=np.uint8)
+    del first
+    assert spill.in_use == 2 << 20  # a view of the map still holds it
+    del view
+    assert spill.in_use == 1 << 20
+    third = spill.keep(b"c" * 7000)  # takes the freed region
+    assert spill.size == 2 << 20 and bytes(third) == b"c" * 7000 and bytes(second) == b"b" * 6000
+    big = spill.keep_params({"w": np.full((1 << 20) // 4 + 1, 2.0, np.float32)})  # a 2 MiB class
+    assert spill.size == 4 << 20 and float(big["w"].sum()) == 2.0 * ((1 << 20) // 4 + 1)
+    del second, third, big
+    assert spill.in_use == 0
+
+
 def test_a_large_model_comes_back_as_the_same_values_viewing_one_mapped_file(tmp_path: Path) -> None:
     spill = Spill(tmp_path, min_bytes=1000)
     small = {"b": np.ones(3, np.float32)}
