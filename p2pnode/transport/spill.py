@@ -24,8 +24,10 @@ updates go once the round's average is taken).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import resource
 import tempfile
 import weakref
 from collections.abc import Mapping
@@ -66,6 +68,11 @@ class Spill:
         if not os.access(self.folder, os.W_OK | os.X_OK):
             raise ConfigError(f"--spill-dir {folder}: not writable")
         self.min_bytes = min_bytes
+        # every region's map holds a descriptor of the file (CPython's mmap keeps a duplicate), and
+        # a POI-shaped FedAvg round holds ~2,200 regions at once: past a soft limit of 1,024
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         self.frames = 0  #: frames kept on disk so far
         self.models = 0  #: decoded models kept on disk so far
         self.bytes = 0  #: the bytes of both
@@ -113,18 +120,25 @@ class Spill:
             if self._file is None:
                 # unlinked, so nothing is left behind; it lives as long as this Spill
                 self._file = tempfile.TemporaryFile(dir=self.folder)  # noqa: SIM115
-            fd = self._file.fileno()
-            free = self._free.get(span)
-            start = free.pop() if free else self._end
-            if start == self._end:
-                self._end += span
+        except OSError as e:
+            raise SpillError(f"--spill-dir {self.folder}: could not open a file there: {e}") from e
+        fd = self._file.fileno()
+        free = self._free.get(span)
+        start = free.pop() if free else self._end
+        if start == self._end:
+            self._end += span
+        try:
             for offset, piece in pieces:
                 _write_all(fd, memoryview(piece), start + offset)
             if start + span > os.fstat(fd).st_size:
                 os.ftruncate(fd, start + span)
             kept = mmap.mmap(fd, size, access=mmap.ACCESS_READ, offset=start)
         except OSError as e:
-            raise SpillError(f"--spill-dir {self.folder}: could not keep {what} of {size} bytes: {e}") from e
+            self._free.setdefault(span, []).append(start)  # the region is free again
+            hint = " (open files: raise ulimit -n)" if e.errno == errno.EMFILE else ""
+            raise SpillError(
+                f"--spill-dir {self.folder}: could not keep {what} of {size} bytes: {e}{hint}"
+            ) from e
         self.in_use += span
         weakref.finalize(kept, self._release, start, span)
         return kept

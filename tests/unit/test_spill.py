@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 from pathlib import Path
 
@@ -110,15 +112,42 @@ def test_a_folder_that_is_not_there_or_not_writable_is_refused_before_the_run(tm
         Simulation(RunConfig(nodes=4, rounds=1).replace(**{"sim.spill_dir": str(tmp_path / "missing")}))
 
 
-def test_a_frame_that_cannot_be_written_stops_the_run_with_a_clear_error(tmp_path: Path) -> None:
+def test_a_frame_that_cannot_be_written_stops_the_run_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "gone"
     folder.mkdir()
     spill = Spill(folder, min_bytes=1)
-    folder.rmdir()  # the disk went away under the run
+    folder.rmdir()  # the folder went away under the run
+    with pytest.raises(SpillError, match="could not open a file there"):
+        spill.keep(b"12345")
+    spill = Spill(tmp_path, min_bytes=1)
+    kept = spill.keep(b"first")
+
+    def out_of_descriptors(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(mmap, "mmap", out_of_descriptors)
+    with pytest.raises(SpillError, match=r"could not keep a model of 64 bytes: .*raise ulimit -n"):
+        spill.keep_params({"w": np.ones(4, np.float32)})
     with pytest.raises(SpillError, match="could not keep a frame of 5 bytes"):
         spill.keep(b"12345")
-    with pytest.raises(SpillError, match="could not keep a model of 64 bytes"):
-        spill.keep_params({"w": np.ones(4, np.float32)})
+    monkeypatch.undo()
+    assert spill.in_use == 1 << 20 and spill.size == 2 << 20  # the failed ones' region is free again
+    assert bytes(spill.keep(b"third")) == b"third" and spill.size == 2 << 20 and bytes(kept) == b"first"
+
+
+def test_the_open_files_limit_is_raised_to_its_ceiling(tmp_path: Path) -> None:
+    """Each region's map holds a descriptor: a POI-shaped FedAvg round holds ~2,200 at once."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+        Spill(tmp_path)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_where_frames_wait_is_not_part_of_a_runs_identity() -> None:
