@@ -385,9 +385,10 @@ class SimConfig:
     )  #: the simulator process's allocator (process.set_mmap_threshold); not in a run's identity
     spill_dir: str = opt(
         "",
-        "keep frames of 1 MiB and more on their way in unlinked files in this folder instead of in "
-        "memory (page cache the kernel writes out as memory runs short): a FedAvg round's updates "
-        "at the POI shapes, which are all on their way at once; the same numbers, more time",
+        "keep frames of 1 MiB and more on their way, and the FedAvg updates a server holds, in an "
+        "unlinked file in this folder instead of in memory (page cache the kernel writes out as "
+        "memory runs short): a FedAvg round's updates at the POI shapes, all on their way at "
+        "once; the same numbers, more time",
         group="sim",
         only="sim",
         metavar="DIR",
