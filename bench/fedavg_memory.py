@@ -19,10 +19,10 @@ heap fragmentation adds to the peak, and what the fixed threshold costs in time,
 side. The commands fix it at 32 MiB (``tune_allocator``); Table II GMF with e_A on the Gowalla
 shape peaked at 13.8 GiB there too, as at glibc's own here (13.81).
 
-``--spill-dir DIR`` runs the working tree once more with the round's updates kept in files there
-(p2pnode/transport/spill.py): its resident set then holds file pages the kernel can write out,
-so each run also reports its peak of resident memory less file pages ("anonymous", sampled every
-50 ms), which is what such a run needs of the machine.
+``--spill-dir DIR`` runs the working tree (and ``--base``) once more with the round's updates kept
+in files there (p2pnode/transport/spill.py): its resident set then holds file pages the kernel can
+write out, so each run also reports its peak of resident memory less file pages ("anonymous",
+sampled every 50 ms), which is what such a run needs of the machine.
 
 It prints, per revision (or threshold), the peak RSS, the RSS once the clients are built (their
 models and moments), what the rounds added above that per client (in units of one model), the
@@ -157,6 +157,9 @@ def main() -> None:
             subprocess.run(git, cwd=ROOT, check=True, capture_output=True)
             try:
                 runs.append((f"base {args.base}", measure(tree, args, data)))
+                if args.spill_dir:  # the same revision with its frames kept in files, to set beside
+                    spilled = measure(tree, args, data, thresholds[-1], args.spill_dir)
+                    runs.append((f"base {args.base}, spilled", spilled))
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
         for threshold in thresholds:
@@ -171,9 +174,14 @@ def main() -> None:
     for name, r in runs:
         print(line(name, r, args.clients))
     (first, b), rest = runs[0], runs[1:]
-    for name, h in rest:
+    pairs = [(name, h, first, b) for name, h in rest]
+    named = dict(runs)
+    if args.base and args.spill_dir:  # the spill of each revision side by side
+        base_spilled = f"base {args.base}, spilled"
+        pairs.append(("here, spilled", named["here, spilled"], base_spilled, named[base_spilled]))
+    for name, h, ref, b in pairs:
         print(
-            f"{name} / {first}: peak {h['peak'] / b['peak']:.3f}, anonymous peak "
+            f"{name} / {ref}: peak {h['peak'] / b['peak']:.3f}, anonymous peak "
             f"{h['anonymous'] / b['anonymous']:.3f}, added above the build "
             f"{(h['peak'] - h['built']) / (b['peak'] - b['built']):.3f}, "
             f"time {h['seconds'] / b['seconds']:.2f}x"

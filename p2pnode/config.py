@@ -385,7 +385,7 @@ class SimConfig:
     )  #: the simulator process's allocator (process.set_mmap_threshold); not in a run's identity
     spill_dir: str = opt(
         "",
-        "keep frames of 1 MiB and more on their way, and the FedAvg updates a server holds, in an "
+        "keep frames of 1 MiB and more on their way, and FedAvg updates a server holds, in an "
         "unlinked file in this folder instead of in memory (page cache the kernel writes out as "
         "memory runs short): a FedAvg round's updates at the POI shapes, all on their way at "
         "once; the same numbers, more time",

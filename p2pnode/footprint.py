@@ -77,8 +77,7 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     new users a round per source in gossip (measured). FedAvg's server hears from every selected
     client each round, so it keeps a v_u of every user (with every user's items as targets: a
     whole item table each), and the round's updates are held once while in flight (every client
-    trains and sends before the server takes the first: as frames, then as the server's decoded
-    copies).
+    trains and sends before the server takes the first; it adds each to its sum as it reads it).
 
     Measured against it (peak RSS / estimate, GiB): 1,083 Foursquare-shaped gossip nodes, every
     one an adversary, 26 rounds (``python -m bench.scale --shape foursquare-nyc``): 15.72 / 16.5;

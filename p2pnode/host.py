@@ -37,8 +37,8 @@ class Host:
         #: False while a process learns its peers' addresses: its nodes could not answer yet, so a
         #: frame is refused 503 "starting" (the sender tries again) rather than handled half-started
         self.accepting = True
-        #: where the FedAvg updates a hosted server holds until the round's average wait, on disk
-        #: (the simulator's ``--spill-dir``, p2pnode/transport/spill.py); None: in memory
+        #: where the FedAvg updates a hosted server holds until they can go into its sum wait, on
+        #: disk (the simulator's ``--spill-dir``, p2pnode/transport/spill.py); None: in memory
         self.spill: Spill | None = None
 
     def add(self, runtime: NodeRuntime) -> None:
@@ -86,7 +86,9 @@ class Host:
         if local and isinstance(message, ModelMessage | FedMessage):
             self._share_base(node, frame.sender, message.version)
         if self.spill is not None and isinstance(message, FedMessage) and message.kind == "update":
-            message = dataclasses.replace(message, params=self.spill.keep_params(message.params))
+            holds = getattr(getattr(node.node, "protocol", None), "holds", None)
+            if holds is None or holds(frame.sender):  # an update added to the sum at once is not kept
+                message = dataclasses.replace(message, params=self.spill.keep_params(message.params))
         return node.accept(frame.sender, message, len(data))
 
     def _share_base(self, node: NodeRuntime, sender: int, version: int) -> None:

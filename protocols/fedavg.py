@@ -6,6 +6,10 @@ chosen at random. A client replaces its shared parameters by the global ones (un
 user embedding stays its own), trains, and answers with its model. Updates for an older round
 arrive too late and are dropped and counted. The server is a node like any other, so #4 can make
 it the adversary of the CIA paper's Algorithm 1.
+
+The mean is folded as the updates come: each one is added to a running sum as soon as every
+selected client with a smaller id has answered, in the order :func:`average` adds them, so the
+global model is the same to the bit and the server holds one sum instead of a round of updates.
 """
 
 from __future__ import annotations
@@ -127,17 +131,27 @@ class FedAvgServer(GossipProtocol):
         self.clients = sorted(clients)
         self.fraction = fraction
         self.round = 0
+        #: updates taken but not yet added to the sum: under the mean, those that came before a
+        #: selected client with a smaller id answered; under ``trimmed`` and ``median``, all
         self.pending: dict[NodeId, ParamsView] = {}
         self.selected: set[NodeId] = set()
         self.late = 0
+        self.repeated = 0  #: second updates of a round from one client, refused
         self.aggregated_rounds = 0
+        self._order: list[NodeId] = []  #: the round's selected clients by id
+        self._next = 0  #: the first of them not yet added to the sum
+        self._answered: set[NodeId] = set()
+        self._sum: dict[str, npt.NDArray[np.float32]] | None = None
+        self._summed = 0
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
         return [SetTimer(ROUND_TIMER, now)]
 
     def state(self) -> dict[str, Any]:
         out = super().state()
-        out.update(round=self.round, aggregated_rounds=self.aggregated_rounds, late=self.late)
+        out.update(
+            round=self.round, aggregated_rounds=self.aggregated_rounds, late=self.late, repeated=self.repeated
+        )
         return out
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -146,6 +160,7 @@ class FedAvgServer(GossipProtocol):
         self.round = int(state["round"])
         self.aggregated_rounds = int(state["aggregated_rounds"])
         self.late = int(state["late"])
+        self.repeated = int(state.get("repeated", 0))  # checkpoints from before it was counted
 
     def wake(self, now: float, rng: random.Random) -> list[Effect]:
         return []
@@ -153,14 +168,26 @@ class FedAvgServer(GossipProtocol):
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         if key != ROUND_TIMER:
             return []
-        if self.pending:
+        if self.how != "mean" and self.pending:
             self.store.load(average([self.pending[c] for c in sorted(self.pending)], self.how))
             self.stats.merges += 1
             self.aggregated_rounds += 1
+        elif self.how == "mean":
+            for c in sorted(self.pending):  # those behind a client that never answered
+                self._add(self.pending[c])
+            if self._sum is not None:
+                scale = np.float32(1.0 / self._summed)
+                for arr in self._sum.values():
+                    arr *= scale
+                self.store.load(self._sum)
+                self.stats.merges += 1
+                self.aggregated_rounds += 1
         self.pending = {}
+        self._sum, self._summed = None, 0
         self.round += 1
         k = max(1, math.ceil(self.fraction * len(self.clients)))
         self.selected = set(rng.sample(self.clients, k))
+        self._order, self._next, self._answered = sorted(self.selected), 0, set()
         message = FedMessage("global", self.round, self.store.version, self.store.snapshot())
         self.stats.models_sent += k
         sends: list[Effect] = [Send(c, message) for c in sorted(self.selected)]
@@ -172,9 +199,36 @@ class FedAvgServer(GossipProtocol):
         if message.round != self.round or sender not in self.selected:
             self.late += 1
             return []
+        if sender in self._answered:  # one update a client a round: the first is taken
+            self.repeated += 1
+            return []
+        self._answered.add(sender)
         self.stats.models_received += 1
         self.pending[sender] = message.params
+        if self.how == "mean":
+            order = self._order
+            while self._next < len(order) and order[self._next] in self.pending:
+                self._add(self.pending.pop(order[self._next]))
+                self._next += 1
         return []
+
+    def holds(self, sender: NodeId) -> bool:
+        """Whether an update from ``sender`` taken now would be kept past its arrival (the
+        simulator's spill keeps such updates in a file, p2pnode/transport/spill.py): under the
+        mean only one that comes before a selected client with a smaller id has answered."""
+        if self.how != "mean":
+            return True
+        return self._next >= len(self._order) or self._order[self._next] != sender
+
+    def _add(self, params: ParamsView) -> None:
+        """The running sum of :func:`average`: a copy of the first update, then each next one
+        added in place, tensor by tensor."""
+        if self._sum is None:
+            self._sum = {k: np.array(v, dtype=np.float32, copy=True) for k, v in params.items()}
+        else:
+            for k, arr in self._sum.items():
+                arr += params[k]
+        self._summed += 1
 
 
 class FedAvgClient(GossipProtocol):

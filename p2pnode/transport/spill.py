@@ -5,21 +5,21 @@ update, so a round's updates are all on their way at once (002 Algorithm 3; p2pn
 counts them as ``in_flight``). At the Foursquare-NYC shape that is 1,083 PRME updates of 18.4 MB,
 18.6 GiB, beside the server's v_u of every user (9.2 GiB): more than this 24 GiB machine has.
 
-An update is held twice over in that time, one form after the other: as its frame until the
-server reads it, then as the server's decoded copy until the round's average (msgpack hands its
-binary fields out as new bytes, so the decoded tensors do not view the frame). With a spill
-folder both wait on disk:
+The server adds each update to a running sum as it reads it, in client order
+(protocols/fedavg.py); one that comes before a client with a smaller id has answered (a network
+with delays) is held until then, as the server's decoded copy (msgpack hands its binary fields out
+as new bytes, so the decoded tensors do not view the frame). With a spill folder both wait on disk:
 
 - ``keep``: a frame of at least ``SPILL_MIN_BYTES`` is written to a region of an unlinked file
   there and carried as a read-only memory map of it (the in-memory network,
   p2pnode/transport/memory.py);
-- ``keep_params``: an update the server has decoded goes the same way, its tensors read-only
-  views into one mapped region (the host, p2pnode/host.py).
+- ``keep_params``: an update the server decoded and holds goes the same way, its tensors
+  read-only views into one mapped region (the host, p2pnode/host.py).
 
 Their pages are page cache, which the kernel writes out and reads back as memory runs short, so
 only what is being read takes memory. The bytes are the same, so no number changes; a region is
-free for the next frame or model when the last view of it goes (the server lets its pending
-updates go once the round's average is taken).
+free for the next frame or model when the last view of it goes (a frame once it is read, a held
+update once it is in the sum).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class Spill:
 
     def keep_params(self, params: Mapping[str, Array]) -> Mapping[str, Array]:
         """``params`` itself if it is small, else the same values as read-only arrays viewing
-        one mapped region (an update the FedAvg server holds until the round's average)."""
+        one mapped region (an update the FedAvg server holds until it can go into the sum)."""
         at, parts = 0, []
         for arr in params.values():
             parts.append((at, np.ascontiguousarray(arr)))

@@ -156,10 +156,37 @@ def test_frames_kept_in_a_spill_folder_move_no_number(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--spill-dir`` (p2pnode/transport/spill.py) carries every model frame as a map of a file
-    instead of bytes in memory, and the FedAvg server's decoded updates too: the receivers decode
-    the same bytes and the server averages the same values, so the golden summaries hold (a FedAvg
-    round's updates, gossip, and colluders' multicasts with their shared decode). The files are
-    unlinked: nothing is left in the folder."""
+    instead of bytes in memory: the receivers decode the same bytes, so the golden summaries hold
+    (a FedAvg round's updates, gossip, and colluders' multicasts with their shared decode). On the
+    golden runs' network, without delay, the FedAvg server's updates come in client order and each
+    goes into the sum as it comes (protocols/fedavg.py), so none is kept. The files are unlinked:
+    nothing is left in the folder."""
+    made = _counted_spills(monkeypatch)
+    text = _render(name, **{"sim.spill_dir": str(tmp_path)})
+    assert len(made) == 1 and made[0].frames > 100, [s.frames for s in made]
+    assert made[0].bytes >= made[0].frames * 64 * 1024
+    assert made[0].models == 0
+    assert text == (GOLDEN / f"{name}.json").read_text()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_updates_that_come_out_of_order_wait_in_the_spill_and_move_no_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a random one-way delay (within a round) the FedAvg server's updates come out of
+    client order. One that comes before a client with a smaller id answered is held until then
+    (protocols/fedavg.py), and with ``--spill-dir`` it waits in the file (p2pnode/host.py). The
+    sum is made in client order whatever the arrival order, so the run is the golden one."""
+    made = _counted_spills(monkeypatch)
+    delayed = {"sim.delay_min": 0.0, "sim.delay_max": 5.0, "sim.spill_dir": str(tmp_path)}
+    text = _render("fedavg-prme-cia", **delayed)
+    assert len(made) == 1 and made[0].models > 0  # some came early and were held
+    assert text == (GOLDEN / "fedavg-prme-cia.json").read_text()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _counted_spills(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The simulator's spills from now on, each keeping frames and models of 64 kB and more."""
     import p2pnode.sim
     from p2pnode.transport.spill import Spill
 
@@ -171,10 +198,4 @@ def test_frames_kept_in_a_spill_folder_move_no_number(
             made.append(self)
 
     monkeypatch.setattr(p2pnode.sim, "Spill", Counted)
-    text = _render(name, **{"sim.spill_dir": str(tmp_path)})
-    assert len(made) == 1 and made[0].frames > 100, [s.frames for s in made]
-    assert made[0].bytes >= (made[0].frames + made[0].models) * 64 * 1024
-    # the server's pending updates wait on disk too (p2pnode/host.py), the gossip nodes' not
-    assert (made[0].models > 0) == name.startswith("fedavg"), made[0].models
-    assert text == (GOLDEN / f"{name}.json").read_text()
-    assert list(tmp_path.iterdir()) == []
+    return made
