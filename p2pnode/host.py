@@ -15,7 +15,7 @@ from p2pnode.node import NodeRuntime
 from p2pnode.transport.base import Memo, Outcome, Payload
 from p2pnode.transport.spill import Spill
 from p2pnode.wire.codec import decode
-from p2pnode.wire.schema import Channel, WireError
+from p2pnode.wire.schema import Channel, SharedFrame, WireError
 from protocols.messages import FedMessage, ModelMessage
 
 log = logging.getLogger("p2pnode.host")
@@ -56,7 +56,7 @@ class Host:
         self,
         dest: int,
         channel: Channel,
-        data: Payload,
+        data: Payload | SharedFrame,
         sender: int | None = None,
         certified: set[int] | None = None,
         local: bool = False,

@@ -27,15 +27,17 @@ from p2pcore.effects import (
 )
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
-from p2pnode.transport.base import Outcome, Transport
+from p2pnode.transport.base import Memo, Outcome, SharesFrames, Transport
 from p2pnode.wire.codec import (
+    encode_model_body,
     encode_model_frame,
     encode_sampling_frame,
+    frame_head,
     frame_with_body,
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
-from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType
+from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType, SharedFrame
 from peer_sampling.messages import Leave
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
@@ -149,6 +151,11 @@ class NodeRuntime:
         self._timers: dict[str, TimerHandle] = {}
         #: the last multicast: its message, packed body, and the memo its partners' frames share
         self._multicast: tuple[CollusionMessage, bytes, dict[str, object]] | None = None
+        #: a transport that carries a multicast's frames as one body (the simulator's network)
+        self._sharing = transport if isinstance(transport, SharesFrames) else None
+        #: the global model a FedAvg server is sending this turn: message, wire version, packed
+        #: body and the memo its clients' frames share (dropped when the turn's effects are done)
+        self._broadcast: tuple[FedMessage, int, memoryview, Memo] | None = None
         self.stopped = False
         #: per sender: newest model version taken, forgotten PIN_TTL_TICKS after it was taken
         self.last_version = VersionPins(clock)
@@ -272,6 +279,12 @@ class NodeRuntime:
     # -- effects --------------------------------------------------------------------------------
 
     def execute(self, effects: list[Effect]) -> None:
+        try:
+            self._execute(effects)
+        finally:
+            self._broadcast = None  # its frames hold the body while they are on their way
+
+    def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Send):
                 self._send(effect.to, effect.message)
@@ -318,9 +331,16 @@ class NodeRuntime:
             if self._multicast is None or self._multicast[0] is not message:
                 self._multicast = (message, pack_collusion_body(message), {})
             _, body, memo = self._multicast
+            self.counters.multicasts_sent += 1
+            if self._sharing is not None:  # one body for every partner (transport.base.SharesFrames)
+                shared = SharedFrame(frame_head(MsgType.COLLUDE, self.node_id, peer), body)
+                self._account(Channel.COLLUDE, len(shared))
+                self._sharing.send_shared(
+                    self.node_id, peer, Channel.COLLUDE, shared, lambda out: self._sent(peer, out), memo
+                )
+                return
             frame = frame_with_body(MsgType.COLLUDE, self.node_id, peer, body)
             self._account(Channel.COLLUDE, len(frame))
-            self.counters.multicasts_sent += 1
             self.transport.send(
                 self.node_id, peer, Channel.COLLUDE, frame, lambda out: self._sent(peer, out), memo
             )
@@ -337,10 +357,17 @@ class NodeRuntime:
     def _send_model(self, peer: int, message: ModelMessage | FedMessage, allow_delta: bool) -> None:
         if not allow_delta:
             self.encoder.forget(peer)
-        encoded = self.encoder.encode(peer, self.wire_version(message.version), message.params)
+        wire_version = self.wire_version(message.version)
+        encoded = self.encoder.encode(peer, wire_version, message.params)
+        shared: tuple[SharedFrame, Memo] | None = None
+        data: SharedFrame | memoryview
         if isinstance(message, FedMessage):
             kind = MsgType.FED_GLOBAL if message.kind == "global" else MsgType.FED_UPDATE
-            data = encode_model_frame(self.node_id, peer, encoded, kind, message.round)
+            if kind is MsgType.FED_GLOBAL and self._sharing is not None and not encoded.is_delta:
+                shared = self._global_frame(peer, message, wire_version, encoded)
+                data = shared[0]
+            else:
+                data = encode_model_frame(self.node_id, peer, encoded, kind, message.round)
         else:
             data = encode_model_frame(self.node_id, peer, encoded)
         self._account(Channel.GOSSIP, len(data))
@@ -363,7 +390,23 @@ class NodeRuntime:
         def done(outcome: Outcome) -> None:
             self._model_sent(peer, version, kept, encoded, outcome)
 
-        self.transport.send(self.node_id, peer, Channel.GOSSIP, data, done)
+        if shared is not None and self._sharing is not None:
+            self._sharing.send_shared(self.node_id, peer, Channel.GOSSIP, shared[0], done, shared[1])
+        else:
+            assert not isinstance(data, SharedFrame)
+            self.transport.send(self.node_id, peer, Channel.GOSSIP, data, done)
+
+    def _global_frame(
+        self, peer: int, message: FedMessage, wire_version: int, encoded: EncodedModel
+    ) -> tuple[SharedFrame, Memo]:
+        """A FedAvg server's global model to ``peer`` as one frame of the turn's broadcast: the
+        body packed once for every selected client (each frame the bytes encode_model_frame
+        makes), and the memo their receivers share (the first unpacks the body for the rest)."""
+        cast = self._broadcast
+        if cast is None or cast[0] is not message or cast[1] != wire_version:
+            cast = (message, wire_version, encode_model_body(encoded, message.round), {})
+            self._broadcast = cast
+        return SharedFrame(frame_head(MsgType.FED_GLOBAL, self.node_id, peer), cast[2]), cast[3]
 
     def _model_sent(
         self,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from p2pnode.clock import VirtualClock
 from p2pnode.transport.base import UNREACHABLE, Memo, OnDone, Outcome, Payload, Receiver
 from p2pnode.transport.spill import Spill
-from p2pnode.wire.schema import Channel
+from p2pnode.wire.schema import Channel, SharedFrame
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,21 @@ class MemoryNetwork:
     def register(self, node_id: int, receiver: Receiver) -> None:
         self._receivers[node_id] = receiver
 
+    def send_shared(
+        self, src: int, dst: int, channel: Channel, frame: SharedFrame, on_done: OnDone, memo: Memo
+    ) -> None:
+        """One frame of a multicast (transport.base.SharesFrames): carried as it is, its body held
+        once for all the multicast's frames (and so not spilled: one copy waits, not one a frame)."""
+        self.send(src, dst, channel, frame, on_done, memo)
+
     def send(
-        self, src: int, dst: int, channel: Channel, data: Payload, on_done: OnDone, memo: Memo | None = None
+        self,
+        src: int,
+        dst: int,
+        channel: Channel,
+        data: Payload | SharedFrame,
+        on_done: OnDone,
+        memo: Memo | None = None,
     ) -> None:
         self.frames += 1
         self.bytes += len(data)
@@ -60,7 +73,7 @@ class MemoryNetwork:
             reason = "dropped" if dropped else "no such node"
             self.clock.call_at(self.clock.now() + delay, lambda: on_done(Outcome(UNREACHABLE, reason)))
             return
-        if self.spill is not None:
+        if self.spill is not None and not isinstance(data, SharedFrame):
             data = self.spill.keep(data)
 
         def deliver() -> None:

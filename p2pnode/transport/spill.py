@@ -12,7 +12,8 @@ as new bytes, so the decoded tensors do not view the frame). With a spill folder
 
 - ``keep``: a frame of at least ``SPILL_MIN_BYTES`` is written to a region of an unlinked file
   there and carried as a read-only memory map of it (the in-memory network,
-  p2pnode/transport/memory.py);
+  p2pnode/transport/memory.py; the server's global model to its clients is one body behind a
+  head each, wire.schema.SharedFrame, held once and not spilled);
 - ``keep_params``: an update the server decoded and holds goes the same way, its tensors
   read-only views into one mapped region (the host, p2pnode/host.py).
 

@@ -29,6 +29,7 @@ from p2pnode.wire.schema import (
     WIRE_VERSION,
     Channel,
     MsgType,
+    SharedFrame,
     WireError,
 )
 from p2pnode.wire.tensors import pack_tensor, unpack_tensors
@@ -93,6 +94,16 @@ def encode_model_frame(
     return memoryview(packer.getbuffer())
 
 
+def encode_model_body(model: EncodedModel, fed_round: int | None = None) -> memoryview:
+    """The packed body of :func:`encode_model_frame`'s frame, byte for byte: behind
+    :func:`frame_head` it makes that frame (a FedAvg server packs its global model once a round
+    for all the clients it sends it to, p2pnode/node.py)."""
+    body = model.body if fed_round is None else {**model.body, "rnd": fed_round}
+    packer = msgpack.Packer(buf_size=model.nbytes + 4096, autoreset=False, use_bin_type=True)
+    packer.pack(body)
+    return memoryview(packer.getbuffer())
+
+
 def encode_sampling_frame(sender: int, dest: int, message: object) -> bytes:
     """The frame for a peer-sampling message."""
     for msg_type, (cls, enc, _dec) in _SAMPLING.items():
@@ -106,12 +117,35 @@ def _pack(msg_type: MsgType, sender: int, dest: int, body: Any) -> bytes:
     return bytes(msgpack.packb(frame, use_bin_type=True))
 
 
-def decode_frame(data: bytes | memoryview, max_bytes: int) -> Frame:
-    """Parse and check the envelope. Raises WireError with the reason to count."""
+def decode_frame(
+    data: bytes | memoryview | SharedFrame, max_bytes: int, memo: dict[str, object] | None = None
+) -> Frame:
+    """Parse and check the envelope. Raises WireError with the reason to count.
+
+    A :class:`SharedFrame` (a multicast within this process, never from a socket) comes with its
+    multicast's ``memo``: its body is unpacked once for all of the multicast's frames."""
     if len(data) > max_bytes:
         raise WireError("too-large", f"{len(data)} bytes > limit {max_bytes}", 413)
+    if isinstance(data, SharedFrame):
+        obj = _shared_envelope(data, max_bytes, memo)
+    else:
+        obj = _unpack(data, max_bytes)
+    if type(obj) is not dict or len(obj) != 5 or obj.keys() != _ENVELOPE_KEYS:
+        raise WireError("malformed", "a frame is a map with keys v, t, src, dst, b")
+    if obj["v"] != WIRE_VERSION or type(obj["v"]) is not int:
+        raise WireError("version", f"wire version {obj['v']!r}, this node speaks {WIRE_VERSION}")
+    t = obj["t"]
+    msg_type = _TYPES.get(t) if type(t) is int else None
+    if msg_type is None:
+        raise WireError("unknown-type", f"message type {t!r}")
+    sender, dest = _node_id(obj["src"], "src"), _node_id(obj["dst"], "dst")
+    return Frame(msg_type, sender, dest, obj["b"])
+
+
+def _unpack(data: bytes | memoryview, max_bytes: int) -> Any:
+    """One msgpack value of ``data``, under the frame's limits. Raises WireError."""
     try:
-        obj = msgpack.unpackb(
+        return msgpack.unpackb(
             data,
             raw=False,
             strict_map_key=True,
@@ -127,16 +161,37 @@ def decode_frame(data: bytes | memoryview, max_bytes: int) -> Frame:
         raise WireError("malformed", f"not msgpack: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise WireError("malformed", f"not msgpack: {type(exc).__name__}") from None
-    if type(obj) is not dict or len(obj) != 5 or obj.keys() != _ENVELOPE_KEYS:
-        raise WireError("malformed", "a frame is a map with keys v, t, src, dst, b")
-    if obj["v"] != WIRE_VERSION or type(obj["v"]) is not int:
-        raise WireError("version", f"wire version {obj['v']!r}, this node speaks {WIRE_VERSION}")
-    t = obj["t"]
-    msg_type = _TYPES.get(t) if type(t) is int else None
-    if msg_type is None:
-        raise WireError("unknown-type", f"message type {t!r}")
-    sender, dest = _node_id(obj["src"], "src"), _node_id(obj["dst"], "dst")
-    return Frame(msg_type, sender, dest, obj["b"])
+
+
+def _shared_envelope(data: SharedFrame, max_bytes: int, memo: dict[str, object] | None) -> Any:
+    """The envelope of one frame of an in-process multicast: its head parsed on its own (a map of
+    5 whose fifth key, "b", is the last thing in it), its body unpacked by the first of the
+    multicast's receivers and kept in ``memo`` for the others. Each receiver gets the body's
+    top-level map as its own (decode_model takes ``rnd`` out of it); the tensors' bytes are
+    shared and read-only."""
+    if memo is None:
+        raise WireError("malformed", "a shared frame comes with its multicast's memo")
+    head = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data.head), 1), max_bin_len=0, max_ext_len=0)
+    try:
+        head.feed(data.head)
+        if head.read_map_header() != 5:
+            raise ValueError("not a map of 5")
+        obj: dict[Any, Any] = {}
+        for _ in range(4):
+            key = head.unpack()
+            obj[key] = head.unpack()
+        last = head.unpack()
+    except Exception:  # msgpack raises several unrelated types on garbage
+        raise WireError("malformed", "the head of a shared frame is not an envelope") from None
+    if last != "b" or head.tell() != len(data.head):
+        raise WireError("malformed", "the head of a shared frame ends with the key b")
+    seen = memo.get("body")
+    if not (isinstance(seen, tuple) and seen[0] is data.body):
+        seen = (data.body, _unpack(data.body, max_bytes))
+        memo["body"] = seen
+    body = seen[1]
+    obj["b"] = dict(body) if type(body) is dict else body
+    return obj
 
 
 class Inbox(Protocol):
@@ -179,7 +234,7 @@ class Inbox(Protocol):
 
 
 def decode(
-    data: bytes | memoryview,
+    data: bytes | memoryview | SharedFrame,
     max_bytes: int,
     inbox: Inbox,
     channel: Channel,
@@ -198,7 +253,7 @@ def decode(
     ``memo``: shared by the frames of one multicast sent from this process (p2pnode.node): the
     first partner's decode of their common body is kept there for the others. Never from a socket.
     """
-    frame = decode_frame(data, max_bytes)
+    frame = decode_frame(data, max_bytes, memo)
     if frame.dest != inbox.node_id:
         raise WireError("wrong-route", f"frame for {frame.dest} posted to {inbox.node_id}")
     if frame.channel != channel:
@@ -307,14 +362,19 @@ def pack_collusion_body(message: CollusionMessage) -> bytes:
     return bytes(msgpack.packb(body, use_bin_type=True))
 
 
-def frame_with_body(msg_type: MsgType, sender: int, dest: int, body: bytes) -> bytes:
+def frame_with_body(msg_type: MsgType, sender: int, dest: int, body: bytes | memoryview) -> bytes:
     """The frame ``_pack`` would make around an already packed body, byte for byte (a msgpack
     map is its header followed by its keys and values, each packed on its own)."""
-    head = msgpack.packb(
-        ["v", WIRE_VERSION, "t", int(msg_type), "src", sender, "dst", dest, "b"], use_bin_type=True
-    )
-    # 0x85: a map of 5 entries in place of the array header (0x99); the body is copied once
-    return b"".join((b"\x85", memoryview(head)[1:], body))
+    return b"".join((frame_head(msg_type, sender, dest), body))  # the body is copied once
+
+
+def frame_head(msg_type: MsgType, sender: int, dest: int) -> bytes:
+    """A frame's bytes up to its body: the map header, the keys v, t, src, dst with their values,
+    and the key b (:class:`SharedFrame`'s ``head``)."""
+    keys = ["v", WIRE_VERSION, "t", int(msg_type), "src", sender, "dst", dest, "b"]
+    head = bytes(msgpack.packb(keys, use_bin_type=True))
+    # 0x85: a map of 5 entries in place of the array header (0x99)
+    return b"\x85" + head[1:]
 
 
 def decode_collusion(frame: Frame, spec: ModelSpec | None) -> CollusionMessage:

@@ -181,6 +181,38 @@ def test_a_fedavg_update_on_its_way_does_not_keep_the_clients_snapshot(
     assert server.pending == {}
 
 
+def test_a_fedavg_servers_global_model_is_packed_once_a_round_for_all_its_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In the simulator the server's global model goes to the round's clients as one body behind
+    a head each (wire.schema.SharedFrame): packed once a round and held once while its frames are
+    on their way (its bytes are those of the frames it stands for: tests/unit/test_wire.py, and
+    the golden runs count them)."""
+    import p2pnode.node
+    from p2pnode.transport.memory import MemoryNetwork
+    from p2pnode.wire.schema import SharedFrame
+
+    packed: list[int] = []
+    bodies: list[object] = []
+    pack, send_shared = p2pnode.node.encode_model_body, MemoryNetwork.send_shared
+
+    def counted(model, fed_round=None):  # type: ignore[no-untyped-def]
+        packed.append(fed_round)
+        return pack(model, fed_round)
+
+    def carried(self, src, dst, channel, frame, on_done, memo):  # type: ignore[no-untyped-def]
+        assert isinstance(frame, SharedFrame) and memo is not None
+        bodies.append(frame.body)  # kept alive, so that two bodies never share an id
+        return send_shared(self, src, dst, channel, frame, on_done, memo)
+
+    monkeypatch.setattr(p2pnode.node, "encode_model_body", counted)
+    monkeypatch.setattr(MemoryNetwork, "send_shared", carried)
+    sim = Simulation(small(protocol="fedavg", rounds=2))
+    for _ in range(2):
+        sim.run_round()
+    assert packed == [1, 2] and len(bodies) == 120 and len({id(b) for b in bodies}) == 2
+
+
 def test_prme_learns_on_synthetic_data_and_reports_f1() -> None:
     # lr 0.2, not the paper's 0.005: a short run gets one local epoch per wake-up (docs/design.md)
     cfg = RunConfig(nodes=80, rounds=10, seed=4, dataset="synthetic", model="prme")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from adversary.messages import CollusionMessage
 from learning import gmf
 from learning.params import spec_of
+from p2pnode.wire import codec
 from p2pnode.wire.codec import (
     _pack,
     decode,
@@ -18,13 +19,23 @@ from p2pnode.wire.codec import (
     decode_frame,
     decode_model,
     decode_sampling,
+    encode_model_body,
     encode_model_frame,
     encode_sampling_frame,
+    frame_head,
     frame_with_body,
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
-from p2pnode.wire.schema import DECODE_REASONS, MAX_NODE_ID, WIRE_VERSION, Channel, MsgType, WireError
+from p2pnode.wire.schema import (
+    DECODE_REASONS,
+    MAX_NODE_ID,
+    WIRE_VERSION,
+    Channel,
+    MsgType,
+    SharedFrame,
+    WireError,
+)
 from p2pnode.wire.tensors import pack_tensor
 from peer_sampling.messages import (
     LockReply,
@@ -37,7 +48,7 @@ from peer_sampling.messages import (
     SwapPropose,
     Unlock,
 )
-from protocols.messages import ModelMessage
+from protocols.messages import FedMessage, ModelMessage
 
 LIMIT = 1 << 22
 
@@ -513,3 +524,83 @@ def test_a_partner_whose_spec_differs_decodes_the_multicast_itself_and_is_refuse
             memo=memo,
         )
     assert err.value.reason == "shape"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, MAX_NODE_ID - 1), st.integers(0, MAX_NODE_ID - 1), st.integers(0, 1 << 31))
+def test_a_shared_frame_is_the_frame_of_its_head_and_body_byte_for_byte(
+    sender: int, dest: int, fed_round: int
+) -> None:
+    encoded = DeltaEncoder().encode(dest, 5, model(seed=fed_round % 13))
+    whole = encode_model_frame(sender, dest, encoded, MsgType.FED_GLOBAL, fed_round)
+    shared = SharedFrame(frame_head(MsgType.FED_GLOBAL, sender, dest), encode_model_body(encoded, fed_round))
+    assert bytes(shared) == bytes(whole) and len(shared) == len(whole)
+    frame = decode_frame(shared, LIMIT, {})
+    plain = decode_frame(whole, LIMIT)
+    assert (frame.type, frame.sender, frame.dest) == (plain.type, plain.sender, plain.dest)
+    assert frame.body == plain.body
+
+
+def test_the_clients_of_one_broadcast_unpack_its_body_once_and_each_gets_its_own_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A FedAvg server's global model to its clients in this process: one body behind a head per
+    client, one memo. The first client unpacks the body, the others take it from the memo; each
+    decodes its own message (decode_model takes ``rnd`` out of the body's map), equal to what the
+    bytes give on their own, and its route is still its own."""
+    p = model(seed=4)
+    encoded = DeltaEncoder().encode(0, 9, p)
+    body, memo = encode_model_body(encoded, 3), {}
+    frames = {d: SharedFrame(frame_head(MsgType.FED_GLOBAL, 99, d), body) for d in (4, 5, 6)}
+    unpacked: list[int] = []
+    unpack = codec._unpack
+
+    def counted(data: bytes | memoryview, limit: int) -> object:
+        unpacked.append(len(data))
+        return unpack(data, limit)
+
+    monkeypatch.setattr(codec, "_unpack", counted)
+    got = {d: decode(frames[d], LIMIT, _Inbox(d, p), Channel.GOSSIP, memo=memo)[1] for d in (4, 5)}
+    assert unpacked == [len(body)]  # by the first client; the second's head alone was parsed
+    monkeypatch.undo()
+    alone = decode(bytes(frames[6]), LIMIT, _Inbox(6, p), Channel.GOSSIP)[1]
+    for message in (*got.values(), alone):
+        assert isinstance(message, FedMessage) and message.kind == "global"
+        assert (message.round, message.version) == (3, 9)
+        for name, arr in p.items():
+            np.testing.assert_array_equal(message.params[name], arr)
+            assert not message.params[name].flags.writeable  # shared bytes: nobody writes to them
+    assert got[4] is not got[5]
+    with pytest.raises(WireError) as err:
+        decode(frames[5], LIMIT, _Inbox(6, p), Channel.GOSSIP, memo=memo)
+    assert err.value.reason == "wrong-route"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        msgpack.packb({"v": WIRE_VERSION, "t": int(MsgType.FED_GLOBAL), "src": 1, "dst": 2}),  # no b
+        b"\x85" + msgpack.packb(["v", WIRE_VERSION, "t", 11, "src", 1, "dst", 2, "c"])[1:],  # not b
+        frame_head(MsgType.FED_GLOBAL, 1, 2) + b"\xc0",  # something after b
+        frame_head(MsgType.FED_GLOBAL, 1, 2)[:-3],  # cut short
+        b"\x86" + frame_head(MsgType.FED_GLOBAL, 1, 2)[1:],  # a map of 6
+        b"",
+    ],
+    ids=["four-keys", "last-key-not-b", "trailing", "truncated", "six-entries", "empty"],
+)
+def test_a_shared_frame_whose_head_is_not_an_envelope_is_refused(head: bytes) -> None:
+    body = encode_model_body(DeltaEncoder().encode(2, 1, model()), 1)
+    with pytest.raises(WireError) as err:
+        decode_frame(SharedFrame(head, body), LIMIT, {})
+    assert err.value.reason == "malformed"
+
+
+def test_a_shared_frame_without_its_memo_or_past_the_limit_is_refused() -> None:
+    body = encode_model_body(DeltaEncoder().encode(2, 1, model()), 1)
+    shared = SharedFrame(frame_head(MsgType.FED_GLOBAL, 1, 2), body)
+    with pytest.raises(WireError) as err:
+        decode_frame(shared, LIMIT)
+    assert err.value.reason == "malformed"
+    with pytest.raises(WireError) as err:
+        decode_frame(shared, len(shared) - 1, {})
+    assert err.value.reason == "too-large"
