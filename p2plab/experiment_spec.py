@@ -209,7 +209,12 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             probe=bool(raw.get("probe", False)),
             on={str(d): OnDataset(dict(v["set"]), str(v["why"])) for d, v in raw.get("on", {}).items()},
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except KeyError as exc:  # a required key left out: say which, and what a file needs
+        raise ConfigError(
+            f"{path}: malformed experiment: no {exc.args[0]!r} (a file needs title, [[rows]] each with a "
+            f"label, and [[columns]] each with key, label and path)"
+        ) from None
+    except (TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
     keys = {c.key for c in exp.columns}
     for row in exp.rows:

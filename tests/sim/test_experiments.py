@@ -780,6 +780,13 @@ def test_a_file_changes_its_settings_on_one_data_shape_and_the_report_says_why(t
     with pytest.raises(ConfigError, match="rounds") as refused:
         ex.load("base", tmp_path)
     assert str(refused.value).startswith(f"{tmp_path / 'base.toml'}: row 'Rand-Gossip GMF': ")
+    (tmp_path / "cols.toml").write_text(text.replace("[[columns]]", "[[figures]]"))
+    with pytest.raises(ConfigError, match=r"cols.toml: malformed experiment: no 'columns' \(a file needs"):
+        ex.load("cols", tmp_path)
+    unlabelled = text.replace('label = "Rand-Gossip GMF"', 'name = "Rand-Gossip GMF"', 1)
+    (tmp_path / "label.toml").write_text(unlabelled)
+    with pytest.raises(ConfigError, match=r"label.toml: malformed experiment: no 'label' "):
+        ex.load("label", tmp_path)
 
 
 def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_path: Path) -> None:
