@@ -147,6 +147,41 @@ def names(directory: Path = EXPERIMENTS_DIR) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.toml"))
 
 
+_COLUMN_FIELDS = tuple(f.name for f in dataclasses.fields(Column))
+_COLUMN_REQUIRED = ("key", "label", "path")
+
+
+def _column(raw: Any, path: Path) -> Column:
+    """One ``[[columns]]`` entry, or a refusal that names the entry and the field in the file's terms."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: malformed experiment: [[columns]] must be tables, not {raw!r}")
+    which = f"[[columns]] {raw['key']!r}" if isinstance(raw.get("key"), str) else "a [[columns]] entry"
+    missing = [k for k in _COLUMN_REQUIRED if k not in raw]
+    if missing:
+        raise ConfigError(
+            f"{path}: malformed experiment: {which} has no {', '.join(repr(k) for k in missing)} "
+            f"(a column needs key, label and path)"
+        )
+    unknown = sorted(set(raw) - set(_COLUMN_FIELDS))
+    if unknown:
+        raise ConfigError(
+            f"{path}: malformed experiment: {which} has unknown field(s) {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(_COLUMN_FIELDS)})"
+        )
+    return Column(**raw)
+
+
+def _on_dataset(shape: str, raw: Any, path: Path) -> OnDataset:
+    """One ``[on.SHAPE]`` table: the settings it changes (``set``) and the reason (``why``)."""
+    missing = [k for k in ("set", "why") if not isinstance(raw, dict) or k not in raw]
+    if missing:
+        raise ConfigError(
+            f"{path}: malformed experiment: [on.{shape}] has no {', '.join(repr(k) for k in missing)} "
+            f'(it needs set = {{ ... }}, the settings it changes, and why = "...", the reason)'
+        )
+    return OnDataset(dict(raw["set"]), str(raw["why"]))
+
+
 def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
     """A bundled experiment by name, or any experiment file by its path (``mine.toml``)."""
     path = directory / f"{name}.toml"
@@ -179,7 +214,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
     if kind != "runs":
         raise ConfigError(f"{path}: unknown experiment kind {kind!r} (runs or mixing)")
     try:
-        columns = tuple(Column(**c) for c in raw["columns"])
+        columns = tuple(_column(c, path) for c in raw["columns"])
         rows = tuple(
             Row(
                 r["label"],
@@ -207,7 +242,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             curve_y=raw.get("curve", {}).get("y", ""),
             curve_labels=(raw.get("curve", {}).get("x_label", ""), raw.get("curve", {}).get("y_label", "")),
             probe=bool(raw.get("probe", False)),
-            on={str(d): OnDataset(dict(v["set"]), str(v["why"])) for d, v in raw.get("on", {}).items()},
+            on={str(d): _on_dataset(str(d), v, path) for d, v in raw.get("on", {}).items()},
         )
     except KeyError as exc:  # a required key left out: say which, and what a file needs
         raise ConfigError(

@@ -787,6 +787,20 @@ def test_a_file_changes_its_settings_on_one_data_shape_and_the_report_says_why(t
     (tmp_path / "label.toml").write_text(unlabelled)
     with pytest.raises(ConfigError, match=r"label.toml: malformed experiment: no 'label' "):
         ex.load("label", tmp_path)
+    # a column or an [on.SHAPE] table without a field it needs is refused in the file's terms
+    pathless = text.replace('path = "cia.max_aac"\n', "", 1)
+    assert pathless != text
+    (tmp_path / "path.toml").write_text(pathless)
+    pathless_refusal = r"path.toml: malformed experiment: \[\[columns\]\] 'max_aac' has no 'path' "
+    with pytest.raises(ConfigError, match=pathless_refusal):
+        ex.load("path", tmp_path)
+    (tmp_path / "field.toml").write_text(text.replace('key = "max_aac"', 'key = "max_aac"\npercnt = true', 1))
+    with pytest.raises(ConfigError, match=r"'max_aac' has unknown field\(s\) 'percnt' \(known: key, label"):
+        ex.load("field", tmp_path)
+    whyless = text.replace('why = "PRME at lr 0.2', 'reason = "PRME at lr 0.2', 1)
+    (tmp_path / "whyless.toml").write_text(whyless)
+    with pytest.raises(ConfigError, match=r"\[on.gowalla-nyc\] has no 'why' \(it needs set = "):
+        ex.load("whyless", tmp_path)
 
 
 def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_path: Path) -> None:
