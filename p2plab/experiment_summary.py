@@ -130,7 +130,7 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
                 continue
             lines.append(
                 Line(
-                    experiment=_where(name, out, doc),
+                    experiment=_where(name, out, doc) + (_settings(doc) if group == "probe" else ""),
                     row=label,
                     column=str(col.get("label", key)),
                     paper=float(cell["paper"]),
@@ -179,6 +179,29 @@ def _where(name: str, out: Path, doc: Mapping[str, Any]) -> str:
     synthetic = data.get("synthetic")
     said = f", synthetic, of {synthetic.get('shape')}'s shape" if isinstance(synthetic, dict) else ""
     return f"{where}, data {Path(str(dataset)).name}{said}"
+
+
+def _settings(doc: Mapping[str, Any]) -> str:
+    """What makes a report a probe, said after its name: the settings its command changed (other
+    than the data file and settings that change no number) and whether it ran over real HTTP."""
+    mode = str(doc.get("mode", "simulate"))
+    said = [] if mode == "simulate" else ["over real HTTP" if mode == "real" else f"mode {mode}"]
+    given = dict(doc.get("overrides") or {})
+    # the data file and its users are said by _where; nodes without a data file are a size
+    skip = DATA_OVERRIDES if "dataset" in given else DATA_OVERRIDES - {"nodes"}
+    flat: list[str] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k in sorted(value):
+                walk(f"{prefix}.{k}" if prefix else str(k), value[k])
+        elif prefix not in skip and prefix.removeprefix("sim.") not in NUMBERLESS_SIM:
+            flat.append(f"{prefix} = {json.dumps(value)}")
+
+    walk("", given)
+    if flat:
+        said.append("set " + ", ".join(flat))
+    return "".join(f"; {s}" for s in said)
 
 
 def _experiment(name: str) -> Experiment | None:

@@ -823,8 +823,9 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     assert doc["data"] == {"file": path.name, "synthetic": about}
     lines = summarize(tmp_path / "r")
     assert lines and {ln.group for ln in lines} == {"probe"}  # 2 rounds, K = 3: not the table's setting
-    assert lines[0].experiment == (
-        "t3 (table3), data dataset_TSMC2014_NYC.txt, synthetic, of foursquare-nyc's shape"
+    assert lines[0].experiment == (  # a probe says what its command changed
+        "t3 (table3), data dataset_TSMC2014_NYC.txt, synthetic, of foursquare-nyc's shape; "
+        "set attack.target_k = 3, rounds = 2"
     )  # fmt: skip
     path.write_text(path.read_text() + path.read_text().splitlines(keepends=True)[0])  # changed since
     assert datasets.synthetic_origin(path) is None
@@ -914,7 +915,7 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     out = render([dataclasses.replace(ln, group="table") for ln in lines])
     mean = sum(ln.difference for ln in lines) / 4
     assert f"Mean absolute difference over 4 figures with a paper number: {mean:.1f} points." in out
-    assert out.count("| mine | ") == 4
+    assert out.count("| mine; set attack.target_k = 3, nodes = 24, rounds = 2 | ") == 4  # what TINY set
     # the same runs reported by a second experiment count once in the means; equal values of
     # different runs (the two rows' bounds are both 100% here) count as two figures
     shutil.copytree(tmp_path / "results" / "mine", tmp_path / "results" / "again")
@@ -945,6 +946,14 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     assert group({"overrides": {"sim": {"mmap_threshold_mib": 1.0}}}, exp) == "table"
     assert group({"overrides": {"sim": {"drop": 0.1}}}, exp) == "probe"
     assert group({"overrides": {}}, ex.load("fl-probes")) == "probe"
+    # ... and a probe's name says what made it one: settings that change no number, and the data
+    # file's own users, are left out; nodes without a data file are a size
+    settings = experiment_summary._settings
+    assert settings({"overrides": fixed}) == ""
+    assert settings({"overrides": {"nodes": 100, "sim": {"drop": 0.1, "spill_dir": "/x"}}}) == (
+        "; set nodes = 100, sim.drop = 0.1"
+    )
+    assert settings({"overrides": {"rounds": 100}, "mode": "real"}) == "; over real HTTP; set rounds = 100"
     # REPRODUCTION.md's block is replaced in place, and only a well-formed block is
     target = tmp_path / "REPRODUCTION.md"
     target.write_text(f"# head\n{experiment_summary.BEGIN}\nold table\n{experiment_summary.END}\ntail\n")
