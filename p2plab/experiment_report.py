@@ -54,6 +54,21 @@ def report_finished(
     return write_report(exp, out, plan, results, overrides, seeds, mode, command, True, t0)
 
 
+def _users_of(plan: Plan) -> int | None:
+    """How many users the runs' data file has after its filters (None: it cannot be read now), so
+    that the summary can tell a run on every user of a file from a smaller look at it."""
+    from learning.interactions import DataError
+    from p2pnode.prepare import load_data
+
+    if not plan:
+        return None
+    try:  # read once per process: a run that just finished read it already
+        data, _ = load_data(plan[0][2])
+    except (DataError, OSError, ValueError):
+        return None
+    return data.n_users
+
+
 def write_report(
     exp: Experiment,
     out: Path,
@@ -91,6 +106,7 @@ def write_report(
         meta["data"] = {
             "file": Path(str(overrides["dataset"])).name,
             "synthetic": synthetic_origin(overrides["dataset"]),
+            "users": _users_of(plan),
         }
     ran_on = {mode: machines_of(results.values())}
     if other_results:

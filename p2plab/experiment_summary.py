@@ -164,7 +164,18 @@ def _group(doc: Mapping[str, Any], exp: Experiment | None) -> str:
         return "probe"
     if not overrides:
         return "table"
+    if not _every_user(doc):
+        return "probe"
     return "data set" if "dataset" in overrides and overrides <= DATA_OVERRIDES else "probe"
+
+
+def _every_user(doc: Mapping[str, Any]) -> bool:
+    """Whether a report on a data file ran a node for every user of it: its nodes are the file's
+    users where the report recorded them (since issue #33's stop 55; older reports: assumed, as
+    ``--dataset`` without ``--nodes`` sets them)."""
+    users = (doc.get("data") or {}).get("users")
+    nodes = (doc.get("overrides") or {}).get("nodes")
+    return users is None or nodes is None or nodes == users
 
 
 def _where(name: str, out: Path, doc: Mapping[str, Any]) -> str:
@@ -187,8 +198,9 @@ def _settings(doc: Mapping[str, Any]) -> str:
     mode = str(doc.get("mode", "simulate"))
     said = [] if mode == "simulate" else ["over real HTTP" if mode == "real" else f"mode {mode}"]
     given = dict(doc.get("overrides") or {})
-    # the data file and its users are said by _where; nodes without a data file are a size
-    skip = DATA_OVERRIDES if "dataset" in given else DATA_OVERRIDES - {"nodes"}
+    # the data file and its users are said by _where; other nodes (without a data file, or fewer
+    # than its users) are a size
+    skip = DATA_OVERRIDES if "dataset" in given and _every_user(doc) else DATA_OVERRIDES - {"nodes"}
     flat: list[str] = []
 
     def walk(prefix: str, value: Any) -> None:

@@ -820,7 +820,7 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     argv += ["--seeds", "0", "--set", "attack.target_k=3", "--out", str(tmp_path / "r" / "t3"), "--quiet"]
     assert lab_main(argv) == 0
     doc = json.loads((tmp_path / "r" / "t3" / "results.json").read_text())
-    assert doc["data"] == {"file": path.name, "synthetic": about}
+    assert doc["data"] == {"file": path.name, "synthetic": about, "users": doc["overrides"]["nodes"]}
     lines = summarize(tmp_path / "r")
     assert lines and {ln.group for ln in lines} == {"probe"}  # 2 rounds, K = 3: not the table's setting
     assert lines[0].experiment == (  # a probe says what its command changed
@@ -954,6 +954,14 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
         "; set nodes = 100, sim.drop = 0.1"
     )
     assert settings({"overrides": {"rounds": 100}, "mode": "real"}) == "; over real HTTP; set rounds = 100"
+    # a smaller look at a data file than its users is a probe of that size, where the report
+    # recorded the file's users; reports from before they were recorded are read as every user
+    small = {"overrides": {"dataset": "g.txt", "nodes": 80}, "data": {"users": 718}}
+    assert group(small, exp) == "probe" and settings(small) == "; set nodes = 80"
+    every = {"overrides": {"dataset": "g.txt", "nodes": 718}, "data": {"users": 718}}
+    assert group(every, exp) == "data set" and settings(every) == ""
+    older = {"overrides": {"dataset": "g.txt", "nodes": 80}, "data": {"file": "g.txt"}}
+    assert group(older, exp) == "data set"
     # REPRODUCTION.md's block is replaced in place, and only a well-formed block is
     target = tmp_path / "REPRODUCTION.md"
     target.write_text(f"# head\n{experiment_summary.BEGIN}\nold table\n{experiment_summary.END}\ntail\n")
