@@ -780,27 +780,26 @@ def test_a_file_changes_its_settings_on_one_data_shape_and_the_report_says_why(t
     with pytest.raises(ConfigError, match="rounds") as refused:
         ex.load("base", tmp_path)
     assert str(refused.value).startswith(f"{tmp_path / 'base.toml'}: row 'Rand-Gossip GMF': ")
-    (tmp_path / "cols.toml").write_text(text.replace("[[columns]]", "[[figures]]"))
-    with pytest.raises(ConfigError, match=r"cols.toml: malformed experiment: no 'columns' \(a file needs"):
-        ex.load("cols", tmp_path)
-    unlabelled = text.replace('label = "Rand-Gossip GMF"', 'name = "Rand-Gossip GMF"', 1)
-    (tmp_path / "label.toml").write_text(unlabelled)
-    with pytest.raises(ConfigError, match=r"label.toml: malformed experiment: no 'label' "):
-        ex.load("label", tmp_path)
-    # a column or an [on.SHAPE] table without a field it needs is refused in the file's terms
+    # a key a file needs left out, or a field misspelt, is refused in the file's terms
     pathless = text.replace('path = "cia.max_aac"\n', "", 1)
     assert pathless != text
-    (tmp_path / "path.toml").write_text(pathless)
-    pathless_refusal = r"path.toml: malformed experiment: \[\[columns\]\] 'max_aac' has no 'path' "
-    with pytest.raises(ConfigError, match=pathless_refusal):
-        ex.load("path", tmp_path)
-    (tmp_path / "field.toml").write_text(text.replace('key = "max_aac"', 'key = "max_aac"\npercnt = true', 1))
-    with pytest.raises(ConfigError, match=r"'max_aac' has unknown field\(s\) 'percnt' \(known: key, label"):
-        ex.load("field", tmp_path)
-    whyless = text.replace('why = "PRME at lr 0.2', 'reason = "PRME at lr 0.2', 1)
-    (tmp_path / "whyless.toml").write_text(whyless)
-    with pytest.raises(ConfigError, match=r"\[on.gowalla-nyc\] has no 'why' \(it needs set = "):
-        ex.load("whyless", tmp_path)
+    malformed = {
+        "cols": (text.replace("[[columns]]", "[[figures]]"), r"no 'columns' \(a file needs"),
+        "label": (text.replace('label = "Rand-Gossip GMF"', 'name = "Rand-Gossip GMF"', 1), r"no 'label' "),
+        "path": (pathless, r"\[\[columns\]\] 'max_aac' has no 'path' \(a column needs key, label and path"),
+        "field": (
+            text.replace('key = "max_aac"', 'key = "max_aac"\npercnt = true', 1),
+            r"\[\[columns\]\] 'max_aac' has unknown field\(s\) 'percnt' \(known: key, label",
+        ),
+        "whyless": (
+            text.replace('why = "PRME at lr 0.2', 'reason = "PRME at lr 0.2', 1),
+            r"\[on.gowalla-nyc\] has no 'why' \(it needs set = ",
+        ),
+    }
+    for name, (changed, refusal) in malformed.items():
+        (tmp_path / f"{name}.toml").write_text(changed)
+        with pytest.raises(ConfigError, match=rf"{name}.toml: malformed experiment: {refusal}"):
+            ex.load(name, tmp_path)
 
 
 def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_path: Path) -> None:
