@@ -167,9 +167,6 @@ class NodeRuntime:
         self._metrics = metrics
         self._label = label
         self._m_recoveries = metrics.recoveries.labels(label)
-        #: this node's recoveries so far: a node that keeps diverging (a learning rate too high for
-        #: its data, or a member's poisoned models) is logged O(log n) times, not once a round
-        self._recoveries = 0
         self._m_peers_left = metrics.peers_left.labels(label)
         self._m_round = metrics.round.labels(label)
         self._m_hit = metrics.hit_ratio.labels(label)
@@ -294,15 +291,18 @@ class NodeRuntime:
                 if self.on_learned is not None:
                     self.on_learned(effect.node, effect.address, effect.first_hand)
             elif isinstance(effect, Dropped) and effect.reason == "non-finite":
+                # the protocol counted it (GossipNode.train); a node that keeps diverging (a learning
+                # rate too high for its data, or a member's poisoned models) is logged O(log n)
+                # times, not once a round
                 self._m_recoveries.inc()
-                self._recoveries += 1
-                if self._recoveries & (self._recoveries - 1) == 0:  # 1st, 2nd, 4th, 8th, ...
+                count = self.node.protocol.stats.recoveries
+                if count & (count - 1) == 0:  # 1st, 2nd, 4th, 8th, ...
                     log.warning(
                         "node %s: its model went non-finite; back to its last good model (%d time%s so "
                         "far; logged at powers of two, each counted in p2pnode_model_recoveries_total)",
                         self.node_id,
-                        self._recoveries,
-                        "" if self._recoveries == 1 else "s",
+                        count,
+                        "" if count == 1 else "s",
                     )
             elif isinstance(effect, Dropped):
                 self.reject(effect.reason)

@@ -193,24 +193,26 @@ def test_a_node_that_keeps_diverging_is_logged_at_powers_of_two_and_counted_ever
 ) -> None:
     """A node whose training keeps going non-finite (PRME at lr 0.2 on a POI shape, or a member's
     poisoned models) must not write a log line a round: the 1st, 2nd, 4th, 8th... are logged with
-    the count, and the metric counts every one."""
+    the protocol's count, and the metric counts every one. GMF at lr 1e30 overflows from its second local
+    update on, and each recovery goes back to the model before it."""
     import logging
 
-    from p2pcore.effects import Dropped
     from p2pnode.config import RunConfig
     from p2pnode.sim import Simulation
 
-    sim = Simulation(RunConfig(nodes=6, rounds=1, dataset="synthetic"))
+    sim = Simulation(RunConfig(nodes=6, rounds=1, dataset="synthetic").replace(**{"learning.lr": 1e30}))
     node = sim.host.nodes[2]
-    with caplog.at_level(logging.WARNING, logger="p2pnode.node"):
+    with caplog.at_level(logging.WARNING, logger="p2pnode.node"), np.errstate(all="ignore"):
         for _ in range(9):
-            node.execute([Dropped("non-finite")])
+            node.execute(node.node.protocol.train())
+    recovered = node.node.protocol.stats.recoveries
+    assert recovered == 8  # the first update leaves it huge but finite; each later one overflows
     lines = [r.getMessage() for r in caplog.records if "non-finite" in r.getMessage()]
     counts = [line.split("(")[1].split(" so far")[0] for line in lines]
     assert counts == ["1 time", "2 times", "4 times", "8 times"]
     assert all(line.startswith("node 2: ") for line in lines)
     counted = sim.metrics.registry.get_sample_value("p2pnode_model_recoveries_total", {"node": "2"})
-    assert counted == 9
+    assert counted == recovered
 
 
 def test_compiled_snapshot_copies_check_bit_for_bit() -> None:
