@@ -49,6 +49,7 @@ from p2plab.experiment_spec import (
 )
 from p2plab.fanout import Footprint
 from p2plab.machine import machine
+from p2plab.portable import portable_config
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError, RunConfig
 
@@ -83,8 +84,10 @@ __all__ = [
 
 def _slim(result: dict[str, Any]) -> dict[str, Any]:
     """What a run file keeps: the summary without per-node and per-adversary lists (they can be
-    large)."""
+    large), its configuration portable (p2plab/portable.py)."""
     out = {k: v for k, v in result.items() if k != "per_node"}
+    if isinstance(out.get("config"), dict):  # the file by name, nothing of this machine's folders
+        out["config"] = portable_config(out["config"])
     cia = out.get("cia")
     if isinstance(cia, dict):
         out["cia"] = {k: v for k, v in cia.items() if k not in ("per_round", "per_round_bounds")}

@@ -21,6 +21,7 @@ from p2plab.experiment_spec import (
     Column,
     Experiment,
     Plan,
+    file_digest,
     lookup,
     lookup_at_max,
     lookup_list,
@@ -31,6 +32,7 @@ from p2plab.experiment_spec import (
 )
 from p2plab.figures import save_figure
 from p2plab.machine import machines_of
+from p2plab.portable import portable_overrides
 from p2pnode.atomic import write_text
 from p2pnode.config import RunConfig
 from p2pnode.report import metric_for
@@ -52,6 +54,11 @@ def report_finished(
     plan = plan_of(exp, seeds, overrides)
     results, _ = stored_runs(plan, out / "runs", mode, progress)
     return write_report(exp, out, plan, results, overrides, seeds, mode, command, True, t0)
+
+
+def _sha256_of(path: str) -> str | None:
+    """The data file's SHA-256 (what its runs' keys are made from), None where it is not here."""
+    return file_digest(path) if Path(path).is_file() else None
 
 
 def _users_of(plan: Plan) -> int | None:
@@ -94,7 +101,7 @@ def write_report(
         "source": exp.source,
         "mode": mode,
         "seeds": list(seeds),
-        "overrides": dict(overrides),
+        "overrides": portable_overrides(overrides),
         "probe": exp.probe,
         "command": command.replace(" --report-only", "") if report_only else command,
         "report_only": report_only,
@@ -105,6 +112,7 @@ def write_report(
 
         meta["data"] = {
             "file": Path(str(overrides["dataset"])).name,
+            "sha256": _sha256_of(str(overrides["dataset"])),
             "synthetic": synthetic_origin(overrides["dataset"]),
             "users": _users_of(plan),
         }

@@ -385,8 +385,25 @@ def run_key(config: RunConfig, mode: str = "simulate") -> str:
     are the attack settings that cannot act: what colluders send where there are none, and the
     reading of eq. 4 where there is no attack or β = 0; nor the churn settings of a run without
     churn; nor whether FedAvg's clients share their tables; nor, in a simulated run (``mode``), the
-    settings only real processes read (:data:`REAL_ONLY`).
+    settings only real processes read (:data:`REAL_ONLY`); nor where this machine keeps things (the
+    data directory, the spill folder): a data file is known by its bytes, not by its path, so a
+    run keeps its key on every machine that holds the same file.
     """
+    return _digest(_identity(config, mode, by_path=False))
+
+
+def _legacy_file_key(config: RunConfig, mode: str) -> str:
+    """A run's key as p2pnode made it until a data file was known by its bytes alone: its path
+    as given and its bytes (the file must be there now); runs of a results folder made then are
+    matched to today's keys with it (:func:`_older_runs`)."""
+    return _digest(_identity(config, mode, by_path=True))
+
+
+def _digest(identity: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     identity = config.to_dict()
     if mode == "simulate":
         for section, names in REAL_ONLY.items():
@@ -407,15 +424,18 @@ def run_key(config: RunConfig, mode: str = "simulate") -> str:
         attack.pop("multicast", None)
     if not attack["kind"] or attack["momentum"] == 0:  # with β = 0 every reading of eq. 4 is Θ_u
         attack.pop("momentum_estimator", None)
+    identity["data_dir"] = ""  # where ML-100k lives: the same file (keyed as the default, as ever)
     if config.dataset not in ("ml-100k", "synthetic") and Path(config.dataset).is_file():
-        identity["dataset_sha256"] = _file_digest(config.dataset)  # a new file at the same path is new data
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+        identity["dataset_sha256"] = file_digest(config.dataset)  # a new file at the same path is new data
+        if not by_path:
+            identity.pop("dataset")  # the same bytes at another path (or name) are the same data
+    return identity
 
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
-def _file_digest(path: str) -> str:
+def file_digest(path: str) -> str:
     """SHA-256 of a data file's bytes (remembered per path, size and modification time)."""
     st = Path(path).stat()
     key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
@@ -434,19 +454,24 @@ def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
     A run recorded without a key (an older p2pnode) counts as having that key's default: its
     stored configuration is read over today's defaults and keyed again. Finished runs survive an
     upgrade that adds settings, or one that changes how keys are made (a simulated run's file
-    named by a key that still held :data:`REAL_ONLY` settings); any recorded value that differs
-    still makes a different run.
+    named by a key that still held :data:`REAL_ONLY` settings, a run on a data file keyed by its
+    path, matched while that path holds the same bytes); any recorded value that differs still
+    makes a different run.
     """
     found: dict[str, Path] = {}
     for path in sorted(runs_dir.glob(f"{mode}-*.json")):
-        if path.stem.removeprefix(f"{mode}-") in wanted:
+        stem = path.stem.removeprefix(f"{mode}-")
+        if stem in wanted:
             continue
         try:
             stored = _with_legacy_defaults(json.loads(path.read_text()).get("config"))
             config = from_mapping(stored, RunConfig(), source=str(path))
-            if config.dataset not in ("ml-100k", "synthetic"):
-                continue  # ran on a file whose contents then are not known: not matched again
-            key = run_key(config, mode)
+            if config.dataset in ("ml-100k", "synthetic"):
+                key = run_key(config, mode)
+            elif Path(config.dataset).is_file() and _legacy_file_key(config, mode) == stem:
+                key = run_key(config, mode)  # keyed by the file's path and bytes: the same bytes now
+            else:
+                continue  # ran on a file whose contents then are not known here: not matched again
         except (OSError, ValueError, AttributeError, ConfigError):
             continue  # unreadable or from an incompatible version: not reused
         if key in wanted:
@@ -530,7 +555,11 @@ def stored_runs(
 
 
 def command_line(argv: Sequence[str]) -> str:
-    return "p2pnode " + " ".join(shlex.quote(a) for a in argv)
+    """The command a report records: as typed, but portable (p2plab/portable.py): the data file
+    by its name, without the settings that say where this machine keeps things."""
+    from p2plab.portable import portable_argv
+
+    return "p2pnode " + " ".join(shlex.quote(a) for a in portable_argv(argv))
 
 
 _CODE: list[str] = []

@@ -819,7 +819,11 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     argv += ["--seeds", "0", "--set", "attack.target_k=3", "--out", str(tmp_path / "r" / "t3"), "--quiet"]
     assert lab_main(argv) == 0
     doc = json.loads((tmp_path / "r" / "t3" / "results.json").read_text())
-    assert doc["data"] == {"file": path.name, "synthetic": about, "users": doc["overrides"]["nodes"]}
+    users = doc["overrides"]["nodes"]
+    assert doc["data"] == {"file": path.name, "sha256": about["sha256"], "synthetic": about, "users": users}
+    for record in (tmp_path / "r" / "t3").rglob("*.json"):  # #57: nothing of this machine's folders
+        assert str(tmp_path) not in record.read_text(), record.name
+    assert doc["overrides"]["dataset"] == path.name  # the command: sys.argv here (pytest's)
     lines = summarize(tmp_path / "r")
     assert lines and {ln.group for ln in lines} == {"probe"}  # 2 rounds, K = 3: not the table's setting
     assert lines[0].experiment == (  # a probe says what its command changed
