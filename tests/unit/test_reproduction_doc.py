@@ -276,3 +276,19 @@ def _strings(value: object) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def test_ci_runs_the_readmes_test_command_in_a_fresh_home_temporary_folder_and_data_cache() -> None:
+    """#57: CI runs the README's test command (its second line) with HOME, TMPDIR and the data
+    cache pointed at folders made for the run, so that a green CI cannot lean on what the
+    machine it runs on holds."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash\n")[1].splitlines()
+    test_command = readme[1]
+    lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_command in lines
+    before = lines[: lines.index(test_command)]
+    made = [ln for ln in before if ln.startswith("ci_root=$(mktemp -d")]
+    exported = [ln for ln in before if ln.startswith("export ")]
+    assert made and exported
+    for name in ("HOME", "TMPDIR", "P2PNODE_DATA"):
+        assert any(f'{name}="$ci_root/' in ln for ln in exported), name
