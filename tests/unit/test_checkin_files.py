@@ -217,7 +217,7 @@ def test_archives_as_distributed_gzip_and_zip(tmp_path: Path) -> None:
     assert data.n_items == SMALL.venues and data.item_categories is not None
     bad = tmp_path / "bad.gz"
     bad.write_bytes(b"\x1f\x8b not really")
-    with pytest.raises(DataError, match=r"bad.gz: not a UTF-8 text file, gzip or zip"):
+    with pytest.raises(DataError, match=r"bad.gz: not a UTF-8 or Latin-1 text file, gzip or zip"):
         load(bad)
 
 
@@ -349,3 +349,68 @@ def test_free_memory_is_what_the_processs_cgroup_leaves_where_it_has_a_limit(tmp
     # unreadable files: the machine's figure, or None where that is unreadable too
     assert available_bytes(meminfo, tmp_path / "absent", v1) == host
     assert available_bytes(tmp_path / "absent", tmp_path / "absent", v1) is None
+
+
+def _recategorised(log: CheckIns, categories: dict[int, bytes]) -> tuple[bytes, dict[int, str]]:
+    """The log as TSMC2014 bytes with the categories of some venues (by index) replaced by the
+    given bytes; and those venues' raw ids."""
+    out, ids = [], {}
+    for line, v in zip(tsmc_lines(log), log.venues.tolist(), strict=True):
+        fields = line.encode("utf-8").split(b"\t")
+        if v in categories:
+            fields[3] = categories[v]
+            ids[v] = fields[1].decode()
+        out.append(b"\t".join(fields))
+    return b"".join(out), ids
+
+
+def test_a_tsmc_file_with_latin1_categories_loads_with_them_intact(tmp_path: Path) -> None:
+    """#57: the public TSMC2014 files carry categories such as "Café" in Latin-1 (the code that
+    ships with them opens them as Latin-1). A line that is not UTF-8 is read as Latin-1, a line
+    that is stays UTF-8 (a file may mix them), and the load report says which and where."""
+    import gzip
+
+    log = poi_checkins(SMALL)
+    first, second = int(log.venues[0]), int(log.venues[1])
+    assert first != second
+    raw, ids = _recategorised(log, {first: "Café".encode("latin-1"), second: "Crêperie".encode()})
+    path = tmp_path / "dataset_TSMC2014_NYC.txt"
+    path.write_bytes(raw)
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode("utf-8")  # the file is not UTF-8 as a whole
+    report = LoadReport(str(path))
+    data = load(path, TableOptions(min_interactions=2), report)
+    assert data.item_categories is not None
+    cats = dict(zip(data.raw_item_ids, data.item_categories, strict=True))
+    assert cats[ids[first]] == "Café" and cats[ids[second]] == "Crêperie"
+    assert len(data) == len(pairs(log))  # every row read
+    latin1_lines = int((log.venues == first).sum())
+    line = raw[: raw.index("Café".encode("latin-1"))].count(b"\n") + 1
+    offset = raw.index("Café".encode("latin-1")) + 3  # the byte 0xE9
+    said = report.lines()[0]
+    assert f"Latin-1 on {latin1_lines:,} lines that are not UTF-8" in said
+    assert f"(the first: line {line}, byte offset {offset:,}, 0xE9), UTF-8 elsewhere" in said
+    # the same from gzip
+    gz = tmp_path / "checkins.txt.gz"
+    gz.write_bytes(gzip.compress(raw))
+    again = load(gz, TableOptions(min_interactions=2))
+    assert again.item_categories == data.item_categories
+    # a UTF-8 file says UTF-8
+    utf8 = tmp_path / "utf8.txt"
+    utf8.write_bytes(_recategorised(log, {first: "Café".encode()})[0])
+    report = LoadReport(str(utf8))
+    load(utf8, TableOptions(min_interactions=2), report)
+    assert ", UTF-8, times as TSMC2014" in report.lines()[0]
+
+
+def test_a_binary_file_is_refused_with_the_line_and_byte_offset(tmp_path: Path) -> None:
+    """#57: a file that is neither UTF-8 nor Latin-1 text (a control byte such as NUL) is refused
+    naming the line and the byte offset, wherever the byte sits (past a block of 1 MiB too)."""
+    lines = [f"{u}\t{u % 7}\t{1000 + u}\n".encode() for u in range(60_000)]  # ~1.1 MB
+    for k in (3, 59_000):
+        raw = b"".join(lines[:k]) + lines[k][:2] + b"\x00" + lines[k][2:] + b"".join(lines[k + 1 :])
+        path = tmp_path / f"bad{k}.tsv"
+        path.write_bytes(raw)
+        offset = len(b"".join(lines[:k])) + 2
+        with pytest.raises(DataError, match=rf"bad{k}.tsv:{k + 1}: byte 0x00 at byte offset {offset:,} "):
+            load(path)
