@@ -1,4 +1,4 @@
-"""The interaction log of a dataset: (user, item, timestamp) rows with contiguous integer ids."""
+"""The interaction log of a dataset: (user, item, timestamp[, rating]) rows with contiguous integer ids."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ class Interactions:
     """Implicit feedback: user ``users[k]`` interacted with item ``items[k]`` at ``timestamps[k]``.
 
     Ids are contiguous from 0. ``raw_user_ids[u]`` / ``raw_item_ids[i]`` give the ids of the source
-    file, so that reports can speak the dataset's own language.
+    file, so that reports can speak the dataset's own language. ``ratings[k]`` is the explicit
+    rating of row ``k`` where the file has one (MovieLens' 1-5 stars; the models here read every
+    row as an interaction, user-based KNN reads the ratings), else None.
     """
 
     users: IntArray
@@ -31,6 +33,7 @@ class Interactions:
     name: str = "custom"
     #: per item, its category (a venue's, from a check-in file), or None when the data has none
     item_categories: tuple[str, ...] | None = None
+    ratings: FloatArray | None = None
 
     @property
     def n_users(self) -> int:
@@ -50,10 +53,13 @@ class Interactions:
         raw_items: list[str],
         timestamps: list[float],
         name: str = "custom",
+        ratings: list[float] | None = None,
     ) -> Interactions:
         """Map raw string ids to contiguous ints (users and items in order of first numeric/lexical id)."""
         if not (len(raw_users) == len(raw_items) == len(timestamps)):
             raise DataError("users, items and timestamps must have the same length")
+        if ratings is not None and len(ratings) != len(raw_users):
+            raise DataError("ratings must have one value per interaction")
         if not raw_users:
             raise DataError("the dataset has no interactions")
         user_ids = sorted(set(raw_users), key=_id_sort_key)
@@ -63,7 +69,8 @@ class Interactions:
         users = np.fromiter((umap[u] for u in raw_users), dtype=np.int64, count=len(raw_users))
         items = np.fromiter((imap[i] for i in raw_items), dtype=np.int64, count=len(raw_items))
         ts = np.asarray(timestamps, dtype=np.float64)
-        return cls(users, items, ts, tuple(user_ids), tuple(item_ids), name)
+        rs = None if ratings is None else np.asarray(ratings, dtype=np.float64)
+        return cls(users, items, ts, tuple(user_ids), tuple(item_ids), name, None, rs)
 
     def subset_users(self, n: int) -> Interactions:
         """The first ``n`` users and every item (item ids are kept so models stay comparable)."""
@@ -78,6 +85,7 @@ class Interactions:
             self.raw_item_ids,
             self.name,
             self.item_categories,
+            self.rows_ratings(keep),
         )
 
     def keep_users(self, keep: IntArray) -> Interactions:
@@ -93,7 +101,12 @@ class Interactions:
             self.raw_item_ids,
             self.name,
             self.item_categories,
+            self.rows_ratings(mask),
         )
+
+    def rows_ratings(self, rows: npt.NDArray[np.bool_] | IntArray) -> FloatArray | None:
+        """The ratings of the rows ``rows`` selects (a mask or indices), None without ratings."""
+        return None if self.ratings is None else self.ratings[rows]
 
     def without_absent_users(self) -> Interactions:
         """The users that still have an interaction, renumbered (after items were dropped)."""

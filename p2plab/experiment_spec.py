@@ -412,6 +412,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
                 where.pop(name, None)
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
+    if not config.sep:  # told from the file, as before the setting existed: the keys of then
+        identity.pop("sep")
     # whether FedAvg's clients share their tables, where the allocator puts blocks and where
     # frames wait change no number (learning/workbench.py, p2pnode/process.py set_mmap_threshold)
     identity["sim"].pop("shared_tables", None)

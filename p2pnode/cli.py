@@ -222,6 +222,7 @@ def _data_flags(data: argparse.ArgumentParser) -> None:
     )
     describe.add_argument("file", type=Path)
     describe.add_argument("--columns", default="", help="ROLE=COLUMN,... as for --columns")
+    describe.add_argument("--sep", default="", help="column separator as for --sep (default: told)")
     describe.add_argument("--bbox", default="", help="region box as for --bbox (or nyc)")
     describe.add_argument("--min-interactions", type=int, default=5, help="users' filter (default 5)")
     describe.add_argument("--min-item-users", type=int, default=1, help="items' filter (default 1)")
@@ -425,6 +426,7 @@ def _data(args: argparse.Namespace) -> int:
         options = RunConfig(
             dataset=str(args.file),
             columns=args.columns,
+            sep=args.sep,
             bbox=args.bbox,
             min_interactions=args.min_interactions,
             min_item_users=args.min_item_users,

@@ -510,10 +510,19 @@ class RunConfig:
     columns: str = opt(
         "",
         "file datasets: which column holds what, by header name or number from 1, e.g. "
-        "user=userId,item=venueId,time=utcTimestamp (roles: user, item, time, category, lat, lon); "
+        "user=userId,item=venueId,time=utcTimestamp (roles: user, item, time, category, lat, lon, "
+        "rating); "
         "default: told from the header or the format",
         metavar="ROLE=COL,...",
         check=(_parses(parse_columns), "must be ROLE=COLUMN,... naming at least user and item"),
+        needs=_FILE,
+    )
+    sep: str = opt(
+        "",
+        "file datasets: the column separator, e.g. '::' (MovieLens-1M/10M ratings.dat), ';' or ' '; "
+        "default: told from the first line (a tab, '::', ',', ';' or '|', in that order)",
+        metavar="SEP",
+        check=(lambda v: "\n" not in v and "\r" not in v, "must not hold a line break"),
         needs=_FILE,
     )
     bbox: str = opt(
@@ -635,6 +644,7 @@ class RunConfig:
         return TableOptions(
             columns=tuple(parse_columns(self.columns).items()),
             bbox=parse_bbox(self.bbox) if self.bbox else None,
+            sep=self.sep,
             min_interactions=self.min_interactions,
             min_item_users=self.min_item_users,
         )

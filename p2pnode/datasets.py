@@ -39,28 +39,32 @@ def dataset_path(data_dir: str | Path | None, name: str = ML100K) -> Path:
 
 
 def load_ml100k(data_dir: str | Path | None = None) -> Interactions:
-    """All 100,000 ratings of ML-100k as implicit feedback (every rating is an interaction)."""
+    """All 100,000 ratings of ML-100k as implicit feedback (every rating is an interaction), the
+    1-5 stars kept as the interactions' ratings."""
     path = dataset_path(data_dir) / "ml-100k.inter"
     if not path.exists():
         raise DataError(f"MovieLens-100k is not in {path.parent}; run `p2pnode data get ml-100k` first")
     users: list[str] = []
     items: list[str] = []
     times: list[float] = []
+    ratings: list[float] = []
     with path.open() as fh:
         header = fh.readline().rstrip("\n").split("\t")
         cols = {name.split(":")[0]: k for k, name in enumerate(header)}
-        if not {"user_id", "item_id", "timestamp"} <= set(cols):
-            raise DataError(f"{path}: header {header} lacks user_id, item_id or timestamp")
-        ui, ii, ti = cols["user_id"], cols["item_id"], cols["timestamp"]
+        if not {"user_id", "item_id", "rating", "timestamp"} <= set(cols):
+            raise DataError(f"{path}: header {header} lacks user_id, item_id, rating or timestamp")
+        ui, ii, ri, ti = cols["user_id"], cols["item_id"], cols["rating"], cols["timestamp"]
         for lineno, line in enumerate(fh, start=2):
             parts = line.rstrip("\n").split("\t")
             try:
+                rating, t = float(parts[ri]), float(parts[ti])
                 users.append(parts[ui])
                 items.append(parts[ii])
-                times.append(float(parts[ti]))
             except (IndexError, ValueError):
                 raise DataError(f"{path}:{lineno}: bad row {line.strip()!r}") from None
-    return Interactions.from_raw(users, items, times, name=ML100K)
+            times.append(t)
+            ratings.append(rating)
+    return Interactions.from_raw(users, items, times, name=ML100K, ratings=ratings)
 
 
 def load_ml100k_genres(data_dir: str | Path | None = None) -> dict[str, set[str]]:

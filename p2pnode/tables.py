@@ -7,10 +7,16 @@ Read as distributed, with the format told from the content:
   timezoneOffset, utcTimestamp (``Tue Apr 03 18:00:09 +0000 2012``);
 - ``snap``: SNAP's loc-gowalla_totalCheckins.txt, tab-separated, no header, 5 columns: user,
   check-in time (``2010-10-19T23:55:27Z``), latitude, longitude, location id;
+- ``ratings``: MovieLens' ratings (``ratings.dat`` of ML-1M/10M: ``user::item::rating::time``,
+  no header; ``u.data`` of ML-100k, tab-separated), 4 columns: user, item, rating, epoch seconds;
 - ``table``: CSV or TSV whose header names its columns (``user``/``userId``, ``item``/``venue``/
-  ``venueId``, ``timestamp``/``utcTimestamp``, ``category``, ``latitude``, ``longitude`` and
-  their usual spellings; ``--columns`` names them otherwise), or two or three headerless
-  columns user, item[, time].
+  ``venueId``, ``timestamp``/``utcTimestamp``, ``category``, ``latitude``, ``longitude``,
+  ``rating`` and their usual spellings; ``--columns`` names them otherwise), or two or three
+  headerless columns user, item[, time].
+
+Columns are separated by a tab, ``::``, ``,``, ``;`` or ``|``, told from the first line in that
+order, or by ``--sep``. A rating column (``ratings``, a header's, or ``--columns rating=N``) is
+kept as the interactions' explicit ratings.
 
 Times may be epoch seconds, ISO 8601 or the TSMC2014 form. The CIA paper (000 §V-A) keeps every
 observed interaction with value one: repeat visits of a venue become one interaction at the time
@@ -42,7 +48,7 @@ import numpy as np
 
 from learning.interactions import DataError, Interactions
 
-ROLES = ("user", "item", "time", "category", "lat", "lon")
+ROLES = ("user", "item", "time", "category", "lat", "lon", "rating")
 
 #: spellings of each role in headers, compared without case, spaces, ``_``, ``-`` and ``:type``
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -78,7 +84,11 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "category": ("category", "venuecategory", "categoryname", "genre", "class"),
     "lat": ("lat", "latitude"),
     "lon": ("lon", "lng", "long", "longitude"),
+    "rating": ("rating", "ratings", "score", "stars"),
 }
+
+#: the separators told from a file's first line, in this order (``::``: MovieLens-1M/10M's .dat)
+SEPARATORS = ("\t", "::", ",", ";", "|")
 
 
 @dataclass(frozen=True)
@@ -205,9 +215,15 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]", "", name.split(":")[0]).lower()
 
 
-def detect(first: str, columns: Mapping[str, str] | None = None) -> Layout:
-    """The layout of a file whose first non-empty line is ``first``."""
-    sep = "\t" if "\t" in first else ","
+def sniff_separator(first: str) -> str:
+    """The first of :data:`SEPARATORS` that ``first`` holds (``,`` where it holds none)."""
+    return next((sep for sep in SEPARATORS if sep in first), ",")
+
+
+def detect(first: str, columns: Mapping[str, str] | None = None, sep: str = "") -> Layout:
+    """The layout of a file whose first non-empty line is ``first`` (columns separated by
+    ``sep``, or by the separator :func:`sniff_separator` finds)."""
+    sep = sep or sniff_separator(first)
     fields = [f.strip() for f in first.rstrip("\r\n").split(sep)]
     if columns:
         return _named_layout(fields, sep, columns)
@@ -217,6 +233,8 @@ def detect(first: str, columns: Mapping[str, str] | None = None) -> Layout:
         )
     if len(fields) == 5 and _ISO.match(fields[1]) and _is_coord(fields[2], fields[3]):
         return Layout("snap", sep, False, {"user": 0, "time": 1, "lat": 2, "lon": 3, "item": 4}, 5)
+    if len(fields) == 4 and all(_NUMBER.match(f) for f in fields):  # MovieLens: user item rating time
+        return Layout("ratings", sep, False, {"user": 0, "item": 1, "rating": 2, "time": 3}, 4)
     found = _roles_in_header(fields)
     if {"user", "item"} <= set(found):
         return Layout("table", sep, True, found, len(fields))
@@ -224,8 +242,9 @@ def detect(first: str, columns: Mapping[str, str] | None = None) -> Layout:
         roles = {"user": 0, "item": 1, **({"time": 2} if len(fields) == 3 else {})}
         return Layout("table", sep, False, roles, len(fields))
     raise DataError(
-        f"cannot tell the columns of its {len(fields)}-field rows: name them with "
-        "--columns user=COLUMN,item=COLUMN[,time=COLUMN] (header names, or numbers from 1)"
+        f"cannot tell the columns of its {len(fields)}-field rows (split at {sep!r}): name them with "
+        "--columns user=COLUMN,item=COLUMN[,time=COLUMN] (header names, or numbers from 1), and the "
+        "separator with --sep where it is not a tab, '::', ',', ';' or '|'"
     )
 
 
@@ -318,14 +337,19 @@ class LoadReport:
     steps: list[tuple[str, int, int, int]] = field(default_factory=list)
     categories: int = 0
     encoding: TextEncoding = field(default_factory=TextEncoding)
+    sep: str = ""
+    ratings: tuple[float, float] | None = None  #: the lowest and highest rating, where there are ratings
 
     def add(self, step: str, data: Interactions) -> None:
         self.steps.append((step, len(data), data.n_users, data.n_items))
 
     def lines(self) -> list[str]:
+        split = {"\t": "tab", ",": "comma", " ": "space"}.get(self.sep, repr(self.sep))
         out = [
-            f"{self.path}: {self.layout} format, {self.encoding}, times as {self.time_format}"
+            f"{self.path}: {self.layout} format, {split}-separated, {self.encoding}, "
+            f"times as {self.time_format}"
             + (f", {self.categories} venue categories" if self.categories else "")
+            + (f", ratings {self.ratings[0]:g} to {self.ratings[1]:g}" if self.ratings else "")
         ]
         out += [
             f"  {step:<34s} {rows:>9,} rows  {users:>7,} users  {items:>7,} items"
@@ -340,6 +364,7 @@ class TableOptions:
 
     columns: tuple[tuple[str, str], ...] = ()  #: (role, column) pairs, from :func:`parse_columns`
     bbox: BBox | None = None
+    sep: str = ""  #: the column separator ("": told from the first line, :func:`sniff_separator`)
     min_interactions: int = 5
     min_item_users: int = 1
 
@@ -351,11 +376,13 @@ def load(
     opts = options or TableOptions()
     path = Path(path)
     rep = report if report is not None else LoadReport(str(path))
-    users, items, times, cats = _read(path, opts, rep)
+    users, items, times, cats, ratings = _read(path, opts, rep)
     if not users:
         where = f" inside --bbox {opts.bbox}" if opts.bbox else ""
         raise DataError(f"{path}: no interactions{where}")
-    data = Interactions.from_raw(users, items, times, name=path.name)
+    data = Interactions.from_raw(users, items, times, name=path.name, ratings=ratings)
+    if ratings:
+        rep.ratings = (min(ratings), max(ratings))
     if cats is not None:
         data = _with_categories(data, cats)
         rep.categories = len(set(cats.values()))
@@ -457,26 +484,27 @@ def _open_binary(path: Path) -> IO[bytes]:
 
 def _read(
     path: Path, opts: TableOptions, rep: LoadReport
-) -> tuple[list[str], list[str], list[float], dict[str, str] | None]:
-    """Rows of the file inside the box: raw users, items, times and item → category."""
+) -> tuple[list[str], list[str], list[float], dict[str, str] | None, list[float] | None]:
+    """Rows of the file inside the box: raw users, items, times, item → category and ratings."""
     users: list[str] = []
     items: list[str] = []
     times: list[float] = []
     cats: dict[str, str] | None = None
+    ratings: list[float] | None = None
     layout: Layout | None = None
     parse_time: Callable[[str], float] | None = None
     box = opts.bbox
-    ui = ii = ti = ci = lai = loi = -1
+    ui = ii = ti = ci = lai = loi = ri = -1
     for lineno, raw in _lines(path, rep.encoding):
         line = raw.rstrip("\r\n")
         if not line.strip():
             continue
         if layout is None:
             try:
-                layout = detect(line, dict(opts.columns))
+                layout = detect(line, dict(opts.columns), opts.sep)
             except DataError as exc:
                 raise DataError(f"{path}:{lineno}: {exc}") from None
-            rep.layout = layout.name
+            rep.layout, rep.sep = layout.name, layout.sep
             if box is not None and not {"lat", "lon"} <= set(layout.columns):
                 raise DataError(
                     f"{path}: --bbox needs latitude and longitude columns (name them with --columns)"
@@ -484,8 +512,11 @@ def _read(
             c = layout.columns
             ui, ii = c["user"], c["item"]
             ti, ci, lai, loi = c.get("time", -1), c.get("category", -1), c.get("lat", -1), c.get("lon", -1)
+            ri = c.get("rating", -1)
             if ci >= 0:
                 cats = {}
+            if ri >= 0:
+                ratings = []
             if layout.header:
                 continue
         fields = line.split(layout.sep)
@@ -522,9 +553,11 @@ def _read(
         times.append(t)
         if cats is not None and item not in cats:
             cats[item] = fields[ci].strip()
+        if ratings is not None:
+            ratings.append(_float(fields[ri], path, lineno, "rating"))
     if layout is None:
         raise DataError(f"{path}: the file is empty")
-    return users, items, times, cats
+    return users, items, times, cats, ratings
 
 
 def _float(text: str, path: Path, lineno: int, what: str) -> float:
@@ -561,17 +594,27 @@ def _with_categories(data: Interactions, cats: Mapping[str, str]) -> Interaction
         data.raw_item_ids,
         data.name,
         tuple(cats[i] for i in data.raw_item_ids),
+        data.ratings,
     )
 
 
 def distinct_pairs(data: Interactions) -> Interactions:
-    """One interaction per (user, item), at the time of the latest one (000 §V-A: value one)."""
+    """One interaction per (user, item), at the time of the latest one (000 §V-A: value one),
+    with that one's rating (a rating changed later is the user's rating)."""
     order = np.lexsort((data.timestamps, data.items, data.users))
     u, i, t = data.users[order], data.items[order], data.timestamps[order]
     last = np.ones(len(u), dtype=bool)
     last[:-1] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
+    ratings = data.rows_ratings(order)
     return Interactions(
-        u[last], i[last], t[last], data.raw_user_ids, data.raw_item_ids, data.name, data.item_categories
+        u[last],
+        i[last],
+        t[last],
+        data.raw_user_ids,
+        data.raw_item_ids,
+        data.name,
+        data.item_categories,
+        None if ratings is None else ratings[last],
     )
 
 
@@ -596,6 +639,7 @@ def min_item_users(data: Interactions, minimum: int, path: Path) -> Interactions
         tuple(data.raw_item_ids[i] for i in keep),
         data.name,
         None if cats is None else tuple(cats[i] for i in keep),
+        data.rows_ratings(mask),
     ).without_absent_users()
 
 

@@ -222,6 +222,9 @@ def test_every_kept_report_is_rebuilt_from_its_kept_runs_figure_for_figure(
         (out / "runs").symlink_to(report / "runs")
         rebuilt = report_finished(exp, out, overrides, doc["seeds"], doc["mode"], doc["command"])
         assert rebuilt["rows"] == doc["rows"], report.name
+        on_disk = {p.stem.split("-", 1)[1] for p in (report / "runs").glob("*.json")}
+        keys = {k for row in rebuilt["rows"] for k in row.get("runs", [])}
+        assert keys and keys <= on_disk, f"{report.name}: runs found under other keys than their files' names"
         assert rebuilt["overrides"] == doc["overrides"] and rebuilt["command"] == doc["command"], report.name
     assert remade, "no kept report on a data file: the POI-shaped tables are kept (#33)"
 
