@@ -233,7 +233,7 @@ def detect(first: str, columns: Mapping[str, str] | None = None, sep: str = "") 
         )
     if len(fields) == 5 and _ISO.match(fields[1]) and _is_coord(fields[2], fields[3]):
         return Layout("snap", sep, False, {"user": 0, "time": 1, "lat": 2, "lon": 3, "item": 4}, 5)
-    if len(fields) == 4 and all(_NUMBER.match(f) for f in fields):  # MovieLens: user item rating time
+    if len(fields) == 4 and _is_rating_row(fields):  # MovieLens: user item rating time
         return Layout("ratings", sep, False, {"user": 0, "item": 1, "rating": 2, "time": 3}, 4)
     found = _roles_in_header(fields)
     if {"user", "item"} <= set(found):
@@ -246,6 +246,15 @@ def detect(first: str, columns: Mapping[str, str] | None = None, sep: str = "") 
         "--columns user=COLUMN,item=COLUMN[,time=COLUMN] (header names, or numbers from 1), and the "
         "separator with --sep where it is not a tab, '::', ',', ';' or '|'"
     )
+
+
+def _is_rating_row(fields: list[str]) -> bool:
+    """A headerless row as MovieLens writes its ratings: integer ids, a rating from 0 to 10 and
+    epoch seconds after 1973 (four numbers of another kind are refused, not guessed at)."""
+    user, item, rating, time = fields
+    if not (user.isdigit() and item.isdigit() and _NUMBER.match(rating) and time.isdigit()):
+        return False
+    return 0 <= float(rating) <= 10 and int(time) >= 100_000_000
 
 
 def _is_coord(lat: str, lon: str) -> bool:

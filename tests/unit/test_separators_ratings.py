@@ -60,6 +60,14 @@ def test_movielens_1m_ratings_dat_loads_as_distributed_with_its_ratings(tmp_path
     assert rated.ratings is not None and np.array_equal(rated.ratings, data.ratings)
 
 
+def test_four_numbers_that_are_not_movielens_ratings_are_refused_not_guessed_at(tmp_path: Path) -> None:
+    for row in ("1,2,3,4", "1::2::3.5::978300760.5", "1\t2\t11\t978300760", "u1::2::3::978300760"):
+        path = tmp_path / "four.txt"
+        path.write_text(row + "\n")
+        with pytest.raises(DataError, match="cannot tell the columns of its 4-field rows"):
+            load(path)
+
+
 def test_a_separator_given_with_sep_splits_every_row(tmp_path: Path) -> None:
     path = tmp_path / "semi.txt"
     path.write_text("user;item;rating;time\n" + "".join(f"{u};{i};{r};{t}\n" for u, i, r, t in ML1M))
