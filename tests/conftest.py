@@ -16,3 +16,12 @@ tune_allocator()
 @pytest.fixture(scope="session")
 def ml100k() -> Interactions:
     return load_ml100k()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2``), the functional tests run one at a time on one worker
+    (``--dist loadgroup``): they start real processes on loopback ports and time real rounds,
+    so two of them at once would compete for ports and for the cores their timings assume."""
+    for item in items:
+        if "tests/functional/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.xdist_group("functional"))
