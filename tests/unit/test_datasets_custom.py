@@ -49,7 +49,7 @@ def test_min_interactions_drops_light_users(tmp_path: Path) -> None:
         ("1,2,3\n1,2\n", r"d.csv:2: 2 fields where earlier rows have 3"),
         ("1,2,3\n1,2,yesterday\n", r"d.csv:2: field time 'yesterday' is not a timestamp in epoch"),
         ("1,2\n1\n", r"d.csv:2: 1 fields where earlier rows have 2"),
-        ("1,2,3,4\n", r"d.csv:1: cannot tell the columns of its 4-field rows \(split at ','\): name them with --columns"),
+        ("1,2,3,4\n", r"d.csv:1: cannot tell the columns of its 4-field rows \(split at ','\): name them"),
         ("1,2,noon\n", r"d.csv:1: field time 'noon' is not a timestamp .*if this line is a header"),
         (",2\n", r"d.csv:1: field user is empty"),
         ("", "empty"),
