@@ -23,18 +23,18 @@ import random
 import re
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from p2pnode.auth import KeyHolder, Verdict, body_matches
-from p2pnode.host import Host
+from p2pnode.auth import KeyHolder
 from p2pnode.identity import H_CRED, Credential, new_challenge
-from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
+from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits
 from p2pnode.tls import certified_nodes
+from p2pnode.transport.admission import Admission, ServedHost
 from p2pnode.transport.base import UNREACHABLE, Memo, OnDone, Outcome, Payload
 from p2pnode.transport.batch import (
     ENTRY_BYTES,
@@ -84,7 +84,7 @@ class HttpTransport:
         retries: int = 2,
         backoff_s: float = 0.2,
         ssl_context: ssl.SSLContext | None = None,
-        local: Host | None = None,
+        local: ServedHost | None = None,
         batch_bytes: int = 0,
     ) -> None:
         self.addresses = addresses
@@ -355,8 +355,75 @@ async def _certified_at(host: str, port: int, ctx: ssl.SSLContext) -> set[int]:
             await writer.wait_closed()
 
 
+async def _probe_lag(shedder: LagShedder) -> None:
+    """Measure the event loop's lag every 20 ms into ``shedder`` (admission sheds on it)."""
+    loop = asyncio.get_running_loop()
+    interval = 0.02
+    while True:
+        t0 = loop.time()
+        await asyncio.sleep(interval)
+        shedder.record(loop.time() - t0 - interval)
+
+
+async def _start_probe(app: web.Application) -> None:
+    app[_PROBE] = asyncio.create_task(_probe_lag(app[SHEDDER]))
+
+
+async def _stop_probe(app: web.Application) -> None:
+    app[_PROBE].cancel()
+    await asyncio.gather(app[_PROBE], return_exceptions=True)
+
+
+async def _serve(
+    admission: Admission,
+    request: web.Request,
+    dest: int,
+    deliver: Callable[[bytes, int | None, set[int] | None], web.Response],
+    tls: bool,
+) -> web.StreamResponse:
+    """A POST through admission's steps (``dest`` -1: a batch, rate-limited per frame), then
+    ``deliver``; every refusal answers and closes the connection."""
+    refused, sender = admission.authenticate_request(request.path, request.headers, dest, time.time())
+    if refused is not None:
+        return _answer(refused, close=True)
+    address = request.remote or "?"
+    refused = admission.enter(dest, address, request.content_length)
+    if refused is not None:
+        return _answer(refused, close=True)
+    try:
+        refused = admission.check_length(dest, request.content_length)
+        if refused is not None:
+            return _answer(refused, close=True)
+        data = await _read_body(admission, request, dest)
+        if isinstance(data, Outcome):
+            return _answer(data, close=True)
+        allowed = None
+        if tls:  # mutual TLS: a frame's sender must be one of the ids the peer's certificate names
+            transport = request.transport
+            allowed = certified_nodes(transport.get_extra_info("peercert") if transport is not None else None)
+        return deliver(data, sender, allowed)
+    finally:
+        admission.leave(address)
+
+
+async def _read_body(admission: Admission, request: web.Request, dest: int) -> bytes | Outcome:
+    """The body, read within the body timeout and matched against the signed digest; or the
+    refusal (counted)."""
+    try:
+        async with asyncio.timeout(admission.limits.body_timeout_s):
+            data = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return admission.body_failed(dest, "too-large")
+    except TimeoutError:  # a body that trickles in holds a slot: not past the timeout
+        return admission.body_failed(dest, "slow-body")
+    except ConnectionError:  # the sender went away mid-body (it died, or its link did)
+        return admission.body_failed(dest, "truncated")
+    refused = admission.check_body(dest, request.headers, data)
+    return refused if refused is not None else data
+
+
 def make_app(
-    host: Host,
+    host: ServedHost,
     status: Callable[[], dict[str, Any]],
     members: Callable[[], dict[str, Any]],
     keys: KeyHolder | None = None,
@@ -364,15 +431,11 @@ def make_app(
     tls: bool = False,
     address: str = "",
 ) -> web.Application:
-    """The aiohttp application of one process; the body limit comes from the model size.
+    """The aiohttp application of one process: its routes; the body limit comes from the model size.
 
-    A POST goes through, in order: the route (404); with ``keys``, authentication from its headers
-    alone (401/403/409, p2pnode.auth) and the per-(sender, node) rate limit (429); the requests in
-    flight from its remote address and in the whole process, and the event loop's lag (503
-    ``busy``); its declared length (413); then its body, read within ``body_timeout_s`` (408) and
-    matched against the authenticated digest (401). Only then is it decoded. Every refusal is
-    counted in ``p2pnode_rejected_messages_total{reason}`` and changes nothing. Without keys there
-    is no per-sender limit: the sender id would be whatever a stranger claims.
+    A POST is let in by :class:`~p2pnode.transport.admission.Admission` (route 404, then its
+    steps in order: authentication and rate 401/403/409/429, starting and busy 503, declared
+    length 413, body 408/413/400/401); only then is it decoded (``host.receive``).
 
     ``GET /v1/members?challenge=HEX`` (with an identity in ``keys``) adds the process's credential
     and its signature over the challenge and ``address`` (the address it advertises), so that a
@@ -380,30 +443,11 @@ def make_app(
     """
     app = web.Application(client_max_size=host.max_frame_bytes)
     limits = limits or Limits()
-    gate = Gate(limits.max_inflight)
-    get_gate = Gate(limits.max_get_inflight)
-    guard = AddressGuard(limits.max_connections_per_address, limits.max_inflight_per_address)
-    app[GUARD] = guard
-    rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
-    shedder = app[SHEDDER] = LagShedder(limits.max_lag_s)
-
-    async def probe_lag() -> None:
-        loop = asyncio.get_running_loop()
-        interval = 0.02
-        while True:
-            t0 = loop.time()
-            await asyncio.sleep(interval)
-            shedder.record(loop.time() - t0 - interval)
-
-    async def start_probe(app: web.Application) -> None:
-        app[_PROBE] = asyncio.create_task(probe_lag())
-
-    async def stop_probe(app: web.Application) -> None:
-        app[_PROBE].cancel()
-        await asyncio.gather(app[_PROBE], return_exceptions=True)
-
-    app.on_startup.append(start_probe)
-    app.on_cleanup.append(stop_probe)
+    admission = Admission(host, keys, limits)
+    app[GUARD] = admission.guard
+    app[SHEDDER] = admission.shedder
+    app.on_startup.append(_start_probe)
+    app.on_cleanup.append(_stop_probe)
 
     async def post_frame(request: web.Request) -> web.StreamResponse:
         channel = _ROUTE.get(request.match_info["channel"])
@@ -417,10 +461,10 @@ def make_app(
         def deliver(data: bytes, sender: int | None, allowed: set[int] | None) -> web.Response:
             return _answer(host.receive(dest, channel, data, sender, allowed))
 
-        return await serve(request, dest, deliver)
+        return await _serve(admission, request, dest, deliver, tls)
 
     async def post_batch(request: web.Request) -> web.StreamResponse:
-        # serve() verified the batch's own signature over its digest before delivering
+        # _serve verified the batch's own signature over its digest before delivering
         vouched = request.headers.get(H_CRED) if keys is not None and keys.verifier.trust else None
 
         def deliver(data: bytes, sender: int | None, allowed: set[int] | None) -> web.Response:
@@ -432,7 +476,7 @@ def make_app(
             outcomes = [deliver_entry(*entry, allowed, vouched) for entry in entries]
             return web.Response(body=pack_outcomes(outcomes), content_type="application/msgpack")
 
-        return await serve(request, -1, deliver)
+        return await _serve(admission, request, -1, deliver, tls)
 
     def deliver_entry(
         dst: int,
@@ -442,165 +486,77 @@ def make_app(
         allowed: set[int] | None,
         vouched: str | None = None,
     ) -> Outcome:
-        """One frame of a batch, judged as its own post would be (:func:`admit` with its own
+        """One frame of a batch, judged as its own post would be (authenticated with its own
         path and headers, and its frame as the body), then ``Host.receive``."""
         path = f"/v1/nodes/{dst}/{_PATH[channel]}"
-        refused, sender = admit(path, auth, dst, time.time(), frame, vouched)
+        refused, sender = admission.authenticate(path, auth, dst, time.time(), frame, vouched)
         if refused is not None:
             return refused
         return host.receive(dst, channel, frame, sender, allowed)
 
-    def admit(
-        path: str,
-        headers: Mapping[str, str],
-        dest: int,
-        now: float,
-        frame: bytes | None = None,
-        vouched: str | None = None,
-    ) -> tuple[Outcome | None, int | None]:
-        """The checks of a sender, in one place for a post and for each entry of a batch: the
-        authentication from the headers alone (MAC, identity, replay: p2pnode.auth), the body
-        against their digest when it is already at hand (a batch entry's frame), then the
-        per-(sender, node) rate limit (``dest`` -1, a batch: its entries are limited one by one).
-        ``vouched``: for a batch entry, the batch's verified credential (its signature covers the
-        entry). Returns the refusal (counted) or None, and the authenticated sender."""
-        if keys is None:  # an open cluster: the sender is whatever the frame claims
-            return None, None
-        verdict = keys.verifier.check_headers("POST", path, headers, int(now * 1000), vouched)
-        if verdict.ok and frame is not None and not body_matches(headers, frame):
-            verdict = Verdict(401, "bad-digest", verdict.sender)
-        if not verdict.ok:
-            host.refuse(dest, verdict.reason)
-            return Outcome(verdict.status, verdict.reason), None
-        sender = verdict.sender
-        if sender is not None and dest >= 0 and not rate.allow(sender, dest, now):
-            host.refuse(dest, "rate-limited")
-            return Outcome(429, "rate-limited"), None
-        return None, sender
+    pages = _Pages(limits)
+    app.router.add_post("/v1/nodes/{node}/{channel}", post_frame)
+    app.router.add_post("/v1/batch", post_batch)
+    app.router.add_get("/v1/members", pages.members(members, keys, address))
+    app.router.add_get("/status", pages.bounded("status", _render_json(status), JSON))
+    metrics = pages.bounded("metrics", lambda: generate_latest(host.metrics.registry), CONTENT_TYPE_LATEST)
+    app.router.add_get("/metrics", metrics)
+    return app
 
-    async def serve(
-        request: web.Request,
-        dest: int,
-        deliver: Callable[[bytes, int | None, set[int] | None], web.Response],
-    ) -> web.StreamResponse:
-        """The admission every POST goes through (``dest`` -1: a batch, rate-limited per frame)."""
-        now = time.time()
-        if keys is not None:
-            keys.refresh(now)
-        # from the headers alone: a stranger's body is never read
-        refused, sender = admit(request.path, request.headers, dest, now)
-        if refused is not None:
-            return _answer(refused, close=True)
-        if not host.accepting:  # after the headers: a stranger learns nothing, not even this
-            host.refuse(dest, "starting")
-            return _answer(Outcome(503, "starting"), close=True)
-        address = request.remote or "?"
-        if not guard.enter(address):
-            host.refuse(dest, "busy")
-            return _answer(Outcome(503, "busy"), close=True)
-        try:
-            # lag sheds model-sized bodies, the work that makes a loop late; a small frame (a
-            # swap's lock request, a batch of them) costs less to serve than to refuse and retry
-            length = request.content_length
-            overloaded = shedder.overloaded() and (
-                length is None or length * SMALL_SHARE > host.max_frame_bytes
-            )
-            if overloaded or not gate.enter():
-                shedder.shed += overloaded
-                host.refuse(dest, "busy")
-                return _answer(Outcome(503, "busy"), close=True)
-            try:
-                data = await _read_body(request, dest)
-                if isinstance(data, web.Response):
-                    return data
-                allowed = None
-                if tls:  # mutual TLS: a frame's sender must be one of the ids the peer's certificate names
-                    transport = request.transport
-                    allowed = certified_nodes(
-                        transport.get_extra_info("peercert") if transport is not None else None
-                    )
-                return deliver(data, sender, allowed)
-            finally:
-                gate.leave()
-        finally:
-            guard.leave(address)
 
-    async def _read_body(request: web.Request, dest: int) -> bytes | web.Response:
-        """The body, read within the body timeout and matched against the signed digest; or the
-        answer that refuses it."""
-        length = request.content_length
-        if length is not None and length > host.max_frame_bytes:
-            host.refuse(dest, "too-large")
-            return _answer(Outcome(413, "too-large"), close=True)
-        try:
-            async with asyncio.timeout(limits.body_timeout_s):
-                data = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            host.refuse(dest, "too-large")
-            return _answer(Outcome(413, "too-large"), close=True)
-        except TimeoutError:  # a body that trickles in holds a slot: not past the timeout
-            host.refuse(dest, "slow-body")
-            return _answer(Outcome(408, "slow-body"), close=True)
-        except ConnectionError:  # the sender went away mid-body (it died, or its link did)
-            host.refuse(dest, "truncated")
-            return _answer(Outcome(400, "truncated"), close=True)
-        if keys is not None and not body_matches(request.headers, data):
-            host.refuse(dest, "bad-digest")
-            return _answer(Outcome(401, "bad-digest"), close=True)
-        return data
+def _render_json(source: Callable[[], dict[str, Any]]) -> Callable[[], bytes]:
+    return lambda: _dumps(source()).encode()
 
-    pages: dict[str, tuple[float, bytes]] = {}
+
+class _Pages:
+    """The GET pages of one process: served a few at a time (503 past ``max_get_inflight``) and
+    rendered at most once per ``page_cache_s``, so that a flood of GETs costs one render."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.gate = Gate(limits.max_get_inflight)
+        self.cache_s = limits.page_cache_s
+        self.rendered: dict[str, tuple[float, bytes]] = {}
 
     def bounded(
-        name: str, render: Callable[[], bytes], content_type: str
+        self, name: str, render: Callable[[], bytes], content_type: str
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
-        """A GET page served a few at a time and rendered at most once per ``page_cache_s``:
-        a flood of GETs costs one render, and 503s past ``max_get_inflight``."""
-
         async def handler(request: web.Request) -> web.Response:
-            if not get_gate.enter():
+            if not self.gate.enter():
                 return _answer(Outcome(503, "busy"), close=True)
             try:
                 now = time.monotonic()
-                hit = pages.get(name)
-                if hit is None or now - hit[0] >= limits.page_cache_s:
-                    hit = pages[name] = (now, render())
+                hit = self.rendered.get(name)
+                if hit is None or now - hit[0] >= self.cache_s:
+                    hit = self.rendered[name] = (now, render())
                 return web.Response(body=hit[1], headers={"Content-Type": content_type})
             finally:
-                get_gate.leave()
+                self.gate.leave()
 
         return handler
 
-    def render_json(source: Callable[[], dict[str, Any]]) -> Callable[[], bytes]:
-        return lambda: _dumps(source()).encode()
-
-    members_page = bounded("members", render_json(members), JSON)
-
-    async def get_members(request: web.Request) -> web.Response:
+    def members(
+        self, members: Callable[[], dict[str, Any]], keys: KeyHolder | None, address: str
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
         """The members page; with a challenge, signed afresh (one Ed25519 signature, ~30 us,
         served a few at a time like every GET)."""
-        challenge = request.query.get("challenge")
-        identity = keys.identity if keys is not None else None
-        if challenge is None or identity is None:
-            return await members_page(request)
-        if not _CHALLENGE.match(challenge):
-            return _answer(Outcome(400, "bad-challenge"), close=True)
-        if not get_gate.enter():
-            return _answer(Outcome(503, "busy"), close=True)
-        try:
-            body = {**members(), **identity.prove(challenge, address)}
-            return web.Response(body=_dumps(body).encode(), headers={"Content-Type": JSON})
-        finally:
-            get_gate.leave()
+        page = self.bounded("members", _render_json(members), JSON)
 
-    app.router.add_post("/v1/nodes/{node}/{channel}", post_frame)
-    app.router.add_post("/v1/batch", post_batch)
-    app.router.add_get("/v1/members", get_members)
-    app.router.add_get("/status", bounded("status", render_json(status), JSON))
-    app.router.add_get(
-        "/metrics", bounded("metrics", lambda: generate_latest(host.metrics.registry), CONTENT_TYPE_LATEST)
-    )
-    return app
+        async def handler(request: web.Request) -> web.Response:
+            challenge = request.query.get("challenge")
+            identity = keys.identity if keys is not None else None
+            if challenge is None or identity is None:
+                return await page(request)
+            if not _CHALLENGE.match(challenge):
+                return _answer(Outcome(400, "bad-challenge"), close=True)
+            if not self.gate.enter():
+                return _answer(Outcome(503, "busy"), close=True)
+            try:
+                body = {**members(), **identity.prove(challenge, address)}
+                return web.Response(body=_dumps(body).encode(), headers={"Content-Type": JSON})
+            finally:
+                self.gate.leave()
+
+        return handler
 
 
 class _Guarded(asyncio.Protocol):
