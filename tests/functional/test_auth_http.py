@@ -16,7 +16,8 @@ from p2pnode.auth import Keyring, save_keyring, sign
 from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.test_http_nodes import cfg, frame, ports
+from tests.functional.helpers import free_ports
+from tests.functional.test_http_nodes import cfg, frame
 
 pytestmark = pytest.mark.functional
 AUTH_REASONS = ("no-auth", "bad-mac", "unknown-key", "bad-auth", "wrong-cluster", "unknown-sender")
@@ -25,7 +26,7 @@ AUTH_REASONS = ("no-auth", "bad-mac", "unknown-key", "bad-auth", "wrong-cluster"
 async def keyed_cluster(
     config: Any, parts: list[tuple[int, ...]], key_files: list[Path]
 ) -> tuple[list[NodeProcess], list[str]]:
-    addrs = [f"127.0.0.1:{p}" for p in ports(len(parts))]
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(len(parts))]
     procs = []
     for k, users in enumerate(parts):
         host, port = addrs[k].split(":")
@@ -160,7 +161,7 @@ async def test_old_models_floods_and_overload_are_refused_over_http(tmp_path: Pa
     ring = Keyring.generate("lab")
     save_keyring(tmp_path / "k", ring)
     config = cfg(nodes=6, rounds=1000, protocol="samo", sampling="static")
-    port = ports(1)[0]
+    port = free_ports(1)[0]
     limits = Limits(max_inflight=1, rate_per_s=1.0, burst=3.0)
     proc = NodeProcess(
         config, ProcessSpec(tuple(range(6)), "127.0.0.1", port, key_file=tmp_path / "k", limits=limits)
@@ -218,7 +219,7 @@ async def test_timeouts_connection_caps_and_get_bounds_over_http(tmp_path: Path)
     ring = Keyring.generate("lab")
     save_keyring(tmp_path / "k", ring)
     config = cfg(nodes=4, rounds=1000, protocol="samo", sampling="static")
-    port = ports(1)[0]
+    port = free_ports(1)[0]
     limits = Limits(
         body_timeout_s=0.4, header_timeout_s=0.6, max_connections_per_address=3, page_cache_s=30.0
     )

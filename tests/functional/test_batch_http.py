@@ -20,8 +20,9 @@ from p2pnode.transport.http import HttpTransport
 from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import Channel
 from peer_sampling.messages import LockRequest
+from tests.functional.helpers import free_ports
 from tests.functional.test_auth_http import keyed_cluster
-from tests.functional.test_http_nodes import cfg, finish, ports, run_cluster
+from tests.functional.test_http_nodes import cfg, finish, run_cluster
 
 pytestmark = pytest.mark.functional
 
@@ -132,7 +133,7 @@ async def test_a_process_without_batches_gets_single_posts() -> None:
     app.router.add_post("/v1/batch", no_route)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = ports(1)[0]
+    port = free_ports(1)[0]
     await web.TCPSite(runner, "127.0.0.1", port).start()
     transport = HttpTransport({1: f"127.0.0.1:{port}", 3: f"127.0.0.1:{port}"}, batch_bytes=100_000)
     outcomes: list[Outcome] = []

@@ -7,65 +7,34 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from p2plab.follow import follow, scrape
-from p2plab.launch import free_ports
+from tests.functional.helpers import free_ports, get_text, run_p2pnode, wait_until
 
 pytestmark = pytest.mark.functional
 
 
 def start(tmp_path: Path, port: int, rounds: int, extra: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "p2pnode",
-            "run",
-            "--nodes",
-            "8",
-            "--users",
-            "0-7",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--rounds",
-            str(rounds),
-            "--tick-seconds",
-            "0.005",
-            "--sampling",
-            "static",
-            "--lr",
-            "0.01",
-            "--out",
-            str(tmp_path),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
+    return run_p2pnode(
+        "run", "--nodes", "8", "--users", "0-7", "--listen", f"127.0.0.1:{port}", "--rounds", str(rounds),
+        "--tick-seconds", "0.005", "--sampling", "static", "--lr", "0.01", "--out", str(tmp_path), *extra,
         stderr=subprocess.STDOUT,
-        text=True,
-    )
+    )  # fmt: skip
 
 
-def wait_http(url: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} never answered")
+def wait_http(port: int, path: str, proc: subprocess.Popen[str]) -> None:
+    wait_until(lambda: get_text(f"127.0.0.1:{port}", path, timeout=1), 60, f"{path} answering", alive=proc)
 
 
 def test_sigterm_stops_gracefully_and_writes_results(tmp_path: Path) -> None:
     port = free_ports(1)[0]
     proc = start(tmp_path, port, rounds=100_000, extra=[])
     try:
-        wait_http(f"http://127.0.0.1:{port}/status")
+        wait_http(port, "/status", proc)
         time.sleep(1.5)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -92,9 +61,9 @@ def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
     port = free_ports(1)[0]
     proc = start(tmp_path, port, rounds=100_000, extra=["--quiet"])
     try:
-        wait_http(f"http://127.0.0.1:{port}/metrics")
+        wait_http(port, "/metrics", proc)
         time.sleep(1.5)
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        text = get_text(f"127.0.0.1:{port}", "/metrics", timeout=5)
         for name in (
             "p2pnode_models_sent_total",
             "p2pnode_models_received_total",

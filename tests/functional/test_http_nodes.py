@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import aiohttp
@@ -16,18 +15,9 @@ from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.sim import simulate
 from p2pnode.wire.schema import WIRE_VERSION, MsgType
 from p2pnode.wire.tensors import pack_tensor
+from tests.functional.helpers import free_ports
 
 pytestmark = pytest.mark.functional
-
-
-def ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    out = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return out
 
 
 def cfg(**kw: Any) -> RunConfig:
@@ -35,7 +25,7 @@ def cfg(**kw: Any) -> RunConfig:
 
 
 async def run_cluster(config: RunConfig, parts: list[tuple[int, ...]], peers_of=None, server_in=None):  # type: ignore[no-untyped-def]
-    addrs = [f"127.0.0.1:{p}" for p in ports(len(parts))]
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(len(parts))]
     procs = []
     for k, users in enumerate(parts):
         peers = tuple(addrs[j] for j in peers_of[k]) if peers_of else tuple(a for a in addrs if a != addrs[k])

@@ -16,7 +16,8 @@ from p2pnode.real import NodeProcess, ProcessSpec, StartupError
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import Channel, MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.test_http_nodes import cfg, frame, ports
+from tests.functional.helpers import free_ports
+from tests.functional.test_http_nodes import cfg, frame
 
 pytestmark = pytest.mark.functional
 
@@ -51,7 +52,7 @@ async def test_a_member_speaks_only_for_its_own_nodes_and_models_go_only_to_thei
 ) -> None:
     key, _authority, identities = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=8, sampling="static")  # node 1's in-neighbours: 8 and 10 of B
-    addrs = [f"127.0.0.1:{p}" for p in ports(2)]
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
     procs = []
     for k in range(2):
         host, port = addrs[k].split(":")
@@ -118,9 +119,11 @@ async def test_a_process_without_the_identity_its_keyring_requires_does_not_star
     key, _authority, identities = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=2)
     with pytest.raises(StartupError, match="--identity"):
-        NodeProcess(config, ProcessSpec(tuple(range(6)), "127.0.0.1", ports(1)[0], key_file=key))
+        NodeProcess(config, ProcessSpec(tuple(range(6)), "127.0.0.1", free_ports(1)[0], key_file=key))
     with pytest.raises(StartupError, match="does not name"):  # B's identity cannot host A's nodes
         NodeProcess(
             config,
-            ProcessSpec(tuple(range(6)), "127.0.0.1", ports(1)[0], key_file=key, identity_file=identities[1]),
+            ProcessSpec(
+                tuple(range(6)), "127.0.0.1", free_ports(1)[0], key_file=key, identity_file=identities[1]
+            ),
         )

@@ -2,60 +2,49 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from p2pnode import checkpoint
 from p2pnode.auth import Keyring, save_keyring
-from tests.functional.test_http_nodes import ports
+from tests.functional.helpers import free_ports, get_json, get_text, run_p2pnode, wait_until
 
 pytestmark = pytest.mark.functional
 PROCS = 6  # two nodes each: 12 nodes
 
 
-def get(address: str, path: str) -> str:
-    with urllib.request.urlopen(f"http://{address}{path}", timeout=3) as r:
-        return str(r.read().decode())
-
-
 def counter(address: str, name: str) -> float:
-    text = get(address, "/metrics")
+    text = get_text(address, "/metrics")
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
 
 
 def start(k: int, addrs: list[str], peers: list[str], tmp: Path) -> subprocess.Popen[str]:
-    args = [
-        sys.executable, "-m", "p2pnode", "run", "--listen", addrs[k], "--peers", ",".join(peers),
+    return run_p2pnode(
+        "run", "--listen", addrs[k], "--peers", ",".join(peers),
         "--users", f"{2 * k}-{2 * k + 1}", "--nodes", str(2 * PROCS), "--rounds", "100000",
         "--tick-seconds", "0.005", "--sampling", "cyclon", "--lr", "0.01",
         "--state-dir", str(tmp / f"state{k}"), "--checkpoint-every", "4",
         "--cluster-key-file", str(tmp / "k"), "--quiet",
-    ]  # fmt: skip
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def wait_round(address: str, at_least: int, timeout: float = 60.0) -> int:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with contextlib.suppress(OSError):  # not listening yet: ask again
-            rnd = int(json.loads(get(address, "/status"))["round"])
-            if rnd >= at_least:
-                return rnd
-        time.sleep(0.3)
-    raise AssertionError(f"{address} did not reach round {at_least}")
+    def reached() -> int:
+        rnd = int(get_json(address, "/status")["round"])
+        return rnd if rnd >= at_least else 0
+
+    return wait_until(reached, timeout, f"{address} reaching round {at_least}", every=0.3)
 
 
 def test_survivors_keep_learning_and_a_killed_process_rejoins_from_its_checkpoint(tmp_path: Path) -> None:
     save_keyring(tmp_path / "k", Keyring.generate("kill"))
-    addrs = [f"127.0.0.1:{p}" for p in ports(PROCS)]
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(PROCS)]
     procs = {k: start(k, addrs, [a for a in addrs if a != addrs[k]], tmp_path) for k in range(PROCS)}
     survivors = [0, 1, 2, 3]
     try:

@@ -16,7 +16,8 @@ from p2pnode.tls import TlsFiles, certified_nodes, parse_ids
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.test_http_nodes import cfg, frame, ports
+from tests.functional.helpers import free_ports
+from tests.functional.test_http_nodes import cfg, frame
 
 pytestmark = [
     pytest.mark.functional,
@@ -62,7 +63,7 @@ async def test_mutual_tls_cluster_learns_and_refuses_strangers_and_impostors(tmp
     rogue_ca = make_ca(tmp_path, "rogueca")
     rogue = make_cert(tmp_path, "rogue", rogue_ca, "0-11")
     config = cfg(nodes=12, rounds=8, sampling="static")  # node 1's in-neighbours: 8 and 10 of B
-    addrs = [f"127.0.0.1:{p}" for p in ports(2)]
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
     procs = []
     for k, (users, tls) in enumerate(((tuple(range(6)), a), (tuple(range(6, 12)), b))):
         host, port = addrs[k].split(":")

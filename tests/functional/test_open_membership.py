@@ -4,10 +4,8 @@ live process at any time, leave it, and be out of every live view within the sta
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +13,8 @@ from typing import Any
 import pytest
 
 from p2pnode.auth import Keyring, save_keyring
-from tests.functional.test_http_nodes import ports
-from tests.functional.test_kill_processes import counter, get
+from tests.functional.helpers import free_ports, get_json, run_p2pnode, wait_until
+from tests.functional.test_kill_processes import counter
 
 pytestmark = pytest.mark.functional
 TICK = 0.005  # 0.5 s rounds
@@ -25,43 +23,34 @@ MAX_AGE = 10  # CyclonConfig.max_age: gone from every live cache within MAX_AGE 
 
 def start(listen: str, users: str, peers: str, tmp: Path) -> subprocess.Popen[str]:
     args = [
-        sys.executable, "-m", "p2pnode", "run", "--listen", listen, "--users", users,
+        "run", "--listen", listen, "--users", users,
         "--nodes", "12", "--sampling", "cyclon", "--tick-seconds", str(TICK), "--lr", "0.01",
         "--cluster-key-file", str(tmp / "k"), "--quiet",
     ]  # fmt: skip
     if peers:
         args += ["--peers", peers]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return run_p2pnode(*args)
 
 
 def views(address: str) -> dict[int, list[int]]:
     with contextlib.suppress(OSError):
-        return {n["id"]: n["view"] for n in json.loads(get(address, "/status"))["nodes"]}
+        return {n["id"]: n["view"] for n in get_json(address, "/status")["nodes"]}
     return {}
 
 
 def nodes(address: str) -> list[dict[str, Any]]:
     """Each hosted node's round and view, read in one response."""
-    return list(json.loads(get(address, "/status"))["nodes"])
-
-
-def wait_for(check, timeout: float, what: str, every: float = 0.25) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if check():
-            return
-        time.sleep(every)
-    raise AssertionError(what)
+    return list(get_json(address, "/status")["nodes"])
 
 
 def test_a_network_grows_from_one_seed_and_a_leaver_drops_out_of_every_view(tmp_path: Path) -> None:
     save_keyring(tmp_path / "k", Keyring.generate("open"))
-    a, b, c = (f"127.0.0.1:{p}" for p in ports(3))
+    a, b, c = (f"127.0.0.1:{p}" for p in free_ports(3))
     procs = {"a": start(a, "0-3", "", tmp_path)}  # alone, without --rounds: a daemon
     try:
-        wait_for(lambda: views(a), 60, "the first process did not start alone")
+        wait_until(lambda: views(a), 60, "the first process did not start alone")
         procs["b"] = start(b, "4-7", a, tmp_path)
-        wait_for(lambda: views(b), 60, "the second process did not join")
+        wait_until(lambda: views(b), 60, "the second process did not join")
         time.sleep(4 * 100 * TICK)
         procs["c"] = start(c, "8-11", b, tmp_path)  # joins late, through the second process
 
@@ -71,7 +60,7 @@ def test_a_network_grows_from_one_seed_and_a_leaver_drops_out_of_every_view(tmp_
             in_c = {n for v in vc.values() for n in v}
             return bool(in_a & set(range(8, 12))) and bool(in_c & set(range(0, 4)))
 
-        wait_for(mixed, 20 * 100 * TICK + 10, "the late joiner did not mix with the first process")
+        wait_until(mixed, 20 * 100 * TICK + 10, "the late joiner did not mix with the first process")
         procs["b"].send_signal(signal.SIGTERM)  # leaves: tells its peers
         out, err = procs["b"].communicate(timeout=30)
         assert procs["b"].returncode == 0, err[-2000:]
@@ -90,7 +79,7 @@ def test_a_network_grows_from_one_seed_and_a_leaver_drops_out_of_every_view(tmp_
                         clean = False
             return clean
 
-        wait_for(gone, 4 * (MAX_AGE + 2) * 100 * TICK + 10, "the leaver stayed in a live view", 0.05)
+        wait_until(gone, 4 * (MAX_AGE + 2) * 100 * TICK + 10, "the leaver stayed in a live view", 0.05)
         elapsed_rounds = max((last_seen[n] - left_at[n] + 1 for n in last_seen), default=0)
         assert all(views(addr) for addr in (a, c))  # the others run on
         left_msgs = sum(counter(addr, "p2pnode_peers_left_total") for addr in (a, c))

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from p2pnode.auth import Keyring, save_keyring
+from tests.functional.helpers import wait_until
 
 pytestmark = [
     pytest.mark.functional,
@@ -136,11 +137,12 @@ def test_two_halves_learn_apart_and_mix_again_after_the_partition_heals(
         ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and not (
-            status(ns_a, ip_a).get("round") and status(ns_b, ip_b).get("round")
-        ):
-            time.sleep(0.5)
+        wait_until(
+            lambda: status(ns_a, ip_a).get("round") and status(ns_b, ip_b).get("round"),
+            60,
+            "both hosts' processes past their first round",
+            every=0.5,
+        )
         time.sleep(2.0)
 
         def fails() -> float:

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from p2plab.launch import LOCAL_CLUSTER, free_ports
+from p2plab.launch import LOCAL_CLUSTER
 from p2plab.monitoring import queries
+from tests.functional.helpers import free_ports, wait_until
 
 pytestmark = pytest.mark.functional
 
@@ -34,21 +35,6 @@ def _query(base: str, expr: str) -> dict[str, Any]:
     return doc
 
 
-def _until(what: str, check: Any, seconds: float) -> Any:
-    deadline = time.monotonic() + seconds
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:  # Prometheus not listening yet
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.5)
-    pytest.fail(f"{what}: not within {seconds:.0f} s (last: {last!r})")
-
-
 @pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary (apt-get install prometheus)")
 def test_prometheus_scrapes_every_process_and_the_dashboards_queries_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -63,7 +49,7 @@ def test_prometheus_scrapes_every_process_and_the_dashboards_queries_run(tmp_pat
     prometheus = None
     try:
         config = run / "monitoring" / "prometheus.yml"
-        _until("launch writes monitoring/prometheus.yml", config.is_file, 30)
+        wait_until(config.is_file, 30, "launch writes monitoring/prometheus.yml", every=0.5)
         dashboard = json.loads((run / "monitoring" / "grafana" / "dashboard.json").read_text())
         assert len(dashboard["panels"]) == 8
         check = subprocess.run(
@@ -86,7 +72,7 @@ def test_prometheus_scrapes_every_process_and_the_dashboards_queries_run(tmp_pat
             targets = _get(f"{base}/api/v1/targets")["data"]["activeTargets"]
             return len(targets) == 2 and all(t["health"] == "up" for t in targets)
 
-        _until("both processes' /metrics scraped and up", every_target_up, 40)
+        wait_until(every_target_up, 40, "both processes' /metrics scraped and up", every=0.5)
         targets = _get(f"{base}/api/v1/targets")["data"]["activeTargets"]
         assert sorted(t["labels"]["unit"] for t in targets) == ["proc0", "proc1"]
         assert {t["labels"]["cluster"] for t in targets} == {LOCAL_CLUSTER}
@@ -101,7 +87,7 @@ def test_prometheus_scrapes_every_process_and_the_dashboards_queries_run(tmp_pat
             result = cia_series()
             return result if len(result) == 12 else []
 
-        series = _until("a CIA accuracy series of each of the 12 nodes", every_cia_series, 40)
+        series = wait_until(every_cia_series, 40, "a CIA accuracy series of each of the 12 nodes", every=0.5)
         assert len(series) == 12
         time.sleep(3)  # a few more scrapes, so that the rates have two points
         answered = {}

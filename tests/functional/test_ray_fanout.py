@@ -6,11 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from p2plab import experiment as ex
 from p2plab import fanout
 from p2pnode.config import ConfigError
+from tests.functional.helpers import free_ports, wait_until
 
 ray = pytest.importorskip("ray", reason="the cluster extra (scripts/bootstrap.sh installs it)")
 
@@ -27,15 +26,9 @@ TINY = {"nodes": 24, "rounds": 2, "attack": {"target_k": 3}}
 OFFERED = 1_000_000_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    port = _free_port()
+    port = free_ports(1)[0]
     tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay short
     ray_cli = Path(sys.executable).with_name("ray")
     head = subprocess.Popen(
@@ -49,17 +42,21 @@ def cluster() -> Iterator[str]:
     )  # fmt: skip
     address = f"127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:  # the head serves once a driver can connect and sees its CPUs
+
+        def serving() -> bool:  # the head serves once a driver can connect and sees its CPUs
             probe = subprocess.run(
                 [sys.executable, "-c", f"import ray; ray.init(address={address!r}, logging_level=40); "
                  "assert ray.cluster_resources().get('CPU') == 2"],
                 capture_output=True,
             )  # fmt: skip
-            if probe.returncode == 0:
-                break
-            assert head.poll() is None and time.monotonic() < deadline, probe.stderr.decode()[-2000:]
-            time.sleep(1)
+            said[:] = [probe.stderr.decode()[-2000:]]
+            return probe.returncode == 0
+
+        said = [""]
+        try:
+            wait_until(serving, 60, "the Ray head serving 2 CPUs", every=1, alive=head)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the last driver said: {said[0]}") from None
         yield address
     finally:
         head.terminate()
@@ -118,4 +115,4 @@ def test_ray_refuses_results_of_other_code(
 def test_no_cluster_at_the_address_is_a_clear_error(tmp_path: Path) -> None:
     exp = dataclasses.replace(ex.load("churn"), rows=ex.load("churn").rows[:1])
     with pytest.raises(ConfigError, match=r"--ray 127.0.0.1:\d+: no Ray cluster there"):
-        ex.run_experiment(exp, tmp_path, TINY, seeds=[0], ray_address=f"127.0.0.1:{_free_port()}")
+        ex.run_experiment(exp, tmp_path, TINY, seeds=[0], ray_address=f"127.0.0.1:{free_ports(1)[0]}")

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +13,8 @@ import pytest
 
 from p2pnode import checkpoint
 from p2pnode.real import NodeProcess, ProcessSpec, StartupError
-from tests.functional.test_http_nodes import cfg, ports
+from tests.functional.helpers import free_ports, get_json, run_p2pnode, wait_until
+from tests.functional.test_http_nodes import cfg
 
 pytestmark = pytest.mark.functional
 
@@ -26,7 +23,7 @@ async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) 
     config = cfg(nodes=6, rounds=4, protocol="samo", sampling="peerswap").replace(
         **{"learning.dp_noise": 0.8}
     )
-    spec = ProcessSpec(tuple(range(6)), "127.0.0.1", ports(1)[0], state_dir=tmp_path, checkpoint_every=2)
+    spec = ProcessSpec(tuple(range(6)), "127.0.0.1", free_ports(1)[0], state_dir=tmp_path, checkpoint_every=2)
     first = NodeProcess(config, spec)
     await first.start()
     try:
@@ -46,7 +43,8 @@ async def test_a_restarted_process_resumes_from_its_checkpoints(tmp_path: Path) 
     assert max(eps.values()) > 0  # type: ignore[type-var]
 
     second = NodeProcess(
-        config.replace(rounds=8), ProcessSpec(tuple(range(6)), "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+        config.replace(rounds=8),
+        ProcessSpec(tuple(range(6)), "127.0.0.1", free_ports(1)[0], state_dir=tmp_path),
     )
     await second.start()
     try:
@@ -72,7 +70,7 @@ async def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(
 ) -> None:
     (tmp_path / "progress.json.tmp").mkdir()  # every write of the progress file now fails
     proc = NodeProcess(
-        cfg(nodes=4, rounds=3), ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+        cfg(nodes=4, rounds=3), ProcessSpec((0, 1, 2, 3), "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
     )
     await proc.start()
     try:
@@ -94,7 +92,7 @@ async def test_a_full_disk_is_said_once_and_the_nodes_run_on(
     state.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(state)], check=True)
     try:
-        spec = ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0], state_dir=state, checkpoint_every=1)
+        spec = ProcessSpec((0, 1, 2, 3), "127.0.0.1", free_ports(1)[0], state_dir=state, checkpoint_every=1)
         proc = NodeProcess(cfg(nodes=4, rounds=3), spec)
         await proc.start()
         try:
@@ -114,7 +112,7 @@ async def test_a_full_disk_is_said_once_and_the_nodes_run_on(
 async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "node-2.ckpt").write_bytes(b"garbage")
     proc = NodeProcess(
-        cfg(nodes=4, rounds=2), ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+        cfg(nodes=4, rounds=2), ProcessSpec((0, 1, 2, 3), "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
     )
     with pytest.raises(StartupError, match=r"node-2\.ckpt.*bad magic"):
         await proc.start()
@@ -125,7 +123,7 @@ async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_p
     """A save cut short by a full disk leaves some nodes' checkpoints and not the others'."""
     users = (0, 1, 2, 3)
     first = NodeProcess(
-        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
     )
     await first.start()
     try:
@@ -135,7 +133,7 @@ async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_p
     for node in (1, 3):
         (tmp_path / f"node-{node}.ckpt").unlink()
     again = NodeProcess(
-        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", ports(1)[0], state_dir=tmp_path)
+        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
     )
     with pytest.raises(StartupError, match=r"2 of 4 hosted nodes have a checkpoint \(round 2\), 2 have none"):
         await again.start()
@@ -143,40 +141,20 @@ async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_p
 
 
 def past_round_one(port: int) -> bool:
-    url = f"http://127.0.0.1:{port}/status"
-    with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=2) as resp:
-        return int(json.loads(resp.read())["round"]) >= 1
+    with contextlib.suppress(ValueError):  # a page cut short: ask again
+        return int(get_json(f"127.0.0.1:{port}", "/status", timeout=2)["round"]) >= 1
     return False
 
 
 def test_sigterm_writes_a_checkpoint_of_every_node(tmp_path: Path) -> None:
-    port = ports(1)[0]
-    args = [
-        sys.executable,
-        "-m",
-        "p2pnode",
-        "run",
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--users",
-        "0-4",
-        "--nodes",
-        "5",
-        "--rounds",
-        "100000",
-        "--dataset",
-        "synthetic",
-        "--state-dir",
-        str(tmp_path),
-        "--checkpoint-every",
-        "1000",
-        "--quiet",
-    ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not past_round_one(port):  # a loaded machine takes a while to import torch
-        assert time.time() < deadline and proc.poll() is None, "the process never got to round 1"
-        time.sleep(0.2)
+    port = free_ports(1)[0]
+    proc = run_p2pnode(
+        "run", "--listen", f"127.0.0.1:{port}", "--users", "0-4", "--nodes", "5",
+        "--rounds", "100000", "--dataset", "synthetic", "--state-dir", str(tmp_path),
+        "--checkpoint-every", "1000", "--quiet",
+    )  # fmt: skip
+    # a loaded machine takes a while to import torch
+    wait_until(lambda: past_round_one(port), 60, "the process getting to round 1", every=0.2, alive=proc)
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -185,7 +163,7 @@ def test_sigterm_writes_a_checkpoint_of_every_node(tmp_path: Path) -> None:
 
 
 def test_a_process_that_falls_behind_its_rounds_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
-    proc = NodeProcess(cfg(nodes=4, rounds=2), ProcessSpec((0, 1, 2, 3), "127.0.0.1", ports(1)[0]))
+    proc = NodeProcess(cfg(nodes=4, rounds=2), ProcessSpec((0, 1, 2, 3), "127.0.0.1", free_ports(1)[0]))
     proc._check_pace(0.1, 0.4)  # on time (less than half a round late)
     for _ in range(5):
         proc._check_pace(0.9, 0.4)
@@ -199,7 +177,7 @@ async def test_a_process_killed_after_its_last_round_finishes_at_once_without_it
 ) -> None:
     config = cfg(nodes=4, rounds=3, sampling="peerswap")
     users = (0, 1, 2, 3)
-    first = NodeProcess(config, ProcessSpec(users, "127.0.0.1", ports(1)[0], state_dir=tmp_path))
+    first = NodeProcess(config, ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path))
     await first.start()
     try:
         await first.run()
@@ -209,7 +187,9 @@ async def test_a_process_killed_after_its_last_round_finishes_at_once_without_it
     gone = ("127.0.0.1:9",)  # the discard port: nobody answers
     again = NodeProcess(
         config,
-        ProcessSpec(users, "127.0.0.1", ports(1)[0], peers=gone, state_dir=tmp_path, bootstrap_timeout_s=1.0),
+        ProcessSpec(
+            users, "127.0.0.1", free_ports(1)[0], peers=gone, state_dir=tmp_path, bootstrap_timeout_s=1.0
+        ),
     )
     await again.start()
     try:

@@ -16,19 +16,18 @@ runs it (CI runs it after the suite).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.functional.helpers import get_json, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "deploy" / "testbed.sh"
@@ -84,8 +83,7 @@ def deploy(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.
 
 
 def status(address: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://{address}/status", timeout=3) as resp:
-        return dict(json.loads(resp.read()))
+    return dict(get_json(address, "/status"))
 
 
 def test_deploy_on_a_three_host_testbed_learns_through_faults_and_collects(
@@ -112,16 +110,11 @@ def test_deploy_on_a_three_host_testbed_learns_through_faults_and_collects(
     (tb / "faults.jsonl").write_text("")
     deploy(env, "start", "--fresh", *common)
     addresses = [f"{net}.{11 + k}:7070" for k in range(3)]
-    deadline = time.time() + 90
 
-    def all_running() -> bool:
-        with contextlib.suppress(OSError):  # not listening yet: ask again
-            return all(status(a)["round"] >= 1 for a in addresses)
-        return False
+    def all_running() -> bool:  # every process up and past its first round
+        return all(status(a)["round"] >= 1 for a in addresses)
 
-    while not all_running():  # every process up and past its first round
-        assert time.time() < deadline, "the processes did not start"
-        time.sleep(0.5)
+    wait_until(all_running, 90, "the processes starting", every=0.5)
 
     # the fault scenario runs on the wall clock from now (its kill at 22 s lands mid-run)
     scenario = subprocess.Popen(
@@ -144,10 +137,8 @@ def test_deploy_on_a_three_host_testbed_learns_through_faults_and_collects(
     units = [line for line in shown.splitlines() if "p2pnode@0" in line]
     assert len(units) == 3 and "TASK" not in shown  # systemd's view, one line per process
     assert not any("failed" in line for line in units), shown
-    deadline = time.time() + 90
-    while not all_running():  # h2, killed at the scenario's end, is back (systemd restarted it)
-        assert time.time() < deadline, "the killed process did not come back"
-        time.sleep(0.5)
+    # h2, killed at the scenario's end, is back (systemd restarted it)
+    wait_until(all_running, 90, "the killed process coming back", every=0.5)
     watch = deploy(env, "watch", "-i", str(inv), "--count", "1").stdout
     assert all(a in watch for a in addresses) and "not up yet" not in watch and "gone (" not in watch
     report = deploy(env, "collect", "--wait", "120", "--faults", str(tb / "faults.jsonl"), *common).stdout

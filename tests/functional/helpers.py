@@ -1,0 +1,81 @@
+"""What the functional tests share: free loopback ports, a ``p2pnode`` process started as a user
+starts it, waiting until something holds (with a deadline and a message that says what did not
+happen), and a process's pages read over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from p2plab.launch import free_ports
+
+__all__ = ["free_ports", "get_json", "get_text", "run_p2pnode", "stop", "wait_until"]
+
+T = TypeVar("T")
+
+
+def run_p2pnode(
+    *args: str, stdout: int | None = subprocess.PIPE, stderr: int | None = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """``python -m p2pnode ARGS`` in a new process of this interpreter (text streams)."""
+    return subprocess.Popen([sys.executable, "-m", "p2pnode", *args], stdout=stdout, stderr=stderr, text=True)
+
+
+def get_text(address: str, path: str, timeout: float = 3.0) -> str:
+    """The body of ``GET http://ADDRESS/PATH`` (``address`` is ``host:port``)."""
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=timeout) as response:
+        return str(response.read().decode())
+
+
+def get_json(address: str, path: str, timeout: float = 3.0) -> Any:
+    return json.loads(get_text(address, path, timeout))
+
+
+def wait_until(
+    check: Callable[[], T],
+    timeout: float,
+    what: str,
+    every: float = 0.25,
+    alive: subprocess.Popen[Any] | None = None,
+) -> T:
+    """``check()`` until it returns something true, which is returned; an ``OSError`` (a process
+    not listening yet) counts as not yet. Fails after ``timeout`` seconds saying ``what`` did not
+    happen and what ``check`` gave last, or at once when the process ``alive`` has exited (with
+    the end of its error output)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except OSError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if alive is not None and alive.poll() is not None:
+            err = ""
+            if alive.stderr is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    out = alive.stderr.read()
+                    err = (out.decode(errors="replace") if isinstance(out, bytes) else out)[-2000:]
+            raise AssertionError(f"{what}: the process exited ({alive.returncode}) first: {err}")
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
+        time.sleep(every)
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
+    """End ``proc`` if it still runs: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
