@@ -15,7 +15,7 @@ from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.sim import simulate
 from p2pnode.wire.schema import WIRE_VERSION, MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.helpers import free_ports
+from tests.functional.helpers import SHED, failed_sends, free_ports
 
 pytestmark = pytest.mark.functional
 
@@ -72,7 +72,8 @@ async def test_a_process_that_ends_first_keeps_answering_its_peers_last_round() 
             await proc.shutdown()
 
     results = await asyncio.gather(*(alone(p) for p in procs))
-    assert [r["send_failures"] for r in results] == [0, 0]
+    failed = failed_sends(procs)  # none to a stopped process: only where a loop running late shed load
+    assert set(failed) <= SHED and sum(r["send_failures"] for r in results) == sum(failed.values()), failed
     assert all(r["model_messages"] > 0 for r in results)
 
 

@@ -16,7 +16,7 @@ from p2pnode.tls import TlsFiles, certified_nodes, parse_ids
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.helpers import free_ports
+from tests.functional.helpers import SHED, failed_sends, free_ports
 from tests.functional.test_http_nodes import cfg, frame
 
 pytestmark = [
@@ -119,6 +119,8 @@ async def test_mutual_tls_cluster_learns_and_refuses_strangers_and_impostors(tmp
     assert answers[8].status != 0  # type: ignore[attr-defined]
     assert outcomes == {"no certificate": "refused", "other CA": "refused"}
     assert impostor == (403, "cert-mismatch") and genuine == 200
-    assert all(r["model_messages"] > 0 and r["send_failures"] == 0 for r in results)
+    assert all(r["model_messages"] > 0 for r in results)
+    failed = failed_sends(procs)  # none for a certificate: only where a loop running late shed load
+    assert set(failed) <= SHED and sum(r["send_failures"] for r in results) == sum(failed.values()), failed
     cross = sum(n.node.protocol.stats.models_received for n in procs[0].host.nodes.values())
     assert cross > 0
