@@ -51,24 +51,25 @@ def test_a_run_kept_under_its_path_key_is_found_while_the_path_holds_the_same_by
     assert not found and len(missing) == 1
 
 
-def test_a_run_record_names_its_file_by_name_and_keeps_no_folder_of_this_machine() -> None:
+def test_a_run_record_names_its_file_by_name_and_keeps_no_folder_of_this_machine(tmp_path: Path) -> None:
     config = RunConfig().replace(
-        dataset="/tmp/poi/dataset_TSMC2014_NYC.txt",
-        data_dir="/home/me/data",
-        **{"sim.spill_dir": "/var/tmp/s"},
+        dataset=str(tmp_path / "poi" / "dataset_TSMC2014_NYC.txt"),
+        data_dir=str(tmp_path / "data"),
+        **{"sim.spill_dir": str(tmp_path / "spill")},
     )
     kept = portable_config(config.to_dict())
     assert kept["dataset"] == "dataset_TSMC2014_NYC.txt"
     assert kept["data_dir"] == "" and kept["sim"]["spill_dir"] == ""
     assert kept["sim"]["mmap_threshold_mib"] == config.sim.mmap_threshold_mib  # the rest as it was
-    assert config.to_dict()["dataset"].startswith("/tmp")  # the configuration itself is untouched
+    assert config.to_dict()["dataset"].startswith(str(tmp_path))  # the configuration itself is untouched
     assert portable_config(RunConfig().to_dict())["dataset"] == "ml-100k"
 
 
-def test_a_reports_overrides_and_command_leave_the_machine_out() -> None:
+def test_a_reports_overrides_and_command_leave_the_machine_out(tmp_path: Path) -> None:
+    spill, data, poi = str(tmp_path / "spill"), str(tmp_path / "data"), tmp_path / "poi"
     overrides = {
-        "sim": {"spill_dir": "/var/tmp/p2pspill", "mmap_threshold_mib": 1},
-        "dataset": "/tmp/poi/loc-gowalla_totalCheckins.txt",
+        "sim": {"spill_dir": spill, "mmap_threshold_mib": 1},
+        "dataset": str(poi / "loc-gowalla_totalCheckins.txt"),
         "nodes": 718,
     }
     assert portable_overrides(overrides) == {
@@ -76,18 +77,18 @@ def test_a_reports_overrides_and_command_leave_the_machine_out() -> None:
         "dataset": "loc-gowalla_totalCheckins.txt",
         "nodes": 718,
     }
-    assert portable_overrides({"sim": {"spill_dir": "/x"}}) == {}  # an emptied section goes
+    assert portable_overrides({"sim": {"spill_dir": spill}}) == {}  # an emptied section goes
     argv = [
         "experiment",
         "table2",
         "--dataset",
-        "/tmp/poi/dataset_TSMC2014_NYC.txt",
+        str(poi / "dataset_TSMC2014_NYC.txt"),
         "--set",
-        "sim.spill_dir=/var/tmp/p2pspill",
+        f"sim.spill_dir={spill}",
         "--set=sim.mmap_threshold_mib=1",
-        "--spill-dir=/var/tmp",
+        f"--spill-dir={spill}",
         "--data-dir",
-        "/home/me/data",
+        data,
         "--out",
         "results/t2",
     ]
@@ -100,12 +101,12 @@ def test_a_reports_overrides_and_command_leave_the_machine_out() -> None:
         "--out",
         "results/t2",
     ]
-    assert portable_argv(["--dataset=/a/b/c.csv", "--dataset", "ml-100k"]) == [
+    assert portable_argv([f"--dataset={poi / 'c.csv'}", "--dataset", "ml-100k"]) == [
         "--dataset=c.csv",
         "--dataset",
         "ml-100k",
     ]
-    assert command_line(["experiment", "x", "--dataset", "/data/my file.csv"]) == (
+    assert command_line(["experiment", "x", "--dataset", str(poi / "my file.csv")]) == (
         "p2pnode experiment x --dataset 'my file.csv'"
     )
 

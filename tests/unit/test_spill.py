@@ -150,8 +150,10 @@ def test_the_open_files_limit_is_raised_to_its_ceiling(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def test_where_frames_wait_is_not_part_of_a_runs_identity() -> None:
+def test_where_frames_wait_is_not_part_of_a_runs_identity(tmp_path: Path) -> None:
     from p2plab.experiment_spec import run_key
 
     plain = RunConfig(nodes=4, rounds=1, protocol="fedavg")
-    assert run_key(plain.replace(**{"sim.spill_dir": "/var/tmp"}), "simulate") == run_key(plain, "simulate")
+    assert run_key(plain.replace(**{"sim.spill_dir": str(tmp_path)}), "simulate") == run_key(
+        plain, "simulate"
+    )
