@@ -1,8 +1,9 @@
-"""A host: the 1..M nodes of one process, behind one receive point (one decode call per frame).
+"""A host: the 1..M nodes of one process, behind one receive point.
 
 The HTTP server and the in-memory network both hand frames to ``Host.receive``; it picks the
-addressed node, decodes and checks the frame for it in one ``wire.codec.decode`` call, and gives
-the message to the node.
+addressed node, runs the frame through the node's intake (``p2pnode.intake.take``: parse head,
+route, node admit, parse body, node vet), counts a refusal (``p2pnode.refusals``, the one place
+every refusal of the process is counted) or gives the message to the node.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from p2pnode.intake import take
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
+from p2pnode.refusals import Refusals
 from p2pnode.transport.base import Memo, Outcome, Payload
 from p2pnode.transport.spill import Spill
-from p2pnode.wire.codec import decode
 from p2pnode.wire.schema import Channel, SharedFrame, WireError
 from protocols.messages import FedMessage, ModelMessage
 
@@ -33,7 +35,7 @@ class Host:
         self.metrics = metrics
         self.max_frame_bytes = max_frame_bytes
         self.nodes: dict[int, NodeRuntime] = {}
-        self.rejected_unknown = 0
+        self.refusals = Refusals(metrics)
         #: False while a process learns its peers' addresses: its nodes could not answer yet, so a
         #: frame is refused 503 "starting" (the sender tries again) rather than handled half-started
         self.accepting = True
@@ -43,14 +45,12 @@ class Host:
 
     def add(self, runtime: NodeRuntime) -> None:
         self.nodes[runtime.node_id] = runtime
+        runtime.count_refusal = self.refusals.for_node(runtime)
 
     def refuse(self, dest: int, reason: str) -> None:
-        """Count a request refused before decoding (authentication) against its addressee."""
-        node = self.nodes.get(dest)
-        if node is not None:
-            node.reject(reason)
-        else:
-            self.metrics.rejected.labels("none", reason).inc()
+        """Count a request refused before its frame is parsed (authentication, admission) against
+        its addressee (none where ``dest`` is not hosted, or -1: a batch)."""
+        self.refusals.count(self.nodes.get(dest), reason)
 
     def receive(
         self,
@@ -68,19 +68,18 @@ class Host:
         ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
         ``local``: the frame comes from a node of this process (the simulator's network, local
         delivery): the receiver then keeps the sender's own delta base instead of a second copy.
-        ``memo``: shared by the frames of one multicast sent in this process (wire.codec.decode).
+        ``memo``: shared by the frames of one multicast sent in this process (p2pnode.intake.take).
         """
         node = self.nodes.get(dest)
         if node is None:
-            self.rejected_unknown += 1
-            self.metrics.rejected.labels("none", "unknown-node").inc()
+            self.refusals.count(None, "unknown-node")
             return Outcome(404, "unknown-node")
         if node.stopped:
             return Outcome(503, "stopping")
         try:
-            frame, message = decode(data, self.max_frame_bytes, node, channel, sender, certified, memo)
+            frame, message = take(data, self.max_frame_bytes, node, channel, sender, certified, memo)
         except WireError as err:
-            node.reject(err.reason)
+            self.refusals.count(node, err.reason)
             log.info("node %s refused a frame: %s", dest, err)
             return Outcome(err.status, err.reason)
         if local and isinstance(message, ModelMessage | FedMessage):

@@ -148,6 +148,9 @@ class NodeRuntime:
             metrics.cia_observed.labels(str(node.node_id)).set_function(lambda: node.observed_users() or 0)
         self.counters = NodeCounters()
         self.on_learned = on_learned
+        #: counts a message its protocol drops after taking it (SAMO's full buffer); its host sets
+        #: it (Host.add), the one place a process counts refusals
+        self.count_refusal: Callable[[str], None] | None = None
         self._timers: dict[str, TimerHandle] = {}
         #: the last multicast: its message, packed body, and the memo its partners' frames share
         self._multicast: tuple[CollusionMessage, bytes, dict[str, object]] | None = None
@@ -304,8 +307,8 @@ class NodeRuntime:
                         count,
                         "" if count == 1 else "s",
                     )
-            elif isinstance(effect, Dropped):
-                self.reject(effect.reason)
+            elif isinstance(effect, Dropped) and self.count_refusal is not None:
+                self.count_refusal(effect.reason)
 
     def _set_timer(self, key: str, at: float) -> None:
         old = self._timers.pop(key, None)
@@ -463,15 +466,15 @@ class NodeRuntime:
 
     def admit(self, sender: int, collusion: bool = False) -> str | None:
         """The pure node's verdict on a model's (or multicast's) sender, before its body is read
-        (wire.codec.decode asks it)."""
+        (p2pnode.intake asks it)."""
         return self.node.admit(sender, self.clock.now(), collusion)
 
     def vet(self, message: object) -> str | None:
-        """The pure node's verdict on a decoded message (wire.codec.decode asks it)."""
+        """The pure node's verdict on a decoded message (p2pnode.intake asks it)."""
         return self.node.vet(message)
 
     def accept(self, sender: int, message: object, nbytes: int) -> Outcome:
-        """Take a message ``wire.codec.decode`` accepted for this node: count it and hand it to
+        """Take a message ``p2pnode.intake.take`` accepted for this node: count it and hand it to
         the pure node."""
         self.counters.bytes_received += nbytes
         if isinstance(message, ModelMessage | FedMessage):
@@ -482,6 +485,7 @@ class NodeRuntime:
         self.execute(self.node.handle(Received(sender, message), self.clock.now(), self.rng))
         return Outcome(200)
 
-    def reject(self, reason: str) -> None:
-        self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
-        self._metrics.rejected.labels(self._label, reason).inc()
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Its refusals per reason, counted by its host (p2pnode.refusals.Refusals)."""
+        return self.counters.rejected

@@ -1,17 +1,17 @@
-"""Frame encoding and the single decode/dispatch point for every ``/v1/`` message.
+"""Frame encoding and parsing for every ``/v1/`` message.
 
 A frame is one msgpack map ``{"v": WIRE_VERSION, "t": MsgType, "src": id, "dst": id, "b": body}``.
-``decode`` is the one call a receiving host makes: it checks the envelope (``decode_frame``), the
-route and the sender's identity, refuses a model older than the last one taken from its sender,
-and turns the body into the pure packages' message dataclasses, checking every field (and, for
-models, every tensor against the local model).
+Parsing comes in two calls, so that a receiver can judge a sender between them before a body is
+read (``p2pnode.host.take``): ``decode_frame`` checks the envelope, ``decode_body`` turns the body
+into the pure packages' message dataclasses, checking every field (and, for models, every tensor
+against the local model). Neither decides whether a node takes a message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import msgpack
 
@@ -19,11 +19,9 @@ from adversary.messages import CollusionMessage
 from learning.params import ModelSpec
 from p2pnode.wire.delta import DeltaDecoder, EncodedModel
 from p2pnode.wire.schema import (
-    INCARNATION_SHIFT,
     MAX_ADDRESS_LEN,
     MAX_CYCLON_ENTRIES,
     MAX_NODE_ID,
-    MAX_VERSION_JUMP,
     MAX_VIEW_IDS,
     MODEL_TYPES,
     WIRE_VERSION,
@@ -194,144 +192,25 @@ def _shared_envelope(data: SharedFrame, max_bytes: int, memo: dict[str, object] 
     return obj
 
 
-class Inbox(Protocol):
-    """What a receiving node checks a frame against (``NodeRuntime`` is one)."""
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def spec(self) -> ModelSpec:
-        """Its own model's tensors: every received model must match them."""
-
-    @property
-    def decoder(self) -> DeltaDecoder:
-        """Its delta bases, per sender."""
-
-    @property
-    def collusion_spec(self) -> ModelSpec | None:
-        """A colluder's multicast tensors (None: it takes none)."""
-
-    @property
-    def last_version(self) -> Mapping[int, int]:
-        """Per sender: the newest model version taken."""
-
-    def admit(self, sender: int, collusion: bool = False) -> str | None:
-        """Why a model (``collusion``: a colluder's multicast) from ``sender`` must be refused
-        before its body is read (not an in-neighbour, too often, not a partner), or None."""
-
-    def vet(self, message: object) -> str | None:
-        """Why a decoded message must be refused (a model or multicast too far from the own
-        model, a non-finite multicast), or None."""
-
-    @property
-    def newest_incarnation(self) -> int | None:
-        """The largest incarnation a sender can have now (wall seconds plus skew; None: any)."""
-
-    @property
-    def population(self) -> int | None:
-        """Node ids are 0..population-1 (None: any id); sampling messages naming others are refused."""
-
-
-def decode(
-    data: bytes | memoryview | SharedFrame,
-    max_bytes: int,
-    inbox: Inbox,
-    channel: Channel,
-    sender: int | None = None,
-    certified: set[int] | None = None,
+def decode_body(
+    frame: Frame,
+    spec: ModelSpec,
+    decoder: DeltaDecoder,
+    collusion_spec: ModelSpec | None,
     memo: dict[str, object] | None = None,
-) -> tuple[Frame, object]:
-    """Decode a frame posted to ``inbox``'s node on ``channel``: envelope, route, identity,
-    freshness, body. Raises WireError (reason, status) on any refusal.
+) -> object:
+    """Turn a frame's body into its message: a model against ``spec`` (full, or a delta against
+    ``decoder``'s base of its sender), a colluders' multicast against ``collusion_spec``, or a
+    peer-sampling message. Raises WireError; it parses, and decides nothing about the sender.
 
-    ``sender``: the authenticated sender id (p2pnode.auth); the frame must claim the same.
-    ``certified``: the ids the peer's TLS certificate names (p2pnode.tls); the sender must be one.
-    A model older than the last one taken from its sender is refused before its body is read, so
-    a refused delta never touches the decoder's bases. A decoded model the node vets away (too
-    far from its own, protocols.gossip) is refused with 422 and the node takes nothing.
     ``memo``: shared by the frames of one multicast sent from this process (p2pnode.node): the
     first partner's decode of their common body is kept there for the others. Never from a socket.
     """
-    frame = decode_frame(data, max_bytes, memo)
-    if frame.dest != inbox.node_id:
-        raise WireError("wrong-route", f"frame for {frame.dest} posted to {inbox.node_id}")
-    if frame.channel != channel:
-        raise WireError("wrong-route", f"{frame.type.name} posted to the {channel.name} route")
-    if sender is not None and frame.sender != sender:
-        raise WireError("sender-mismatch", f"{sender} claims to be {frame.sender}", 403)
-    if certified is not None and frame.sender not in certified:
-        raise WireError("cert-mismatch", f"{frame.sender} is not in the peer's certificate", 403)
-    message: object
     if frame.type in MODEL_TYPES:
-        order = _order(frame, inbox.last_version, inbox.newest_incarnation)
-        if order == "old":
-            raise WireError("old-model", f"older than the last model taken from {frame.sender}", 409)
-        if order == "jump":
-            raise WireError("version-jump", f"more than {MAX_VERSION_JUMP} versions ahead of the last", 422)
-        reason = inbox.admit(frame.sender)
-        if reason is not None:
-            raise WireError(
-                reason,
-                f"no model is taken from {frame.sender}: {reason}",
-                429 if reason == "too-often" else 403,
-            )
-        message = decode_model(frame, inbox.spec, inbox.decoder)
-        reason = inbox.vet(message)
-        if reason is not None:
-            raise WireError(reason, f"the model from {frame.sender} is refused: {reason}", 422)
-    elif frame.type is MsgType.COLLUDE:
-        reason = inbox.admit(frame.sender, collusion=True)  # an honest node: not-colluder
-        if reason is not None:
-            raise WireError(reason, f"no multicast is taken from {frame.sender}: {reason}", 403)
-        message = _decode_multicast(frame, inbox.collusion_spec, memo)
-        population = inbox.population
-        if population is not None and message.user >= population:
-            raise WireError("unknown-id", f"a multicast names user {message.user} >= {population}", 422)
-        reason = inbox.vet(message)
-        if reason is not None:
-            raise WireError(reason, f"the multicast from {frame.sender} is refused: {reason}", 422)
-    else:
-        message = decode_sampling(frame)
-        population = inbox.population
-        if population is not None and any(i >= population for i in _named_ids(message)):
-            raise WireError("unknown-id", f"{frame.type.name} names a node id >= {population}", 422)
-    return frame, message
-
-
-def _named_ids(message: object) -> list[int]:
-    """Every node id a peer-sampling message names (transaction initiators, views, entries)."""
-    ids: list[int] = []
-    txn = getattr(message, "txn", None)
-    if txn is not None:
-        ids.append(txn[0])  # the initiator; txn[1] is its counter, not an id
-    if isinstance(message, SwapAccept | SwapAdopt):
-        ids += [*message.out_view, *message.in_view]
-    elif isinstance(message, SwapCommit):
-        ids += [message.a, message.b]
-    elif isinstance(message, ShuffleRequest | ShuffleReply):
-        ids += [entry[0] for entry in message.entries]
-    return ids
-
-
-def _order(frame: Frame, last_version: Mapping[int, int], newest_incarnation: int | None) -> str:
-    """Per-sender sequence: ``ok``, ``old`` (older than the last model taken from its sender) or
-    ``jump`` (from an incarnation that cannot exist yet, or, in the same incarnation, more than
-    MAX_VERSION_JUMP ahead of the last: a member cannot pin a sender at version 2⁶⁴ − 1). A later
-    incarnation, a restart, is taken whatever its own count."""
-    body = frame.body
-    version = body.get("ver") if type(body) is dict else None
-    if type(version) is not int:
-        return "ok"  # the body's schema check refuses it
-    if newest_incarnation is not None and version >> INCARNATION_SHIFT > newest_incarnation:
-        return "jump"
-    last = last_version.get(frame.sender)
-    if last is None:
-        return "ok"
-    if version < last:
-        return "old"
-    same_life = version >> INCARNATION_SHIFT == last >> INCARNATION_SHIFT
-    return "jump" if same_life and version - last > MAX_VERSION_JUMP else "ok"
+        return decode_model(frame, spec, decoder)
+    if frame.type is MsgType.COLLUDE:
+        return _decode_multicast(frame, collusion_spec, memo)
+    return decode_sampling(frame)
 
 
 def decode_model(frame: Frame, spec: ModelSpec, decoder: DeltaDecoder) -> ModelMessage | FedMessage:

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from adversary.messages import CollusionMessage
 from learning import gmf
 from learning.params import spec_of
+from p2pnode.intake import take
 from p2pnode.wire import codec
 from p2pnode.wire.codec import (
     _pack,
-    decode,
     decode_collusion,
     decode_frame,
     decode_model,
@@ -316,7 +316,7 @@ def test_multicast_packed_once_is_the_same_frame_byte_for_byte(sender: int, dest
 
 
 class _Inbox:
-    """A receiving node as ``decode`` sees it."""
+    """A receiving node as the intake (``take``) sees it."""
 
     def __init__(self, node_id: int, params: dict[str, np.ndarray]) -> None:
         self.node_id = node_id
@@ -335,17 +335,17 @@ class _Inbox:
         return self.refuse
 
 
-def test_one_decode_call_checks_route_identity_freshness_and_body() -> None:
+def test_the_intake_checks_route_identity_freshness_and_body() -> None:
     p = model()
     data = encode_model_frame(3, 7, DeltaEncoder().encode(7, 5, p))
     inbox = _Inbox(7, p)
-    frame, msg = decode(data, LIMIT, inbox, Channel.GOSSIP, sender=3, certified={3})
+    frame, msg = take(data, LIMIT, inbox, Channel.GOSSIP, sender=3, certified={3})
     assert frame.sender == 3 and isinstance(msg, ModelMessage) and msg.version == 5
 
     def reason(**kw: object) -> str:
         args = {"inbox": inbox, "channel": Channel.GOSSIP, **kw}
         with pytest.raises(WireError) as err:
-            decode(data, LIMIT, **args)  # type: ignore[arg-type]
+            take(data, LIMIT, **args)  # type: ignore[arg-type]
         return err.value.reason
 
     assert reason(inbox=_Inbox(8, p)) == "wrong-route"
@@ -367,9 +367,9 @@ def test_sampling_messages_naming_ids_outside_the_network_are_refused() -> None:
     inbox = _Inbox(7, model())
     inbox.population = 10
     ok = encode_sampling_frame(3, 7, ShuffleRequest(((3, "3@h:1", 0), (9, "9@h:1", 2))))
-    assert decode(ok, LIMIT, inbox, Channel.SAMPLING)[1] == ShuffleRequest(((3, "3@h:1", 0), (9, "9@h:1", 2)))
+    assert take(ok, LIMIT, inbox, Channel.SAMPLING)[1] == ShuffleRequest(((3, "3@h:1", 0), (9, "9@h:1", 2)))
     counter_is_not_an_id = encode_sampling_frame(3, 7, SwapCommit((3, 500), 3, 4))
-    assert isinstance(decode(counter_is_not_an_id, LIMIT, inbox, Channel.SAMPLING)[1], SwapCommit)
+    assert isinstance(take(counter_is_not_an_id, LIMIT, inbox, Channel.SAMPLING)[1], SwapCommit)
     for message in (
         ShuffleRequest(((3, "3@h:1", 0), (4096, "x@h:1", 0))),
         SwapAdopt((3, 1), (1, 2, 10), (4, 5, 6)),
@@ -377,7 +377,7 @@ def test_sampling_messages_naming_ids_outside_the_network_are_refused() -> None:
         SwapCommit((12, 1), 3, 4),
     ):
         with pytest.raises(WireError) as err:
-            decode(encode_sampling_frame(3, 7, message), LIMIT, inbox, Channel.SAMPLING)
+            take(encode_sampling_frame(3, 7, message), LIMIT, inbox, Channel.SAMPLING)
         assert (err.value.reason, err.value.status) == ("unknown-id", 422)
 
 
@@ -391,7 +391,7 @@ def test_a_version_may_not_jump_within_a_life_and_a_new_incarnation_is_always_ne
     def post(version: int) -> str:
         data = encode_model_frame(3, 7, DeltaEncoder(False).encode(7, version, p))
         try:
-            decode(data, LIMIT, inbox, Channel.GOSSIP)
+            take(data, LIMIT, inbox, Channel.GOSSIP)
         except WireError as err:
             return err.reason
         return "ok"
@@ -492,17 +492,17 @@ def test_the_partners_of_one_multicast_share_one_decode_of_its_body() -> None:
     kept = {"item": rng.normal(size=(5, 4)).astype(np.float32), "h": rng.normal(size=(4,)).astype(np.float32)}
     body, memo = pack_collusion_body(CollusionMessage(9, kept)), {}
     frames = {dest: frame_with_body(MsgType.COLLUDE, 2, dest, body) for dest in (4, 5, 6)}
-    first = decode(frames[4], 1 << 20, _partner(4, kept), Channel.COLLUDE, memo=memo)[1]
-    second = decode(frames[5], 1 << 20, _partner(5, kept), Channel.COLLUDE, memo=memo)[1]
+    first = take(frames[4], 1 << 20, _partner(4, kept), Channel.COLLUDE, memo=memo)[1]
+    second = take(frames[5], 1 << 20, _partner(5, kept), Channel.COLLUDE, memo=memo)[1]
     assert isinstance(first, CollusionMessage) and second is first
-    plain = decode(frames[6], 1 << 20, _partner(6, kept), Channel.COLLUDE)[1]
+    plain = take(frames[6], 1 << 20, _partner(6, kept), Channel.COLLUDE)[1]
     assert isinstance(plain, CollusionMessage) and plain is not first and plain.user == 9
     for name, arr in kept.items():
         np.testing.assert_array_equal(plain.params[name], arr)
         assert not first.params[name].flags.writeable  # shared, so nobody may write to it
     # the envelope is still each partner's own: a frame for 5 posted to 6 is refused
     with pytest.raises(WireError) as err:
-        decode(frames[5], 1 << 20, _partner(6, kept), Channel.COLLUDE, memo=memo)
+        take(frames[5], 1 << 20, _partner(6, kept), Channel.COLLUDE, memo=memo)
     assert err.value.reason == "wrong-route"
 
 
@@ -510,13 +510,11 @@ def test_a_partner_whose_spec_differs_decodes_the_multicast_itself_and_is_refuse
     rng = np.random.default_rng(4)
     kept = {"item": rng.normal(size=(5, 4)).astype(np.float32), "h": rng.normal(size=(4,)).astype(np.float32)}
     body, memo = pack_collusion_body(CollusionMessage(9, kept)), {}
-    decode(
-        frame_with_body(MsgType.COLLUDE, 2, 4, body), 1 << 20, _partner(4, kept), Channel.COLLUDE, memo=memo
-    )
+    take(frame_with_body(MsgType.COLLUDE, 2, 4, body), 1 << 20, _partner(4, kept), Channel.COLLUDE, memo=memo)
     assert "collusion" in memo
     other = {"item": kept["item"][:3], "h": kept["h"]}
     with pytest.raises(WireError) as err:
-        decode(
+        take(
             frame_with_body(MsgType.COLLUDE, 2, 5, body),
             1 << 20,
             _partner(5, other),
@@ -560,10 +558,10 @@ def test_the_clients_of_one_broadcast_unpack_its_body_once_and_each_gets_its_own
         return unpack(data, limit)
 
     monkeypatch.setattr(codec, "_unpack", counted)
-    got = {d: decode(frames[d], LIMIT, _Inbox(d, p), Channel.GOSSIP, memo=memo)[1] for d in (4, 5)}
+    got = {d: take(frames[d], LIMIT, _Inbox(d, p), Channel.GOSSIP, memo=memo)[1] for d in (4, 5)}
     assert unpacked == [len(body)]  # by the first client; the second's head alone was parsed
     monkeypatch.undo()
-    alone = decode(bytes(frames[6]), LIMIT, _Inbox(6, p), Channel.GOSSIP)[1]
+    alone = take(bytes(frames[6]), LIMIT, _Inbox(6, p), Channel.GOSSIP)[1]
     for message in (*got.values(), alone):
         assert isinstance(message, FedMessage) and message.kind == "global"
         assert (message.round, message.version) == (3, 9)
@@ -572,7 +570,7 @@ def test_the_clients_of_one_broadcast_unpack_its_body_once_and_each_gets_its_own
             assert not message.params[name].flags.writeable  # shared bytes: nobody writes to them
     assert got[4] is not got[5]
     with pytest.raises(WireError) as err:
-        decode(frames[5], LIMIT, _Inbox(6, p), Channel.GOSSIP, memo=memo)
+        take(frames[5], LIMIT, _Inbox(6, p), Channel.GOSSIP, memo=memo)
     assert err.value.reason == "wrong-route"
 
 
