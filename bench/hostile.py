@@ -54,7 +54,7 @@ def rate(quiet: float, attacked: float) -> str:
 
 def victim(c: Cluster) -> dict[str, Any]:
     status = json.loads(get(c.a, "/status"))
-    return next(n for n in status["nodes"] if n["id"] == VICTIM)
+    return next(n for n in status["nodes"] if n["node"] == VICTIM)
 
 
 def model_frame(shapes: dict[str, np.ndarray], sender: int, version: int, value: float | None) -> bytes:
@@ -126,7 +126,7 @@ def rows(c: Cluster, key: Path, seconds: float) -> list[tuple[str, str, str]]:
                              ts_ms=int(time.time() * 1000) + 60_000)  # fmt: skip
     out.append(("member: a request dated 60 s ahead", f"{status} {reason}", "timestamps may run 5 s ahead"))
     rejected = json.loads(get(c.a, "/status"))
-    reasons = next(n for n in rejected["nodes"] if n["id"] == VICTIM)["rejected"]
+    reasons = next(n for n in rejected["nodes"] if n["node"] == VICTIM)["rejected"]
     out.append(("(node 0's refusals, by reason)", "", json.dumps(reasons, sort_keys=True)))
     return out
 

@@ -181,7 +181,7 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
         seconds = time.time() - t0
         nodes = [n for s in status for n in s["nodes"]]
         views_after = [n["view"] for n in status[0]["nodes"]]
-    hits = [n["hit"] for n in nodes if n.get("hit") is not None]
+    hits = [n[status[0]["metric"]] for n in nodes if n.get(status[0]["metric"]) is not None]
     own = {37, 38, 39}
     return {
         "hr": float(np.mean(hits)) if hits else float("nan"),

@@ -371,15 +371,16 @@ async def _watch(
             if rnd <= shown["round"]:
                 continue
             shown["round"] = rnd
-            hits = [n["hit"] for s in statuses for n in s["nodes"] if n["hit"] is not None]
+            key = metric_for(config).key  # each node's utility in its /status row (report.node_rows)
+            hits = [n[key] for s in statuses for n in s["nodes"] if n[key] is not None]
             models = sum(n["models_sent"] for s in statuses for n in s["nodes"])
             nbytes = sum(n["bytes_sent"] for s in statuses for n in s["nodes"])
             failures = sum(s.get("send_failures", 0) for s in statuses)
-            refused = sum(s.get("rejected", 0) for s in statuses)
+            refused = sum(s.get("refused", 0) for s in statuses)
             cia = [s["cia"]["aac"] for s in statuses if s.get("cia")]
             hr = sum(hits) / len(hits) if hits else 0.0
             if on_round is not None:
-                latest: dict[str, Any] = {metric_for(config).key: hr}  # the simulator's evaluation keys
+                latest: dict[str, Any] = {key: hr}  # the simulator's evaluation keys
                 if cia:
                     latest["cia"] = {"aac": sum(cia) / len(cia)}
                 on_round(rnd, latest)

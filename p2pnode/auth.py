@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import time
 import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
-from p2pnode.identity import Identity, Trust
+from p2pnode.identity import Identity, IdentityError, Trust, check_holder, load_identity
 
 H_CLUSTER = "X-P2P-Cluster"
 H_KEY = "X-P2P-Key"
@@ -430,3 +431,33 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     """What tells a changed key file: an atomic replace gives a new inode even within one mtime tick."""
     st = path.stat()
     return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def process_keys(
+    key_file: Path | None,
+    identity_file: Path | None,
+    env: Mapping[str, str],
+    known_sender: Callable[[int], bool],
+    hosted: tuple[int, ...],
+    on_error: Callable[[str], None] | None = None,
+) -> KeyHolder | None:
+    """The keys of one ``p2pnode run`` process: its key file (re-read as it changes), else
+    ``$P2PNODE_CLUSTER_KEY``, else None (open); with its identity (``identity_file``), checked to
+    fit the keyring and to name every ``hosted`` node. Requests signed before this call are
+    refused (the nonce cache starts empty). Raises IdentityError, ConfigError."""
+    started = int(time.time() * 1000)
+    identity = load_identity(identity_file) if identity_file is not None else None
+    holder = None
+    if key_file is not None:
+        holder = KeyHolder.from_file(
+            key_file, known_sender=known_sender, on_error=on_error, not_before_ms=started, identity=identity
+        )
+    elif (ring := keyring_from_env(env)) is not None:
+        holder = KeyHolder(ring, None, known_sender=known_sender, not_before_ms=started, identity=identity)
+    if holder is None:
+        if identity is not None:
+            raise IdentityError("--identity signs beside the cluster key: give --cluster-key-file too")
+        return None
+    ring = holder.keyring
+    check_holder(holder.identity, ring.cluster, ring.authorities, ring.revoked, hosted)
+    return holder

@@ -237,6 +237,39 @@ class Identity:
         return {"credential": self._header, "proof": self.sign(proof_bytes(challenge, address))}
 
 
+class IdentityError(ValueError):
+    """A process's identity does not fit its keyring or the nodes it hosts."""
+
+
+def check_holder(
+    identity: Identity | None,
+    cluster: str,
+    authorities: tuple[bytes, ...],
+    revoked: frozenset[int],
+    hosted: Iterable[int],
+) -> None:
+    """An identity must be of this cluster, unrevoked, and name every node its process hosts; a
+    keyring that trusts an authority needs one (its peers would refuse every request without
+    it). Raises IdentityError saying which."""
+    if identity is None:
+        if authorities:
+            raise IdentityError(
+                "the keyring trusts a cluster authority, so peers accept only requests signed by "
+                "a process identity: give --identity (issued by 'p2pnode keys issue')"
+            )
+        return
+    cred = identity.credential
+    if cred.cluster != cluster:
+        raise IdentityError(f"the identity is for cluster {cred.cluster!r}, the keyring for {cluster!r}")
+    missing = [u for u in hosted if not cred.names(u)]
+    if missing:
+        raise IdentityError(
+            f"the identity (serial {cred.serial}) does not name node(s) {missing[:5]} hosted here"
+        )
+    if cred.serial in revoked:
+        raise IdentityError(f"the identity's credential (serial {cred.serial}) is revoked")
+
+
 def proof_bytes(challenge: str, address: str) -> bytes:
     return PROOF_TAG + f"{challenge}\n{address}".encode()
 

@@ -28,13 +28,12 @@ import aiohttp
 from aiohttp import web
 
 from p2pnode import checkpoint
-from p2pnode.atomic import write_text
-from p2pnode.auth import KeyHolder, keyring_from_env
+from p2pnode.auth import KeyHolder, process_keys
 from p2pnode.build import make_node, make_server, server_id
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
-from p2pnode.identity import load_identity, new_challenge
+from p2pnode.identity import IdentityError, new_challenge
 from p2pnode.limits import Limits, client_timeout
 from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
@@ -46,8 +45,6 @@ from protocols.gossip import TimingConfig
 
 log = logging.getLogger("p2pnode.real")
 ROUND_TICKS = TimingConfig().round_ticks
-PROCESS_STATE = "process.json"  #: in --state-dir: the history and resumes of the process
-PROGRESS = "progress.json"  #: in --state-dir: the last round reached, written every round
 
 
 class StartupError(RuntimeError):
@@ -104,39 +101,34 @@ class NodeProcess:
         self._stop = asyncio.Event()
         self.resumed = 0  #: nodes restored from checkpoints
         self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
-        self._progress_failing = False  #: progress.json could not be written last round
-        self._checkpoint_failing = False  #: the last checkpoint could not be written
+        #: its --state-dir: checkpoints saved and restored (p2pnode.checkpoint)
+        self.state = (
+            checkpoint.StateDir(spec.state_dir, self.metrics.checkpoint_failures.inc)
+            if spec.state_dir is not None
+            else None
+        )
         self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
 
     def _keys(self) -> KeyHolder | None:
-        """The process's keyring; with none, say loudly that the nodes accept anyone's frames."""
+        """The process's keyring and identity (p2pnode.auth.process_keys); with none, say loudly
+        that the nodes accept anyone's frames."""
         server = server_id(self.config) if self.config.protocol == "fedavg" else -1
 
         def known(sender: int) -> bool:
             return 0 <= sender < self.config.nodes or sender == server
 
-        # requests signed before this process started are refused: its nonce cache starts empty
-        started = int(time.time() * 1000)
-        identity = load_identity(self.spec.identity_file) if self.spec.identity_file is not None else None
-        holder = None
-        if self.spec.key_file is not None:
-            holder = KeyHolder.from_file(
-                self.spec.key_file,
-                known_sender=known,
-                on_error=log.warning,
-                not_before_ms=started,
-                identity=identity,
+        spec = self.spec
+        try:
+            holder = process_keys(
+                spec.key_file, spec.identity_file, os.environ, known, self.hosted, log.warning
             )
-        elif (ring := keyring_from_env(os.environ)) is not None:
-            holder = KeyHolder(ring, None, known_sender=known, not_before_ms=started, identity=identity)
+        except IdentityError as exc:
+            raise StartupError(str(exc)) from None
         if holder is not None:
-            self._check_identity(holder)
             return holder
-        if identity is not None:
-            raise StartupError("--identity signs beside the cluster key: give --cluster-key-file too")
         print(
-            f"p2pnode: WARNING: no cluster key, nodes on {self.spec.address} run OPEN: anyone who "
+            f"p2pnode: WARNING: no cluster key, nodes on {spec.address} run OPEN: anyone who "
             "can reach this port can send them models (give --cluster-key-file or $P2PNODE_CLUSTER_KEY)",
             file=sys.stderr,
             flush=True,
@@ -144,46 +136,19 @@ class NodeProcess:
         log.warning("running without authentication")
         return None
 
-    def _check_identity(self, keys: KeyHolder) -> None:
-        """An identity must be of this cluster and name every node this process hosts; a keyring
-        that trusts an authority needs one (its peers would refuse every request without it)."""
-        identity = keys.identity
-        if identity is None:
-            if keys.keyring.authorities:
-                raise StartupError(
-                    "the keyring trusts a cluster authority, so peers accept only requests signed by "
-                    "a process identity: give --identity (issued by 'p2pnode keys issue')"
-                )
-            return
-        cred = identity.credential
-        if cred.cluster != keys.keyring.cluster:
-            raise StartupError(
-                f"the identity is for cluster {cred.cluster!r}, the keyring for {keys.keyring.cluster!r}"
-            )
-        missing = [u for u in self.hosted if not cred.names(u)]
-        if missing:
-            raise StartupError(
-                f"the identity (serial {cred.serial}) does not name node(s) {missing[:5]} hosted here"
-            )
-        if cred.serial in keys.keyring.revoked:
-            raise StartupError(f"the identity's credential (serial {cred.serial}) is revoked")
-
     # -- HTTP views ----------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        nodes = []
-        for n in self.host.nodes.values():
-            nodes.append(
-                {
-                    "id": n.node_id,
-                    "round": n.round,
-                    "view": list(n.node.sampler.out_view()),
-                    "model_version": n.learner.version,
-                    "hit": n.last_hit,
-                    "models_sent": n.counters.models_sent,
-                    "bytes_sent": n.counters.bytes_sent,
-                    "rejected": n.counters.rejected,
-                }
+        """The ``/status`` page: the process's round and utility, and a row per hosted node with
+        the keys of the summary's ``per_node`` (``report.node_rows``) and, live, its round, view,
+        model version and refusals by reason (``rejected``, as the summary's)."""
+        nodes = self.log.node_rows()
+        for row, n in zip(nodes, self.host.nodes.values(), strict=True):
+            row.update(
+                round=n.round,
+                view=list(n.node.sampler.out_view()),
+                model_version=n.learner.version,
+                rejected=dict(n.counters.rejected),
             )
         hits = [n.last_hit for n in self.host.nodes.values() if n.last_hit is not None]
         cia = self.log.last.get("cia")
@@ -194,8 +159,9 @@ class NodeProcess:
             "round": self.round,
             "rounds": None if self.spec.forever else self.config.rounds,
             "hit_ratio": sum(hits) / len(hits) if hits else None,
+            "metric": self.log.metric.key,  #: the key of each node's utility in its row
             "send_failures": sum(n.counters.send_failures for n in self.host.nodes.values()),
-            "rejected": sum(sum(n.counters.rejected.values()) for n in self.host.nodes.values()),
+            "refused": sum(sum(n.counters.rejected.values()) for n in self.host.nodes.values()),
             #: the adversaries' mean accuracy and bound at the last evaluation (None: no attack)
             "cia": None if cia is None else {"aac": cia["aac"], "upper_bound": cia["upper_bound"]},
             "nodes": nodes,
@@ -280,134 +246,37 @@ class NodeProcess:
 
     def _resume(self) -> None:
         """Restore every hosted node that has a checkpoint in ``state_dir``; rounds continue."""
-        if self.spec.state_dir is None:
+        if self.state is None:
             return
-        self.spec.state_dir.mkdir(parents=True, exist_ok=True)
-        rounds = []
-        states = {}
-        for runtime in self.host.nodes.values():
-            try:
-                states[runtime.node_id] = checkpoint.load(
-                    checkpoint.path_for(self.spec.state_dir, runtime.node_id)
-                )
-            except checkpoint.CheckpointError as exc:
-                raise StartupError(f"{exc}; move the file away to start this node afresh") from None
-        self._check_complete(states)
-        for runtime in self.host.nodes.values():
-            state = states[runtime.node_id]
-            if state is not None:
-                try:
-                    runtime.restore_state(state)
-                    if state.get("saved_at") is not None:  # its views aged while it was down
-                        away = max(0.0, time.time() - float(state["saved_at"]))
-                        runtime.node.sampler.away(away / self.config.tick_seconds)
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise StartupError(
-                        f"node {runtime.node_id}: cannot resume from its checkpoint: {exc}"
-                    ) from None
-                rounds.append(runtime.round)
+        try:
+            rounds = self.state.restore(self.host.nodes.values(), self.config.tick_seconds)
+        except checkpoint.CheckpointError as exc:
+            raise StartupError(str(exc)) from None
         if rounds:
             self.round = min(rounds)
             self.resumed = len(rounds)
-            saved = self._load_process_state()
+            saved = self.state.process_state()
             self.log.history = [h for h in saved.get("history", []) if h.get("round", 0) <= self.round]
             resume: dict[str, Any] = {"round": self.round, "time": time.time()}
-            reached = self._load_progress()
+            reached = self.state.progress()
             if reached is not None and reached[0] > self.round:
                 resume["reached"], resume["reached_time"] = reached  # the rounds this resume replays
             self.resumes = [*saved.get("resumes", []), resume]
-            log.warning(
-                "resumed %d node(s) from %s at round %d", len(rounds), self.spec.state_dir, self.round
-            )
-
-    def _check_complete(self, states: dict[int, dict[str, Any] | None]) -> None:
-        """Some hosted nodes have a checkpoint and others none: the saves that made them did not
-        all complete (a full disk fails the rest of a save). Resuming those few while the others
-        start afresh would mix a run's rounds silently, so the start stops and says which."""
-        have = sorted(n for n, st in states.items() if st is not None)
-        if not have or len(have) == len(states):
-            return
-        missing = sorted(n for n, st in states.items() if st is None)
-        rounds = sorted({int(st.get("round", 0)) for st in states.values() if st is not None})
-        where = f"round {rounds[0]}" if len(rounds) == 1 else f"rounds {rounds[0]}-{rounds[-1]}"
-        raise StartupError(
-            f"{self.spec.state_dir}: {len(have)} of {len(states)} hosted nodes have a checkpoint "
-            f"({where}), {len(missing)} have none (first: {missing[:5]}): a save did not complete "
-            "(was the disk full? the run said 'cannot write checkpoints'). Resuming would restart "
-            "those nodes afresh beside the others; free space and restore the missing files, or "
-            "move the state directory away to start every node afresh"
-        )
-
-    def _load_process_state(self) -> dict[str, Any]:
-        """The history and resumes saved with the last checkpoints (empty when unreadable)."""
-        assert self.spec.state_dir is not None
-        path = self.spec.state_dir / PROCESS_STATE
-        try:
-            saved = json.loads(path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.warning("%s unreadable (%s): the history before this resume is lost", path, exc)
-            return {}
-        return saved if isinstance(saved, dict) else {}
-
-    def _mark_progress(self) -> None:
-        """The round just reached and when, for the next resume to say what it replays."""
-        assert self.spec.state_dir is not None
-        path = self.spec.state_dir / PROGRESS
-        try:  # every round: atomic, not fsynced (a power cut costs only the note)
-            write_text(path, json.dumps([self.round, time.time()]), sync=False)
-        except OSError as exc:  # a full disk must not stop the node: only the resume note suffers
-            if not self._progress_failing:
-                log.warning("cannot write %s (%s): a resume will not know the last round reached", path, exc)
-            self._progress_failing = True
-            return
-        if self._progress_failing:
-            log.warning("%s written again", self.spec.state_dir / PROGRESS)
-        self._progress_failing = False
-
-    def _load_progress(self) -> tuple[int, float] | None:
-        assert self.spec.state_dir is not None
-        try:
-            rnd, when = json.loads((self.spec.state_dir / PROGRESS).read_text())
-            return int(rnd), float(when)
-        except (OSError, ValueError, TypeError):
-            return None
+            log.warning("resumed %d node(s) from %s at round %d", len(rounds), self.state.path, self.round)
 
     def _checkpoint(self) -> None:
-        """Save checkpoints; a full or failing disk is said once and counted, and the nodes run on
-        (each file is replaced atomically, so the previous checkpoint stays whole)."""
-        try:
-            self.save_checkpoints()
-        except OSError as exc:
-            self.metrics.checkpoint_failures.inc()
-            if not self._checkpoint_failing:
-                log.warning(
-                    "cannot write checkpoints to %s (%s): the previous ones are kept, the nodes run on",
-                    self.spec.state_dir,
-                    exc,
-                )
-            self._checkpoint_failing = True
-            return
-        if self._checkpoint_failing:
-            log.warning("checkpoints written to %s again", self.spec.state_dir)
-        self._checkpoint_failing = False
+        if self.state is not None:
+            self.state.save_or_say(self.round, self._process_state(), self.host.nodes.values())
 
     def save_checkpoints(self) -> int:
-        """Checkpoint every hosted node (atomic per node) and the process's history and resumes;
-        returns the bytes written."""
-        if self.spec.state_dir is None:
+        """Checkpoint every hosted node and the process's history and resumes; returns the bytes
+        written (0 without a state directory). Raises OSError."""
+        if self.state is None:
             return 0
-        total = write_text(
-            self.spec.state_dir / PROCESS_STATE,
-            json.dumps({"round": self.round, "history": self.log.history, "resumes": self.resumes}),
-        )
-        for runtime in self.host.nodes.values():
-            runtime.round = self.round
-            total += checkpoint.save(
-                checkpoint.path_for(self.spec.state_dir, runtime.node_id), runtime.checkpoint_state()
-            )
-        return total
+        return self.state.save(self.round, self._process_state(), self.host.nodes.values())
+
+    def _process_state(self) -> dict[str, Any]:
+        return {"history": self.log.history, "resumes": self.resumes}
 
     def _learned(self, node: int, address: str, first_hand: bool) -> None:
         """An address a Cyclon entry brought (issue #18). A node may advertise only its own
@@ -529,10 +398,10 @@ class NodeProcess:
     def _after_round(self, round_no: int) -> None:
         """A real process's part of a round's end: the round number, checkpoints, progress."""
         self.round = round_no
-        if self.spec.state_dir is not None:
+        if self.state is not None:
             if round_no % self.spec.checkpoint_every == 0:
                 self._checkpoint()
-            self._mark_progress()
+            self.state.mark_progress(round_no)
 
     def _check_pace(self, late_s: float, round_s: float) -> None:
         """Count rounds that start more than half a round late; say so once, with the remedy."""

@@ -69,14 +69,19 @@ class RoundLog:
             self.progress(progress_line(stats, self.metric, self.config.rounds, seconds))
         return stats
 
+    def node_rows(self) -> list[dict[str, Any]]:
+        """One row per hosted node (``report.node_rows``): the summary's ``per_node``, and the
+        rows of a real process's ``/status``."""
+        server = self.config.nodes if self.config.protocol == "fedavg" else None  # p2pnode.build.server_id
+        return node_rows(self.nodes.values(), self.metric, self.raw_users, server)
+
     def result(self, round_no: int, seconds: float, **fields: Any) -> dict[str, Any]:
         """The run's summary: the latest evaluation, ``fields``, the history, the attacks'."""
         stats = self.last or round_stats(round_no, self.nodes.values(), self.metric)
         result = dict(stats)
         result.update(fields)
         result.update(seconds=seconds, history=self.history, config=self.config.to_dict())
-        server = self.config.nodes if self.config.protocol == "fedavg" else None  # p2pnode.build.server_id
-        result["per_node"] = node_rows(self.nodes.values(), self.metric, self.raw_users, server)
+        result["per_node"] = self.node_rows()
         if self.config.learning.dp:
             result["dp_epsilon_by_node"] = epsilon_by_node(self.nodes.values())
         if self.lab.active:

@@ -34,7 +34,7 @@ def start(listen: str, users: str, peers: str, tmp: Path) -> subprocess.Popen[st
 
 def views(address: str) -> dict[int, list[int]]:
     with contextlib.suppress(OSError):
-        return {n["id"]: n["view"] for n in get_json(address, "/status")["nodes"]}
+        return {n["node"]: n["view"] for n in get_json(address, "/status")["nodes"]}
     return {}
 
 
@@ -67,7 +67,7 @@ def test_a_network_grows_from_one_seed_and_a_leaver_drops_out_of_every_view(tmp_
         assert "HR@20" in out  # it stopped gracefully and printed its summary
         # The bound is per node and in that node's own rounds, from the moment the leaver is gone
         # (its last shuffle may still carry fresh entries of itself while it shuts down).
-        left_at = {n["id"]: n["round"] for addr in (a, c) for n in nodes(addr)}
+        left_at = {n["node"]: n["round"] for addr in (a, c) for n in nodes(addr)}
         last_seen: dict[int, int] = {}  # node -> the last round its view was seen holding a leaver
 
         def gone() -> bool:
@@ -75,7 +75,7 @@ def test_a_network_grows_from_one_seed_and_a_leaver_drops_out_of_every_view(tmp_
             for addr in (a, c):
                 for n in nodes(addr):
                     if set(n["view"]) & set(range(4, 8)):
-                        last_seen[n["id"]] = n["round"]
+                        last_seen[n["node"]] = n["round"]
                         clean = False
             return clean
 
