@@ -30,9 +30,8 @@ import numpy as np
 from learning import prme
 from learning.prme_learner import PRMELearner
 from p2pnode.build import make_learner
-from p2pnode.cli import _nodes_from_dataset
 from p2pnode.config import RunConfig
-from p2pnode.prepare import prepare
+from p2pnode.prepare import nodes_of_dataset, prepare
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     base = RunConfig(dataset=args.dataset, model="prme", seed=args.seed)
-    base = _nodes_from_dataset(base) if args.dataset not in ("ml-100k", "synthetic") else base
+    base = nodes_of_dataset(base) if args.dataset not in ("ml-100k", "synthetic") else base
     for lr in (float(x) for x in args.lrs.split(",")):
         config = base.replace(**{"learning.prme_lr": lr})
         with warnings.catch_warnings(), np.errstate(all="ignore"):

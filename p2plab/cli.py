@@ -16,7 +16,7 @@ from typing import Any
 
 from p2plab.deploy import ACTIONS as DEPLOY_ACTIONS
 from p2pnode import cli
-from p2pnode.config import ConfigError
+from p2pnode.config import ConfigError, nested
 
 
 def parse_set(item: str) -> tuple[str, Any]:
@@ -33,110 +33,146 @@ def parse_set(item: str) -> tuple[str, Any]:
 
 def _launch_flags(launch: argparse.ArgumentParser) -> None:
     cli.experiment_flags(launch, real=True, network=True)
-    launch.add_argument("--processes", type=int, default=2, help="OS processes (default 2)")
-    launch.add_argument(
-        "--cluster-key-file", type=Path, help="keyring file for all processes (default: a fresh one)"
-    )
+    cli.settings_flags(launch, "launch")
+    _processes_flag(launch)
     launch.add_argument("--open", action="store_true", help="no authentication at all (not recommended)")
-    launch.add_argument(
-        "--no-memory-check",
-        dest="memory_check",
-        action="store_false",
-        help="start even where the estimate says the processes will not fit in free memory",
+
+
+def _processes_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--processes``, as launch and ``experiment run --real`` have it."""
+    p.add_argument(
+        "--processes", type=_at_least_one, default=2, help="real runs: OS processes here (default 2)"
     )
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers '0,1,2'") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers '0,1,2'")
+    return seeds
+
+
+def _set(text: str) -> tuple[str, Any]:
+    try:
+        return parse_set(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _metrics_flags(metrics: argparse.ArgumentParser) -> None:
     metrics.add_argument("urls", nargs="+", help="HOST:PORT or http://HOST:PORT/metrics")
     metrics.add_argument("--follow", action="store_true", help="refresh until interrupted")
-    metrics.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
-    metrics.add_argument("--count", type=int, default=0, help="stop after N refreshes")
+    _refresh_flags(metrics)
+
+
+def _refresh_flags(p: argparse.ArgumentParser) -> None:
+    """How often a live table is redrawn, as metrics and deploy watch have it."""
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="metrics, deploy watch: seconds between refreshes"
+    )
+    p.add_argument("--count", type=int, default=0, help="metrics, deploy watch: stop after N refreshes")
 
 
 def _experiment_flags(exp: argparse.ArgumentParser) -> None:
-    exp.add_argument(
-        "name",
-        help="experiment name, a TOML file, 'list', 'summary' (every finished experiment against "
-        "the paper), or (with --report-only) the --out folder of a finished simulate or launch run",
-    )
-    exp.add_argument(
+    """``experiment list``, ``experiment summary`` and ``experiment run`` (``experiment NAME ...``
+    is short for ``experiment run NAME ...``)."""
+    sub = exp.add_subparsers(dest="experiment_command", required=True, parser_class=cli.Parser)
+    sub.add_parser("list", help="the experiments and their titles").set_defaults(handler=_experiment_list)
+    summary = sub.add_parser("summary", help="every finished experiment against the paper")
+    summary.add_argument(
         "folder",
         nargs="?",
         type=Path,
-        help="summary: the folder of finished experiments (default results)",
+        default=Path("results"),
+        help="the experiments' folder (default results)",
     )
-    exp.add_argument("--out", type=Path, help="output directory (default results/NAME)")
-    exp.add_argument(
+    summary.add_argument(
         "--write",
         type=Path,
         metavar="FILE",
-        help="summary: put it into FILE's summary block (experiments/REPRODUCTION.md) instead of printing it",
+        help="put it into FILE's summary block (experiments/REPRODUCTION.md) instead of printing it",
     )
-    exp.add_argument("--seeds", help="seeds '0,1,2' (default: the experiment's)")
-    exp.add_argument("--nodes", type=int, help="override the number of nodes (e.g. a quick look)")
-    exp.add_argument("--rounds", type=int, help="override the number of rounds")
-    exp.add_argument(
-        "--dataset",
-        metavar="PATH",
-        help="run every row on this data file (Foursquare's TSMC2014 file, Gowalla's SNAP file, a "
-        "CSV; preprocessing with --set bbox=nyc, min_interactions=N, ...); every user is a node "
-        "unless --nodes",
+    summary.set_defaults(handler=_experiment_summary)
+    run = sub.add_parser(
+        "run", help="run an experiment (or report its runs), or report a finished simulate or launch run"
     )
-    exp.add_argument(
-        "--paper",
-        metavar="DATASET",
-        help="with --dataset: whose paper numbers stand beside ours (ml-100k, foursquare-nyc, "
-        "gowalla-nyc; default: from the file's name as distributed, e.g. dataset_TSMC2014_NYC.txt)",
+    _experiment_run_flags(run)
+    run.set_defaults(handler=_experiment_run)
+
+
+def _experiment_run_flags(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "name",
+        help="experiment name or TOML file, or (with --report-only) the --out folder of a finished "
+        "simulate or launch run",
     )
-    exp.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. learning.lr=0.05",
-    )
-    exp.add_argument(
-        "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
-    )
-    exp.add_argument("--processes", type=int, default=2, help="--real: OS processes (default 2)")
-    exp.add_argument(
+    cli.output_flags(run, json=False)
+    run.add_argument("--seeds", type=_seeds, help="seeds '0,1,2' (default: the experiment's)")
+    run.add_argument(
         "--rows",
         action="append",
         default=[],
         metavar="LABEL",
         help="only this row (repeat the flag for more)",
     )
-    exp.add_argument(
-        "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
+    size = run.add_argument_group("every row's configuration (as simulate has these flags)")
+    for path in ("nodes", "rounds", "dataset"):
+        cli.config_flag(size, path, shown=False)  # an experiment's own values stand unless given
+    size.add_argument(
+        "--set",
+        type=_set,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. learning.lr=0.05 (a TOML value; a bare word is a string)",
     )
-    exp.add_argument("--quiet", action="store_true", help="no progress lines")
-    exp.add_argument(
+    size.add_argument(
+        "--paper",
+        metavar="DATASET",
+        help="with --dataset FILE: whose paper numbers stand beside ours (ml-100k, foursquare-nyc, "
+        "gowalla-nyc; default: from the file's name as distributed, e.g. dataset_TSMC2014_NYC.txt)",
+    )
+    where = run.add_argument_group("where the runs go")
+    where.add_argument(
+        "--real", action="store_true", help="real HTTP nodes on this machine instead of the simulator"
+    )
+    _processes_flag(where)
+    where.add_argument(
         "--workers",
-        type=int,
+        type=_at_least_one,
         default=None,
         help="simulations run in this many processes at once, if they fit in free memory (default 1; "
         "with --ray: at most this many on the cluster, default its CPUs)",
     )
-    exp.add_argument(
-        "--no-memory-check",
-        dest="memory_check",
-        action="store_false",
-        help="start a simulation even where its estimate is above the free memory (cap it from "
-        "outside, e.g. a memory cgroup: the estimate errs high, and an uncapped run that does not "
-        "fit is OOM-killed or takes the machine down)",
-    )
-    exp.add_argument(
+    where.add_argument(
         "--ray",
         metavar="ADDRESS",
         help="run the simulations on this Ray cluster (host:port of its head, or auto); "
         "needs the cluster extra and this checkout on every machine",
     )
+    where.add_argument(
+        "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
+    )
+    cli.settings_flags(run, "experiment")
 
 
 def _deploy_flags(dep: argparse.ArgumentParser) -> None:
     dep.add_argument("action", choices=DEPLOY_ACTIONS)
     dep.add_argument("-i", "--inventory", type=Path, required=True, help="Ansible inventory (deploy/)")
-    dep.add_argument("--out", type=Path, help="controller work folder (default deploy-runs/CLUSTER)")
+    cli.out_flag(dep)
     dep.add_argument("--fresh", action="store_true", help="start: forget checkpoints and results first")
     dep.add_argument("--faults", type=Path, help="collect: a fault log (JSON lines) for the timeline")
     dep.add_argument("--wait", type=float, default=0.0, help="collect: wait up to S seconds for runs to end")
@@ -147,8 +183,7 @@ def _deploy_flags(dep: argparse.ArgumentParser) -> None:
         help="install: the cluster authority that issues each process its identity, when --key-file "
         "trusts one (default: the one generated in --out)",
     )
-    dep.add_argument("--interval", type=float, default=2.0, help="watch: seconds between refreshes")
-    dep.add_argument("--count", type=int, default=0, help="watch: stop after N refreshes")
+    _refresh_flags(dep)
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -157,9 +192,11 @@ def _launch(args: argparse.Namespace) -> int:
 
     tune_process()
     config = cli.config_from_args(args)
-    check_launch(config, args.processes, args.cluster_key_file, args.open, args.memory_check)
+    settings = cli.settings_from_args(args, "launch")
+    key_file = settings.path(settings.cluster_key_file)
+    check_launch(config, args.processes, key_file, args.open, settings.memory_check)
     result = cli.run_async(
-        launch(config, args.processes, args.out, cli.progress_printer(args), args.cluster_key_file, args.open)
+        launch(config, args.processes, args.out, cli.progress_printer(args), key_file, args.open)
     )
     cli.print_result(args, config, result)
     return 0
@@ -193,33 +230,35 @@ def _deploy(args: argparse.Namespace) -> int:
     )
 
 
-def _experiment(args: argparse.Namespace) -> int:
+def _experiment_list(args: argparse.Namespace) -> int:
+    from p2plab import experiment_spec as ex
+
+    for name in ex.names():
+        print(f"{name:20s} {ex.load(name).title}")
+    return 0
+
+
+def _experiment_summary(args: argparse.Namespace) -> int:
+    from p2plab.experiment_summary import render, summarize, write_into
+
+    folder = args.folder
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: no such folder (the experiments' --out parent, default results)")
+    text = render(summarize(folder))
+    if args.write is not None:
+        write_into(args.write, text)
+        print(f"summary of {folder} written into {args.write}", file=sys.stderr)
+    else:
+        print(text, end="", flush=True)
+    return 0
+
+
+def _experiment_run(args: argparse.Namespace) -> int:
     """Run an experiment (p2plab/experiment.py), or with ``--report-only`` report its finished
     runs (p2plab/experiment_report.py, which loads neither the runner nor the simulator)."""
     from p2plab import experiment_spec as ex
     from p2plab.run_report import report_run, run_file
 
-    if args.name == "list":
-        for name in ex.names():
-            print(f"{name:20s} {ex.load(name).title}")
-        return 0
-    if args.name == "summary":
-        from p2plab.experiment_summary import render, summarize, write_into
-
-        folder = args.folder or args.out or Path("results")
-        if not folder.is_dir():
-            raise ConfigError(f"{folder}: no such folder (the experiments' --out parent, default results)")
-        text = render(summarize(folder))
-        if args.write is not None:
-            write_into(args.write, text)
-            print(f"summary of {folder} written into {args.write}", file=sys.stderr)
-        else:
-            print(text, end="", flush=True)
-        return 0
-    if args.folder is not None:
-        raise ConfigError(f"experiment {args.name}: a second argument ({args.folder}) is only for summary")
-    if args.write is not None:
-        raise ConfigError("--write is only for summary")
     folder = Path(args.name)
     if folder.is_dir() and run_file(folder) is not None:  # one finished simulate/launch run
         if not args.report_only:
@@ -231,42 +270,21 @@ def _experiment(args: argparse.Namespace) -> int:
     exp = ex.load(args.name)
     if exp.mixing is not None:
         return _mixing(args, exp)
-    overrides: dict[str, Any] = {}
-    for item in args.set:
-        key, parsed = parse_set(item)
-        node = overrides
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = parsed
-    if args.nodes is not None:
-        overrides["nodes"] = args.nodes
-    if args.rounds is not None:
-        overrides["rounds"] = args.rounds
-    if args.paper and not args.dataset:
+    given = cli.given_config(args)  # --nodes, --rounds, --dataset
+    overrides: dict[str, Any] = nested({**dict(args.set), **given})
+    dataset = given.get("dataset")
+    if args.paper and not dataset:
         raise ConfigError("--paper has no effect without --dataset (the bundled runs are ML-100k)")
-    if args.dataset:
-        if not Path(args.dataset).is_file():
-            raise ConfigError(
-                f"--dataset {args.dataset}: no such file (p2pnode data list says where to get one)"
-            )
-        overrides["dataset"] = str(args.dataset)
-        if args.nodes is None and exp.rows:  # every user of the file, as simulate --dataset does
-            from p2pnode.cli import _nodes_from_dataset
+    if dataset:
+        if not Path(dataset).is_file():
+            raise ConfigError(f"--dataset {dataset}: no such file (p2pnode data list says where to get one)")
+        if "nodes" not in given and exp.rows:  # every user of the file, as simulate --dataset does
+            from p2pnode.prepare import nodes_of_dataset
 
             probe = exp.config(exp.rows[0], exp.seeds[0], overrides)
-            overrides["nodes"] = _nodes_from_dataset(probe).nodes
-        exp = exp.on_dataset(args.dataset, args.paper or ex.paper_dataset_of(args.dataset))
-    seeds = None
-    if args.seeds:
-        try:
-            seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(f"--seeds {args.seeds!r}: expected integers '0,1,2'") from None
-    if args.real and args.processes < 1:
-        raise ConfigError("--processes must be at least 1")
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+            overrides["nodes"] = nodes_of_dataset(probe).nodes
+        exp = exp.on_dataset(dataset, args.paper or ex.paper_dataset_of(dataset))
+    seeds = args.seeds
     if args.ray and args.real:
         raise ConfigError("--ray runs simulations; --real runs go one at a time on this machine")
     mode = "real" if args.real else "simulate"
@@ -279,7 +297,7 @@ def _experiment(args: argparse.Namespace) -> int:
             raise ConfigError(f"--rows: no row {', '.join(map(repr, missing))} in {exp.name} (rows: {known})")
         exp = dataclasses.replace(exp, rows=tuple(labels[w.lower()] for w in wanted))
     out = args.out or Path("results") / exp.name
-    if args.nodes is not None and exp.rows:  # a quick look at a smaller size: is K still small?
+    if "nodes" in given and exp.rows:  # a quick look at a smaller size: is K still small?
         first = exp.config(exp.rows[0], (seeds or list(exp.seeds))[0], overrides)
         if first.attack.kind and first.attack.target_k * 5 > first.nodes:
             print(
@@ -290,7 +308,8 @@ def _experiment(args: argparse.Namespace) -> int:
                 flush=True,
             )
     progress = None if args.quiet else (lambda line: print(line, flush=True))
-    command = ex.command_line(sys.argv[1:])
+    command = ex.command_line(_as_typed(sys.argv[1:]))
+    settings = cli.settings_from_args(args, "experiment")
     if args.report_only:
         from p2plab.experiment_report import report_finished
 
@@ -313,13 +332,33 @@ def _experiment(args: argparse.Namespace) -> int:
             False,
             args.workers or (0 if args.ray else 1),
             args.ray,
-            args.memory_check,
+            settings.memory_check,
         )
     if progress:
         progress(
             f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
         )
     return 0
+
+
+def _as_typed(argv: Sequence[str]) -> list[str]:
+    """A command line as a report records it: ``experiment run NAME`` as ``experiment NAME``,
+    its short form, so that a run's record does not depend on which of the two was typed."""
+    words = list(argv)
+    if len(words) >= 2 and words[0] == "experiment" and words[1] == "run":
+        del words[1]
+    return words
+
+
+def _experiment_words(words: list[str]) -> list[str]:
+    """``experiment NAME ...`` (the form every report and document gives) is ``experiment run NAME ...``."""
+    at = next((k for k, w in enumerate(words) if not w.startswith("-")), None)
+    if at is None or words[at] != "experiment" or at + 1 >= len(words):
+        return words
+    following = words[at + 1]
+    if following in ("run", "list", "summary", "-h", "--help"):
+        return words
+    return [*words[: at + 1], "run", *words[at + 1 :]]
 
 
 def _mixing(args: argparse.Namespace, exp: Any) -> int:
@@ -330,22 +369,18 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
 
     tune_process()
 
-    given = (("--set", args.set), ("--nodes", args.nodes), ("--rounds", args.rounds), ("--rows", args.rows))
-    ignored = [f for f, v in given if v]
+    given = cli.given_config(args)
+    flags = (("--set", args.set), ("--nodes", "nodes" in given), ("--rounds", "rounds" in given))
+    ignored = [f for f, v in (*flags, ("--dataset", "dataset" in given), ("--rows", args.rows)) if v]
     if args.real:
         ignored.append("--real")
     if ignored:
         raise ConfigError(
             f"experiment {exp.name}: {', '.join(ignored)} do not apply (edit the [mixing] table)"
         )
-    seed = exp.seeds[0]
-    if args.seeds:
-        try:
-            seed = int(args.seeds.split(",")[0])
-        except ValueError:
-            raise ConfigError(f"--seeds {args.seeds!r}: expected an integer") from None
+    seed = args.seeds[0] if args.seeds else exp.seeds[0]
     out = args.out or Path("results") / exp.name
-    doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(sys.argv[1:]), exp.notes)
+    doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(_as_typed(sys.argv[1:])), exp.notes)
     if not args.quiet:
         print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)
     return 0
@@ -361,9 +396,9 @@ def commands() -> tuple[cli.Command, ...]:
         cli.Command("metrics", "tail node metrics endpoints", _metrics_flags, _metrics),
         cli.Command(
             "experiment",
-            "reproduce a table or figure of the papers (experiments/)",
+            "reproduce a table or figure of the papers (experiments/): list, summary, run (NAME: run NAME)",
             _experiment_flags,
-            _experiment,
+            _experiment_run,
         ),
         daemon["keys"],
         cli.Command(
@@ -377,4 +412,5 @@ def commands() -> tuple[cli.Command, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.main(argv, commands())
+    words = list(sys.argv[1:] if argv is None else argv)
+    return cli.main(_experiment_words(words), commands())

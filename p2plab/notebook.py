@@ -98,13 +98,15 @@ def simulate(*, progress: bool = True, **flags: Any) -> Result:
     are the command line's) and first refuses a run that will not fit in free memory
     (``no_memory_check=True`` runs it anyway). ``out=DIR`` also writes ``DIR/result.json``.
     """
+    from p2pnode.cli import settings_from_args
     from p2pnode.process import tune_process
     from p2pnode.sim import simulate as run
 
     args, config = _config("simulate", flags)
+    settings = settings_from_args(args, "simulate")
     tune_process()
     with _Bar(config, progress) as bar:
-        result = run(config, None, memory_check=args.memory_check, on_round=bar.update)
+        result = run(config, None, memory_check=settings.memory_check, on_round=bar.update)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "result.json").write_text(json.dumps(result, indent=1))
@@ -117,13 +119,14 @@ def launch(*, progress: bool = True, **flags: Any) -> Result:
     ``cluster_key_file``). Works inside Jupyter's own event loop (the launch runs in a thread)."""
     from p2plab.launch import check_launch
     from p2plab.launch import launch as run
+    from p2pnode.cli import settings_from_args
 
     args, config = _config("launch", flags)
-    check_launch(config, args.processes, args.cluster_key_file, args.open, args.memory_check)
+    settings = settings_from_args(args, "launch")
+    key_file = settings.path(settings.cluster_key_file)
+    check_launch(config, args.processes, key_file, args.open, settings.memory_check)
     with _Bar(config, progress) as bar:
-        result = _run_async(
-            run(config, args.processes, args.out, None, args.cluster_key_file, args.open, bar.update)
-        )
+        result = _run_async(run(config, args.processes, args.out, None, key_file, args.open, bar.update))
     return Result(result)
 
 

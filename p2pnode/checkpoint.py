@@ -21,15 +21,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgpack
 import numpy as np
 
 from p2pnode.atomic import write_bytes, write_text
-
-if TYPE_CHECKING:
-    from p2pnode.node import NodeRuntime
 
 log = logging.getLogger("p2pnode.checkpoint")
 PROCESS_STATE = "process.json"  #: in --state-dir: the history and resumes of the process
@@ -122,6 +119,20 @@ def load(path: Path) -> dict[str, Any] | None:
         raise CheckpointError(f"{path}: {exc}") from None
 
 
+class Checkpointed(Protocol):
+    """A hosted node as its checkpoints see it (``p2pnode.node.NodeRuntime``)."""
+
+    node_id: int
+    round: int
+
+    def checkpoint_state(self) -> dict[str, Any]: ...
+
+    def restore_state(self, state: dict[str, Any]) -> None: ...
+
+    def away(self, ticks: float) -> None:
+        """Its views aged by ``ticks`` while the process was down."""
+
+
 class StateDir:
     """A process's ``--state-dir``: saves its nodes' checkpoints and its history, restores them.
 
@@ -139,7 +150,7 @@ class StateDir:
 
     # -- start ---------------------------------------------------------------------------------
 
-    def restore(self, nodes: Iterable[NodeRuntime], tick_seconds: float) -> list[int]:
+    def restore(self, nodes: Iterable[Checkpointed], tick_seconds: float) -> list[int]:
         """Restore every node that has a checkpoint here; returns the rounds the restored ones reached."""
         self.path.mkdir(parents=True, exist_ok=True)
         runtimes = list(nodes)
@@ -159,7 +170,7 @@ class StateDir:
                 runtime.restore_state(state)
                 if state.get("saved_at") is not None:  # its views aged while it was down
                     away = max(0.0, time.time() - float(state["saved_at"]))
-                    runtime.node.sampler.away(away / tick_seconds)
+                    runtime.away(away / tick_seconds)
             except (ValueError, KeyError, TypeError) as exc:
                 raise CheckpointError(
                     f"node {runtime.node_id}: cannot resume from its checkpoint: {exc}"
@@ -221,7 +232,7 @@ class StateDir:
             log.warning("%s written again", path)
         self._progress_failing = False
 
-    def save(self, round_no: int, process: dict[str, Any], nodes: Iterable[NodeRuntime]) -> int:
+    def save(self, round_no: int, process: dict[str, Any], nodes: Iterable[Checkpointed]) -> int:
         """Checkpoint every node (atomic per node) and the process's ``process`` state (its
         history and resumes); returns the bytes written. Raises OSError."""
         total = write_text(self.path / PROCESS_STATE, json.dumps({"round": round_no, **process}))
@@ -230,7 +241,7 @@ class StateDir:
             total += save(path_for(self.path, runtime.node_id), runtime.checkpoint_state())
         return total
 
-    def save_or_say(self, round_no: int, process: dict[str, Any], nodes: Iterable[NodeRuntime]) -> None:
+    def save_or_say(self, round_no: int, process: dict[str, Any], nodes: Iterable[Checkpointed]) -> None:
         """:meth:`save`; a full or failing disk is said once and counted, and the nodes run on
         (each file is replaced atomically, so the previous checkpoint stays whole)."""
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -28,8 +29,10 @@ from p2pnode.config import (
     changes_from_mapping,
     config_fields,
     from_mapping,
+    get_path,
     load_toml,
     nested,
+    read_toml,
 )
 
 
@@ -58,7 +61,12 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = Fal
     that declares one (p2pnode/config.py), then the output flags."""
     groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()}
     g = groups["experiment"]
-    g.add_argument("--config", type=Path, help="TOML file with RunConfig fields (flags override it)")
+    g.add_argument(
+        "--config",
+        type=Path,
+        help="TOML file with RunConfig fields, and a process's [process] and [limits] tables "
+        "(flags override it)",
+    )
     g.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -70,23 +78,110 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = Fal
         flag: Flag | None = f.metadata.get("flag")
         if flag is None or not flag.offered(real, network):
             continue
-        kw: dict[str, Any] = {"dest": _dest(path), "default": None}
-        default = defaults.get(path)
-        if flag.switch is not None:
-            kw.update(action="store_true", help=flag.help)
-        else:
-            shown = f" (default: {default})" if default not in ("", None) else ""
-            metavar = flag.metavar or flag.flag_name(f.name)[2:].upper().replace("-", "_")
-            kw.update(type=_TYPES[str(f.type)], help=flag.help + shown, metavar=metavar)
-            if flag.choices:
-                kw.update(choices=flag.choices, metavar=None)
-            if flag.const is not None:
-                kw.update(nargs="?", const=flag.const)
-        groups[flag.group].add_argument(flag.flag_name(f.name), **kw)
+        _field_flag(groups[flag.group], path, f, defaults.get(path), _dest(path))
+    output_flags(p)
+
+
+def output_flags(p: argparse.ArgumentParser, json: bool = True) -> None:
+    """``--out``, ``--json`` and ``--quiet``, as every command that runs something has them."""
     o = p.add_argument_group("output")
-    o.add_argument("--out", type=Path, help="directory for result files")
-    o.add_argument("--json", action="store_true", help="print one final JSON object")
+    out_flag(o)
+    if json:
+        o.add_argument("--json", action="store_true", help="print one final JSON object")
     o.add_argument("--quiet", action="store_true", help="no progress lines: the final summary only")
+
+
+def out_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--out``: where a command writes what it makes."""
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="directory for result files (experiment run: default results/NAME; deploy: the "
+        "controller's work folder, default deploy-runs/CLUSTER)",
+    )
+
+
+def config_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, path: str, shown: bool = True) -> None:
+    """The flag of one run field (``nodes``, ``min_interactions``), as its declaration gives it,
+    for a command that takes only a few (``experiment run``, ``data describe``); its value is
+    read back with :func:`given_config`. ``shown``: its help gives the run's default."""
+    f = dict(config_fields())[path]
+    _field_flag(p, path, f, RunConfig().get(path) if shown else None, _dest(path))
+
+
+def given_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The run fields given as flags, by dotted path (a switch as the value it sets)."""
+    changes: dict[str, Any] = {}
+    for path, f in config_fields():
+        value = getattr(args, _dest(path), None)
+        if value is not None:
+            flag: Flag = f.metadata["flag"]
+            changes[path] = flag.switch if flag.switch is not None else value
+    return changes
+
+
+def settings_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """The process settings ``command`` offers (p2pnode/settings.py), in their help sections."""
+    from p2pnode.settings import ProcessConfig, offered
+
+    defaults = ProcessConfig()
+    titles = {"process": "process", "limits": "load limits (per process; p2pnode/limits.py)"}
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for path, f in offered(command):
+        flag: Flag = f.metadata["flag"]
+        if flag.group not in groups:
+            groups[flag.group] = p.add_argument_group(titles[flag.group])
+        _field_flag(groups[flag.group], path, f, get_path(defaults, path), _setting_dest(path))
+
+
+def settings_from_args(args: argparse.Namespace, command: str) -> Any:
+    """The ``ProcessConfig`` of ``command``: defaults ← the ``--config`` file's ``[process]`` and
+    ``[limits]`` tables ← flags."""
+    from p2pnode.settings import offered, settings_from
+
+    table: dict[str, Any] | None = None
+    config_file = getattr(args, "config", None)
+    if config_file:
+        raw = read_toml(config_file)
+        table = dict(raw.get("process", {}))
+        if "limits" in raw:
+            if "limits" in table:
+                raise ConfigError(f"{config_file}: give the limits in [limits] or [process.limits], not both")
+            table["limits"] = raw["limits"]
+    flags: dict[str, Any] = {}
+    for path, f in offered(command):
+        value = getattr(args, _setting_dest(path), None)
+        if value is not None:
+            flag: Flag = f.metadata["flag"]
+            flags[path] = flag.switch if flag.switch is not None else value
+    return settings_from(command, table, flags, str(config_file or "config"))
+
+
+def _field_flag(
+    group: argparse.ArgumentParser | argparse._ArgumentGroup,
+    path: str,
+    f: dataclasses.Field[Any],
+    default: Any,
+    dest: str,
+) -> None:
+    """The one flag of a field that declares one (``Flag``): its name, help, type and choices."""
+    flag: Flag = f.metadata["flag"]
+    kw: dict[str, Any] = {"dest": dest, "default": None}
+    if flag.switch is not None:
+        kw.update(action="store_true", help=flag.help)
+    else:
+        shown = f" (default: {default})" if default not in ("", None) else ""
+        metavar = flag.metavar or flag.flag_name(f.name)[2:].upper().replace("-", "_")
+        kw.update(type=_TYPES[str(f.type)], help=flag.help + shown, metavar=metavar)
+        if flag.choices:
+            kw.update(choices=flag.choices, metavar=None)
+        if flag.const is not None:
+            kw.update(nargs="?", const=flag.const)
+    group.add_argument(flag.flag_name(f.name), **kw)
+
+
+def _setting_dest(path: str) -> str:
+    return "set__" + path.replace(".", "__")
 
 
 def _dest(path: str) -> str:
@@ -111,34 +206,21 @@ def config_from_args(args: argparse.Namespace, keys: Mapping[str, Any] | None = 
     changes: dict[str, Any] = {}
     if keys:
         changes.update(changes_from_mapping(nested(keys), cfg, source="keyword arguments"))
-    given: list[tuple[str, Flag]] = []
-    for path, f in config_fields():
-        value = getattr(args, _dest(path), None)
-        if value is None:
-            continue
-        flag: Flag = f.metadata["flag"]
-        changes[path] = flag.switch if flag.switch is not None else value
-        given.append((f.name, flag))
+    flags = given_config(args)
+    changes.update(flags)
+    given = [(f.name, f.metadata["flag"]) for path, f in config_fields() if path in flags]
     if changes.get("sim.delay_min") is not None and "sim.delay_max" not in changes:
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
     cfg = cfg.replace(**changes).validate_fields()
     if "dataset" in changes and "nodes" not in changes and cfg.nodes == RunConfig().nodes:
-        cfg = _nodes_from_dataset(cfg)  # before the rules that depend on nodes (colluders, target-k)
+        from p2pnode.prepare import nodes_of_dataset
+
+        cfg = nodes_of_dataset(cfg)  # before the rules that depend on nodes (colluders, target-k)
     cfg = cfg.validate()
     for name, flag in given:  # a flag that would change nothing is a mistake: say which one is missing
         if flag.needs is not None and not flag.needs[0](cfg):
             raise ConfigError(f"{flag.flag_name(name)} has no effect without {flag.needs[1]}")
     return cfg
-
-
-def _nodes_from_dataset(cfg: RunConfig) -> RunConfig:
-    """A file dataset without ``--nodes``: one node per user of the file (after its filter)."""
-    if cfg.dataset in ("ml-100k", "synthetic") or not Path(cfg.dataset).is_file():
-        return cfg  # a missing file is refused, saying so, when the run prepares its data
-    from p2pnode.prepare import load_data
-
-    data, _ = load_data(cfg)
-    return cfg.replace(nodes=data.n_users)
 
 
 def _from_json(path: Path) -> RunConfig:
@@ -164,30 +246,13 @@ class Command:
 
 def _run_flags(run: argparse.ArgumentParser) -> None:
     experiment_flags(run, real=True)
-    run.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT to serve on")
-    run.add_argument("--peers", default="", help="HOST:PORT,... of other processes (seeds)")
-    run.add_argument("--users", help="node ids hosted here, e.g. 0-99 (default: all --nodes)")
-    run.add_argument("--server", action="store_true", help="also host the FedAvg server node")
+    settings_flags(run, "run")
     run.add_argument("--config-json", help=argparse.SUPPRESS)
-    run.add_argument(
-        "--cluster-key-file", type=Path, help="keyring file (p2pnode keys new); else $P2PNODE_CLUSTER_KEY"
-    )
-    run.add_argument("--identity", type=Path, help="this process's key and credential (p2pnode keys issue)")
-    run.add_argument("--tls-cert", type=Path, help="mutual TLS: this process's certificate (PEM)")
-    run.add_argument("--tls-key", type=Path, help="mutual TLS: its private key (PEM)")
-    run.add_argument("--tls-ca", type=Path, help="mutual TLS: the cluster CA certificate (PEM)")
-    run.add_argument("--state-dir", type=Path, help="checkpoint the nodes here and resume from here")
-    run.add_argument("--checkpoint-every", type=int, default=10, help="rounds between checkpoints (10)")
 
 
 def _simulate_flags(simulate: argparse.ArgumentParser) -> None:
     experiment_flags(simulate, real=False)
-    simulate.add_argument(
-        "--no-memory-check",
-        dest="memory_check",
-        action="store_false",
-        help="run even where the estimate says it will not fit in free memory",
-    )
+    settings_flags(simulate, "simulate")
 
 
 def _keys_flags(keys: argparse.ArgumentParser) -> None:
@@ -206,7 +271,7 @@ def _keys_flags(keys: argparse.ArgumentParser) -> None:
         "trust: the authority file; revoke: the credential's serial",
     )
     keys.add_argument("--cluster", default="default", help="new, authority: the cluster label")
-    keys.add_argument("--nodes", help="issue: the node ids the process may host, e.g. 0-19,40")
+    settings_flags(keys, "keys")  # issue: --users, the node ids the process may host
     keys.add_argument("--keyring", type=Path, help="authority: also make this keyring trust it")
 
 
@@ -215,24 +280,21 @@ def _data_flags(data: argparse.ArgumentParser) -> None:
     data_sub.add_parser("list", help="the CIA paper's three data sets: where to get each, how to run it")
     get = data_sub.add_parser("get", help="make a dataset available offline (the others: where to get them)")
     get.add_argument("name", choices=["ml-100k", "foursquare-nyc", "gowalla-nyc"])
-    get.add_argument("--data-dir", help="target directory (default $P2PNODE_DATA or ~/.cache)")
+    config_flag(get, "data_dir")
     get.add_argument("--wheel", type=Path, help="use this recbole wheel instead of downloading")
     describe = data_sub.add_parser(
         "describe", help="what --dataset FILE gives: format, and what each step leaves"
     )
     describe.add_argument("file", type=Path)
-    describe.add_argument("--columns", default="", help="ROLE=COLUMN,... as for --columns")
-    describe.add_argument("--sep", default="", help="column separator as for --sep (default: told)")
-    describe.add_argument("--bbox", default="", help="region box as for --bbox (or nyc)")
-    describe.add_argument("--min-interactions", type=int, default=5, help="users' filter (default 5)")
-    describe.add_argument("--min-item-users", type=int, default=1, help="items' filter (default 1)")
+    for path in ("columns", "sep", "bbox", "min_interactions", "min_item_users"):
+        config_flag(describe, path)  # as run and simulate have them
     synth = data_sub.add_parser(
         "synth", help="write a synthetic check-in file of a POI data set's shape (not the real data)"
     )
     synth.add_argument("shape", choices=sorted(POI_SHAPES))
     synth.add_argument("out", type=Path, help="the file to write")
     synth.add_argument("--format", choices=["tsmc2014", "snap", "csv"], default="tsmc2014")
-    synth.add_argument("--seed", type=int, default=0)
+    config_flag(synth, "seed")
     synth.add_argument("--users", type=int, help="fewer users (check-ins and venues scale with them)")
     synth.add_argument(
         "--venues", type=int, help="this many venues (e.g. the full catalogue for fewer users)"
@@ -284,7 +346,10 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None =
             file=sys.stderr,
         )
         return 2
-    args = parser.parse_args(words)
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as exc:  # a bad flag (said in one line) or --help: its status, returned
+        return exc.code if isinstance(exc.code, int) else 2
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -317,15 +382,15 @@ def progress_printer(args: argparse.Namespace) -> Any:
     return out
 
 
-def _tls(args: argparse.Namespace) -> Any:
+def _tls(settings: Any) -> Any:
     from p2pnode.tls import TlsFiles
 
-    given = [args.tls_cert, args.tls_key, args.tls_ca]
+    given = [settings.tls_cert, settings.tls_key, settings.tls_ca]
     if not any(given):
         return None
     if not all(given):
         raise ConfigError("mutual TLS needs all of --tls-cert, --tls-key and --tls-ca")
-    return TlsFiles(args.tls_cert, args.tls_key, args.tls_ca).check()
+    return TlsFiles(*(Path(g) for g in given)).check()
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -382,7 +447,7 @@ def _trust(ring: Any, authority_file: Path) -> Any:
 
 def _identity_keys(args: argparse.Namespace) -> int:
     """``keys authority AUTH``: the cluster authority (``--keyring``: and trust it there);
-    ``keys issue AUTH OUT --nodes``: a process's key and the authority's credential for it."""
+    ``keys issue AUTH OUT --users``: a process's key and the authority's credential for it."""
     from p2pnode.auth import Keyring, load_keyring, save_keyring
     from p2pnode.identity import Authority, load_authority, parse_ranges, save_authority, save_identity
 
@@ -398,18 +463,19 @@ def _identity_keys(args: argparse.Namespace) -> int:
             save_keyring(args.keyring, _trust(ring, path))
             print(f"{args.keyring}: requires identities from this authority")
         return 0
-    if not args.key_id or not args.nodes:
-        raise ConfigError("keys issue AUTHORITY OUT --nodes IDS")
+    users = settings_from_args(args, "keys").users
+    if not args.key_id or not users:
+        raise ConfigError("keys issue AUTHORITY OUT --users IDS")
     out = Path(args.key_id)
     if out.exists():
         raise ConfigError(f"{out} exists; not overwriting an identity")
-    ranges = parse_ranges(args.nodes)
+    ranges = parse_ranges(users)
     authority = load_authority(path)
     identity = authority.issue(ranges)
     save_authority(path, authority)  # the next serial
     save_identity(out, identity)
     cred = identity.credential
-    print(f"{out}: serial {cred.serial}, cluster {cred.cluster!r}, nodes {args.nodes}")
+    print(f"{out}: serial {cred.serial}, cluster {cred.cluster!r}, nodes {users}")
     return 0
 
 
@@ -423,14 +489,7 @@ def _data(args: argparse.Namespace) -> int:
             print(f"  run it with {src.how}")
         return 0
     if args.data_command == "describe":
-        options = RunConfig(
-            dataset=str(args.file),
-            columns=args.columns,
-            sep=args.sep,
-            bbox=args.bbox,
-            min_interactions=args.min_interactions,
-            min_item_users=args.min_item_users,
-        ).validate()
+        options = RunConfig(dataset=str(args.file)).replace(**given_config(args)).validate()
         print("\n".join(datasets.describe(args.file, options.table_options())))
         return 0
     if args.data_command == "synth":
@@ -440,19 +499,19 @@ def _data(args: argparse.Namespace) -> int:
         raise DataError(
             f"{src.name} cannot be downloaded by p2pnode; get it from {src.where}, then run with {src.how}"
         )
-    path = datasets.fetch_ml100k(args.data_dir, args.wheel)
+    path = datasets.fetch_ml100k(given_config(args).get("data_dir"), args.wheel)
     print(f"ml-100k is ready in {path}")
     return 0
 
 
 def _synth(args: argparse.Namespace) -> int:
     """``data synth``: a POI-shaped log from learning/synthetic.py in a native format."""
-    import dataclasses
-
     from learning import synthetic
     from p2pnode import datasets
 
-    cfg = dataclasses.replace(synthetic.POI_SHAPES[args.shape], seed=args.seed)
+    seed = given_config(args).get("seed", 0)
+
+    cfg = dataclasses.replace(synthetic.POI_SHAPES[args.shape], seed=seed)
     users, venues, checkins = cfg.users, cfg.venues, cfg.checkins
     if args.users:
         if args.users < 2:
@@ -470,10 +529,10 @@ def _synth(args: argparse.Namespace) -> int:
     )
     log = synthetic.poi_checkins(cfg)
     if args.elsewhere:
-        log = synthetic.elsewhere(log, args.elsewhere, args.seed)
+        log = synthetic.elsewhere(log, args.elsewhere, seed)
     lines = synthetic.POI_FORMATS[args.format](log)
     atomic.write_text(args.out, "".join(lines))
-    about = {"shape": args.shape, "seed": args.seed, "users": cfg.users, "venues": cfg.venues}
+    about = {"shape": args.shape, "seed": seed, "users": cfg.users, "venues": cfg.venues}
     datasets.mark_synthetic(Path(args.out), {**about, "checkins": len(log), "format": args.format})
     print(
         f"{args.out}: {len(log):,} check-ins of {cfg.users:,} users at {cfg.venues:,} venues "
@@ -490,8 +549,9 @@ def _simulate(args: argparse.Namespace) -> int:
 
     tune_process()
     config = config_from_args(args)
+    settings = settings_from_args(args, "simulate")
     progress = progress_printer(args)
-    result = simulate(config, progress, memory_check=args.memory_check)
+    result = simulate(config, progress, memory_check=settings.memory_check)
     if progress is not None:
         progress(summary(result, metric_for(config)))
     if args.out is not None:
@@ -507,36 +567,37 @@ def _run(args: argparse.Namespace) -> int:
 
     tune_process()
     config = config_from_args(args)
-    host, port = parse_hostport(args.listen)
-    users = parse_users(args.users) if args.users else tuple(range(config.nodes))
-    peers = tuple(p for p in (x.strip() for x in args.peers.split(",")) if p)
+    settings = settings_from_args(args, "run")
+    host, port = parse_hostport(settings.listen)
+    users = parse_users(settings.users) if settings.users else tuple(range(config.nodes))
+    peers = tuple(p for p in (x.strip() for x in settings.peers.split(",")) if p)
     for peer in peers:
         parse_hostport(peer)
-    if args.checkpoint_every < 1:
-        raise ConfigError("--checkpoint-every must be at least 1")
     # a daemon runs until stopped unless --rounds (or a config file or preset) bounds it
     forever = args.cfg__rounds is None and not (args.config or args.config_json or args.preset)
     if forever and config.learning.dp_epsilon:
         raise ConfigError("--dp-epsilon spreads its budget over --rounds: give --rounds (or --dp-noise)")
     if not peers and config.sampling == "cyclon":
         print(
-            f"p2pnode: {args.listen} starts a network (no --peers); "
-            f"others join it with --peers {args.listen}",
+            f"p2pnode: {settings.listen} starts a network (no --peers); "
+            f"others join it with --peers {settings.listen}",
             file=sys.stderr,
             flush=True,
         )
+    path = settings.path
     spec = ProcessSpec(
         users,
         host,
         port,
         peers,
         args.out,
-        server=args.server,
-        key_file=args.cluster_key_file,
-        identity_file=args.identity,
-        state_dir=args.state_dir,
-        checkpoint_every=args.checkpoint_every,
-        tls=_tls(args),
+        server=settings.server,
+        key_file=path(settings.cluster_key_file),
+        identity_file=path(settings.identity),
+        limits=settings.limits,
+        state_dir=path(settings.state_dir),
+        checkpoint_every=settings.checkpoint_every,
+        tls=_tls(settings),
         forever=forever,
     )
     result = run_async(run_process(config, spec, progress_printer(args)))

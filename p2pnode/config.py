@@ -48,6 +48,9 @@ class Flag:
     check: Check | None = None
     #: what the flag is inert without, and the flag that brings it: giving it without is an error
     needs: Check | None = None
+    #: a process setting's commands (p2pnode/settings.py: run, launch, simulate, experiment); a
+    #: run's fields leave it empty and say where they are offered with ``only``
+    commands: tuple[str, ...] = ()
 
     def offered(self, real: bool, network: bool) -> bool:
         """Whether a command has this flag (``real``: it runs real processes; ``network``: it
@@ -65,8 +68,12 @@ def opt(default: Any, help: str, **flag: Any) -> Any:
     return field(default=default, metadata={"flag": Flag(help, **flag)})
 
 
-def _min(n: float) -> Check:
+def min_check(n: float) -> Check:
+    """A check that a value is at least ``n``."""
     return (lambda v: v >= n, f"must be >= {n:g}")
+
+
+_min = min_check
 
 
 _POSITIVE: Check = (lambda v: v > 0, "must be > 0")
@@ -585,17 +592,7 @@ class RunConfig:
     def validate_fields(self) -> RunConfig:
         """Each field's own check only (no rule that ties fields together, such as those that
         depend on ``nodes``): what reading a dataset file needs before it sets ``nodes``."""
-        for path, f in config_fields():
-            value = self.get(path)
-            flag: Flag | None = f.metadata.get("flag")
-            name = flag.flag_name(f.name)[2:] if flag else f.name.replace("_", "-")
-            check: Check | None = flag.check if flag else f.metadata.get("check")
-            if flag is not None and flag.choices and check is None:
-                _check(
-                    value in flag.choices, name, f"must be one of {', '.join(flag.choices)}, got {value!r}"
-                )
-            elif check is not None:
-                _check(check[0](value), name, check[1])
+        check_fields(self)
         return self
 
     def _validate_rules(self) -> None:
@@ -651,24 +648,12 @@ class RunConfig:
 
     def get(self, path: str) -> Any:
         """The value at ``path`` (``nodes``, ``learning.lr``)."""
-        value: Any = self
-        for part in path.split("."):
-            value = getattr(value, part)
-        return value
+        return get_path(self, path)
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with top-level or nested (``learning.lr``) fields changed."""
-        top: dict[str, Any] = {}
-        nested: dict[str, dict[str, Any]] = {}
-        for key, value in changes.items():
-            if "." in key:
-                section, name = key.split(".", 1)
-                nested.setdefault(section, {})[name] = value
-            else:
-                top[key] = value
-        for section, values in nested.items():
-            top[section] = dataclasses.replace(getattr(self, section), **values)
-        return dataclasses.replace(self, **top)
+        changed: RunConfig = replace_paths(self, changes)
+        return changed
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -682,29 +667,43 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def load_toml(path: Path, base: RunConfig | None = None) -> RunConfig:
-    """Read a TOML file with top-level keys and [learning], [wire], [sim] tables."""
+def read_toml(path: Path) -> dict[str, Any]:
+    """A ``--config`` file's tables; ConfigError when it is missing or not TOML."""
     try:
-        raw = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
-    return from_mapping(raw, base or RunConfig(), source=str(path))
+
+
+def load_toml(path: Path, base: RunConfig | None = None) -> RunConfig:
+    """Read a TOML file with top-level keys and [learning], [wire], [sim] tables (a process's
+    [process] and [limits] tables are p2pnode/settings.py's)."""
+    return from_mapping(read_toml(path), base or RunConfig(), source=str(path))
 
 
 def from_mapping(raw: dict[str, Any], base: RunConfig, source: str = "config") -> RunConfig:
     return base.replace(**changes_from_mapping(raw, base, source)).validate()
 
 
-def changes_from_mapping(raw: Mapping[str, Any], base: RunConfig, source: str = "config") -> dict[str, Any]:
-    """The changes a nested mapping (a TOML file's tables, a JSON config) makes to ``base``, as
-    dotted keys with values of the fields' types; an unknown key or a wrong type is refused,
-    naming it (and the nearest known key)."""
+#: the tables of a ``--config`` file that hold a process's settings, not a run's (p2pnode/settings.py)
+SETTINGS_TABLES = ("process", "limits")
+
+
+def changes_from_mapping(raw: Mapping[str, Any], base: Any, source: str = "config") -> dict[str, Any]:
+    """The changes a nested mapping (a TOML file's tables, a JSON config) makes to ``base`` (a
+    ``RunConfig``, or a process's ``ProcessConfig``), as dotted keys with values of the fields'
+    types; an unknown key or a wrong type is refused, naming it (and the nearest known key). A
+    run's configuration skips the process's tables (:data:`SETTINGS_TABLES`)."""
     changes: dict[str, Any] = {}
-    sections = {f.name: f for f in dataclasses.fields(RunConfig)}
+    sections = {f.name: f for f in dataclasses.fields(base)}
     for key, value in raw.items():
         k = key.replace("-", "_")
+        if isinstance(base, RunConfig) and k in SETTINGS_TABLES:
+            continue
         if k not in sections:
             raise ConfigError(f"{source}: unknown key {key!r}{_nearest(k, sections)}")
         sub = getattr(base, k)
@@ -761,15 +760,51 @@ def _coerce(value: Any, default: Any, name: str, source: str) -> Any:
     return value
 
 
-def config_fields() -> Iterator[tuple[str, dataclasses.Field[Any]]]:
-    """Every leaf field of ``RunConfig`` with its dotted path, in declaration order."""
-    for f in dataclasses.fields(RunConfig):
+def config_fields(root: type = RunConfig) -> Iterator[tuple[str, dataclasses.Field[Any]]]:
+    """Every leaf field of ``root`` (``RunConfig``) with its dotted path, in declaration order."""
+    for f in dataclasses.fields(root):
         sub = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if sub is not None and dataclasses.is_dataclass(sub):
             for g in dataclasses.fields(sub):
                 yield f"{f.name}.{g.name}", g
         else:
             yield f.name, f
+
+
+def get_path(tree: Any, path: str) -> Any:
+    """The value at dotted ``path`` of a configuration tree."""
+    value: Any = tree
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def replace_paths(tree: Any, changes: Mapping[str, Any]) -> Any:
+    """A copy of a configuration tree with top-level or nested (``learning.lr``) fields changed."""
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
+    for key, value in changes.items():
+        if "." in key:
+            section, name = key.split(".", 1)
+            sections.setdefault(section, {})[name] = value
+        else:
+            top[key] = value
+    for section, values in sections.items():
+        top[section] = dataclasses.replace(getattr(tree, section), **values)
+    return dataclasses.replace(tree, **top)
+
+
+def check_fields(tree: Any) -> None:
+    """Each field's own check (declared with its flag), or ConfigError naming the first bad one."""
+    for path, f in config_fields(type(tree)):
+        value = get_path(tree, path)
+        flag: Flag | None = f.metadata.get("flag")
+        name = flag.flag_name(f.name)[2:] if flag else f.name.replace("_", "-")
+        check: Check | None = flag.check if flag else f.metadata.get("check")
+        if flag is not None and flag.choices and check is None:
+            _check(value in flag.choices, name, f"must be one of {', '.join(flag.choices)}, got {value!r}")
+        elif check is not None:
+            _check(check[0](value), name, check[1])
 
 
 def _check(ok: bool, name: str, what: str) -> None:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+from typing import Any
+
+from p2pnode.config import check_fields, min_check, opt
 
 #: the slowest a frame may move and still arrive: the time a body gets (and a sender waits) grows
 #: by its bytes at this rate, so a 6 MB frame of a POI model gets 6 s more than a 270 kB ML-100k one
@@ -30,34 +33,41 @@ def client_timeout(frame_bytes: int) -> float:
     return CLIENT_TIMEOUT_S + transfer_time(frame_bytes)
 
 
+_POSITIVE = (lambda v: v > 0, "must be > 0")
+
+
+def _limit(default: Any, help: str, least: float | None = None) -> Any:
+    """A limit with its ``p2pnode run`` flag (``--max-inflight``) and its ``[limits]`` TOML key;
+    it must be at least ``least`` (None: above 0)."""
+    check = _POSITIVE if least is None else min_check(least)
+    return opt(default, help, group="limits", commands=("run",), check=check)
+
+
 @dataclass(frozen=True)
 class Limits:
-    max_inflight: int = 64  #: requests being read or handled at once; more get 503 "busy"
-    rate_per_s: float = 20.0  #: sustained frames per second from one sender to one node
-    burst: float = 40.0  #: frames a sender may send at once to one node before the rate applies
-    max_senders: int = 200_000  #: (sender, node) buckets remembered (least recently used go first)
-    max_lag_s: float = 0.1  #: shed new requests (503) while the event loop runs this late (smoothed)
-    #: connections one remote address may hold open; more are closed as they are accepted
-    max_connections_per_address: int = 128
-    #: POSTs one remote address may have in flight (a sending process opens at most 32 per destination)
-    max_inflight_per_address: int = 48
-    max_get_inflight: int = 4  #: GET /status, /metrics, /v1/members served at once; more get 503
-    header_timeout_s: float = 10.0  #: a connection must complete a request's headers within this
-    body_timeout_s: float = 15.0  #: a request must deliver its whole body within this (else 408)
-    page_cache_s: float = 0.5  #: /metrics and /status are rendered at most once per this interval
+    """What one peer, or a stranger, may hold of a process (``p2pnode run`` flags and the
+    ``[limits]`` table of its ``--config`` file; p2pnode/settings.py)."""
+
+    max_inflight: int = _limit(64, "requests being read or handled at once; more get 503 busy", 1)
+    rate_per_s: float = _limit(20.0, "sustained frames per second from one sender to one node")
+    burst: float = _limit(40.0, "frames a sender may send at once to one node before the rate applies", 1)
+    max_senders: int = _limit(200_000, "(sender, node) rate buckets kept (least recently used go first)", 1)
+    max_lag_s: float = _limit(0.1, "shed new requests (503) while the event loop runs this late (smoothed)")
+    max_connections_per_address: int = _limit(
+        128, "connections one remote address may hold open; more are closed as they are accepted", 1
+    )
+    max_inflight_per_address: int = _limit(
+        48, "POSTs one remote address may have in flight (a sender opens at most 32 per destination)", 1
+    )
+    max_get_inflight: int = _limit(4, "GET /status, /metrics, /v1/members served at once; more get 503", 1)
+    header_timeout_s: float = _limit(10.0, "a connection must complete a request's headers within this")
+    body_timeout_s: float = _limit(
+        15.0, "a request must deliver its whole body within this, plus the time its size takes (else 408)"
+    )
+    page_cache_s: float = _limit(0.5, "/metrics and /status are rendered at most once per this interval", 0)
 
     def __post_init__(self) -> None:
-        counts = (
-            self.max_inflight,
-            self.max_senders,
-            self.max_connections_per_address,
-            self.max_inflight_per_address,
-            self.max_get_inflight,
-        )
-        if min(counts) < 1 or self.rate_per_s <= 0 or self.burst < 1:
-            raise ValueError("limits must be positive (connection and request counts, rate, burst >= 1)")
-        if min(self.max_lag_s, self.header_timeout_s, self.body_timeout_s) <= 0 or self.page_cache_s < 0:
-            raise ValueError("max_lag_s and the timeouts must be positive, page_cache_s not negative")
+        check_fields(self)  # each field's own check, declared with its flag: ConfigError names it
 
     def sized(self, frame_bytes: int) -> Limits:
         """These limits for frames of up to ``frame_bytes``: the body timeout grows by the time

@@ -206,6 +206,10 @@ class NodeRuntime:
             "saved_at": None if self.wall is None else self.wall(),
         }
 
+    def away(self, ticks: float) -> None:
+        """Its views aged by ``ticks`` while its process was down (a resume from a checkpoint)."""
+        self.node.sampler.away(ticks)
+
     def restore_state(self, state: dict[str, Any]) -> None:
         """Take back a :meth:`checkpoint_state` of this node (same id and configuration)."""
         if int(state["node"]) != self.node_id:

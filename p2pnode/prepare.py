@@ -86,3 +86,11 @@ def prepare(config: RunConfig) -> Prepared:
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)
     return Prepared(config, users, init, outs, ins, planted, data)
+
+
+def nodes_of_dataset(cfg: RunConfig) -> RunConfig:
+    """A file dataset without a node count: one node per user of the file (after its filter)."""
+    if cfg.dataset in ("ml-100k", "synthetic") or not Path(cfg.dataset).is_file():
+        return cfg  # a missing file is refused, saying so, when the run prepares its data
+    data, _ = load_data(cfg)
+    return cfg.replace(nodes=data.n_users)
