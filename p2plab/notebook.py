@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 import difflib
 import json
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -270,7 +270,3 @@ def _pandas() -> Any:
             "tables of a result need pandas: pip install 'p2pnode[notebook]' (or pandas)"
         ) from None
     return pandas
-
-
-#: what ``p2pnode.simulate`` and ``p2pnode.launch`` are (p2pnode/__init__.py)
-API: dict[str, Callable[..., Result]] = {"simulate": simulate, "launch": launch}

@@ -12,8 +12,10 @@ From Python (a notebook, a script)::
     r.plot()                    # the report's figures
 
 Keyword arguments are the command line's flags (``p2pnode simulate --help``), checked the same
-way; ``p2pnode.launch(...)`` runs real processes over HTTP as ``p2pnode launch`` does. Both live
-in ``p2plab.notebook`` and are imported on first use, so the daemon never loads the lab.
+way; ``p2pnode.launch(...)`` runs real processes over HTTP as ``p2pnode launch`` does. Both are
+the lab's (``p2plab.simulate``, ``p2plab.launch``; ``p2plab/notebook.py``): the lab registers them
+here as plug-ins (the ``p2pnode.api`` entry points of the installed project, pyproject.toml), found
+on first use, so the daemon neither imports nor loads the lab.
 
 Below them: ``p2pnode.config.RunConfig`` holds every setting (``RunConfig.replace`` takes nested
 fields as ``"learning.lr"``); ``p2pnode.sim.simulate(config)`` runs it on a virtual clock and
@@ -36,10 +38,27 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:
-    """``p2pnode.simulate`` and ``p2pnode.launch``, from the lab on first use (PEP 562)."""
-    if name in ("simulate", "launch"):
-        from p2plab.notebook import API
+#: the names the lab registers (entry point group ``p2pnode.api``)
+API_GROUP = "p2pnode.api"
+_API = ("simulate", "launch", "Result")
 
-        return API[name]
+
+def __getattr__(name: str) -> object:
+    """``p2pnode.simulate``, ``p2pnode.launch`` and ``p2pnode.Result``: the plug-ins the lab
+    registers under ``p2pnode.api``, loaded on first use (PEP 562)."""
+    if name in _API:
+        from importlib.metadata import entry_points
+
+        for entry in entry_points(group=API_GROUP, name=name):
+            value = entry.load()
+            globals()[name] = value
+            return value
+        raise AttributeError(
+            f"p2pnode.{name} is the lab's (p2plab.{name}), registered when the project is installed: "
+            f"run `pip install -e .` in the checkout (scripts/bootstrap.sh does), or use p2plab.{name}"
+        )
     raise AttributeError(f"module 'p2pnode' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

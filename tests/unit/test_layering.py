@@ -90,7 +90,8 @@ LAYERS = {
 
 def _import_graph() -> dict[str, set[str]]:
     """Every project module and the project modules it imports anywhere in its source (top level,
-    inside functions, or under ``if TYPE_CHECKING``)."""
+    inside functions, or under ``if TYPE_CHECKING``). ``from pkg import sub`` is an edge to the
+    module ``pkg.sub``; a package's ``__init__`` then counts only for the names it defines."""
     modules = {}
     for pkg in PROJECT:
         for path in (ROOT / pkg).rglob("*.py"):
@@ -102,35 +103,18 @@ def _import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                # ``from pkg import sub`` imports the module pkg.sub; ``from pkg import name``, pkg
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                names_only = any(sub not in modules for sub in subs)
+                targets = [*([node.module] if names_only else []), *subs]
             else:
                 continue
             graph[name] |= {t for t in targets if t in modules and t != name}
     return graph
 
 
-#: the one edge up, and why: the package's top names the lab's Python API (``p2pnode.simulate``,
-#: ``p2pnode.launch``; issue #34) and loads it on first use (PEP 562 ``__getattr__``). No daemon
-#: module imports the lab, and ``import p2pnode`` loads none of it
-#: (tests/unit/test_notebook_api.py checks that in a fresh interpreter).
-LAZY_UP = {("p2pnode", "p2plab.notebook")}
-
-
-def _lazy_only(module: str, target: str) -> bool:
-    """Whether ``module`` imports ``target`` only inside function bodies, never at import time."""
-    path = ROOT / (module.replace(".", "/") + ("/__init__.py" if module in PROJECT else ".py"))
-    tree = ast.parse(path.read_text())
-    top_level = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
-    named = {a.name for n in top_level if isinstance(n, ast.Import) for a in n.names}
-    named |= {n.module or "" for n in top_level if isinstance(n, ast.ImportFrom)}
-    return not any(t == target or target.startswith(t + ".") or t.startswith(target) for t in named)
-
-
 def test_no_import_cycles_and_no_import_upward() -> None:
     graph = _import_graph()
-    for module, target in LAZY_UP:
-        assert target in graph[module] and _lazy_only(module, target), (module, target)
-        graph[module].discard(target)
     for name, targets in graph.items():
         for target in targets:
             here, there = name.split(".")[0], target.split(".")[0]
