@@ -9,7 +9,7 @@ square root are correctly rounded, so a scalar loop and numpy's vector loops giv
 and takes the step's scalars computed in Python exactly as the numpy expression computed them:
 ``lr / bc1`` and ``sqrt(bc2)`` in double precision, then rounded to float32. ``grad`` may first be
 scaled (DP-SGD's division by the expected batch size), as ``grad *= scale`` did before.
-tests/unit/test_adam.py checks the bits against the numpy expression.
+tests/unit/learning/test_adam.py checks the bits against the numpy expression.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ of a few microseconds each; ``bench/train_step.py`` prints the backends side by 
 Every float32 operation is the one numpy performs, in the same order, with two exceptions that
 round differently in the last bits: dot products are summed left to right (numpy hands them to
 BLAS, which sums in SIMD lanes), and ``exp`` is LLVM's (numpy has its own vectorised one).
-tests/unit/test_learning.py checks the backends agree to float32 precision over whole epochs.
+tests/unit/learning/test_learning.py checks the backends agree to float32 precision over whole epochs.
 """
 
 from __future__ import annotations

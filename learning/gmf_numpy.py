@@ -3,7 +3,7 @@
 The GMF loss (NCF §3.2, binary cross-entropy on σ(hᵀ(p ⊙ q_i) + b)) has a four-line gradient.
 Computing it directly avoids torch's per-step dispatch cost, which dominates for these tiny
 batches (bench/train_step.py prints both side by side). The updates follow torch's Adam and
-SparseAdam formulas exactly, and tests/unit/test_learning.py checks the two backends agree.
+SparseAdam formulas exactly, and tests/unit/learning/test_learning.py checks the two backends agree.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def test_a_fedavg_servers_global_model_is_packed_once_a_round_for_all_its_client
 ) -> None:
     """In the simulator the server's global model goes to the round's clients as one body behind
     a head each (wire.schema.SharedFrame): packed once a round and held once while its frames are
-    on their way (its bytes are those of the frames it stands for: tests/unit/test_wire.py, and
+    on their way (its bytes are those of the frames it stands for: tests/unit/p2pnode/wire/test_codec.py, and
     the golden runs count them)."""
     import p2pnode.node
     from p2pnode.transport.memory import MemoryNetwork

@@ -138,3 +138,17 @@ def test_no_imports_hidden_behind_type_checking() -> None:
     for pkg in PROJECT:
         for path in (ROOT / pkg).rglob("*.py"):
             assert "TYPE_CHECKING" not in path.read_text(), f"{path}: an import hidden from the runtime"
+
+
+def test_unit_tests_mirror_the_packages() -> None:
+    """tests/unit/PACKAGE/ holds the unit tests of PACKAGE (tests/unit/experiments/ those of the
+    scripts and documents of experiments/); only this project-wide test sits at the top."""
+    unit = ROOT / "tests" / "unit"
+    assert [p.name for p in unit.glob("test_*.py")] == ["test_layering.py"]
+    folders = {p.name for p in unit.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= {*PROJECT, "experiments"}, folders - {*PROJECT, "experiments"}
+    for folder in unit.rglob("*"):
+        if folder.is_dir() and folder.name != "__pycache__" and folder != unit:
+            assert (folder / "__init__.py").exists(), folder
+            mirrored = ROOT / folder.relative_to(unit)
+            assert folder.parts[-1] == "experiments" or mirrored.is_dir(), f"{folder}: no package {mirrored}"

@@ -9,7 +9,7 @@ from p2pnode.metrics import Metrics
 from p2pnode.refusals import REASONS, Refusals, markdown_table
 from p2pnode.wire.schema import DECODE_REASONS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _GIVEN = re.compile(
     r"""(?:WireError|Verdict|Judgement|Outcome)\(\s*(?:(\d{3}),\s*)?"([a-z][a-z-]*)"(?:,[^)]*?(\d{3})\))?"""
     r"""|(?:Dropped\(|body_failed\(\w+, )"([a-z][a-z-]*)"\)|(?:return|else) "([a-z]+-[a-z-]+)"$""",

@@ -13,7 +13,7 @@ from learning.split import hold_out_validation, leave_one_out
 from peer_sampling.base import StaticView
 from peer_sampling.personalized import Personalized
 from protocols.merging import ScoreWeightedMerge
-from tests.unit.test_learning import toy
+from tests.unit.learning.test_learning import toy
 
 
 def test_prefers_well_scoring_peers_yet_explores_at_the_given_rate() -> None:

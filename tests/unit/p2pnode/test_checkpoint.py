@@ -87,7 +87,7 @@ def test_kill_9_during_writes_never_leaves_a_corrupt_checkpoint(tmp_path: Path) 
     path = tmp_path / "node-0.ckpt"
     rng = random.Random(5)
     seen = []
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     for _ in range(12):
         proc = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True, env=env

@@ -11,7 +11,7 @@ from learning.metrics import f1_at_k
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.prme_numpy import NumpyPRME
 from learning.split import leave_one_out
-from tests.unit.test_learning import toy
+from tests.unit.learning.test_learning import toy
 
 
 def hand_params() -> dict[str, np.ndarray]:

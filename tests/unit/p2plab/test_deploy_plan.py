@@ -181,7 +181,7 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 @pytest.mark.slow
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-core is not installed")
 def test_every_action_has_a_playbook_that_ansible_accepts() -> None:
-    books = Path(__file__).resolve().parents[2] / "deploy" / "playbooks"
+    books = Path(__file__).resolve().parents[3] / "deploy" / "playbooks"
     needed = [books / f"{a}.yml" for a in ACTIONS if a not in LOCAL_ACTIONS]
     assert all(b.exists() for b in needed), [b.name for b in needed if not b.exists()]
     proc = subprocess.run(
