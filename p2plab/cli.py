@@ -299,7 +299,7 @@ def _experiment_run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / exp.name
     if "nodes" in given and exp.rows:  # a quick look at a smaller size: is K still small?
         first = exp.config(exp.rows[0], (seeds or list(exp.seeds))[0], overrides)
-        if first.attack.kind and first.attack.target_k * 5 > first.nodes:
+        if first.attack.cia and first.attack.target_k * 5 > first.nodes:
             print(
                 f"p2pnode: note: K = {first.attack.target_k} of {first.nodes} nodes: communities that "
                 "large tell little (random guessing scores K/N); for a quick look at this size add "

@@ -378,6 +378,10 @@ UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
 REAL_ONLY: dict[str, tuple[str, ...]] = {"": ("tick_seconds",), "wire": ("local_delivery",)}
 
 
+#: the attack settings only attribute inference reads (paper 004; p2pnode/config.py)
+AIA_ONLY = ("aia_public", "aia_items", "aia_top_m", "aia_select", "aia_epochs")
+
+
 def run_key(config: RunConfig, mode: str = "simulate") -> str:
     """Runs with the same configuration (seed included) are run once and shared between rows.
 
@@ -426,6 +430,12 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         attack.pop("multicast", None)
     if not attack["kind"] or attack["momentum"] == 0:  # with β = 0 every reading of eq. 4 is Θ_u
         attack.pop("momentum_estimator", None)
+    if not config.attack.aia:  # runs from before attribute inference existed keep their keys
+        for name in AIA_ONLY:
+            attack.pop(name, None)
+        for name in ("attributes", "attribute_bins", "age_cuts"):
+            identity.pop(name, None)
+        identity["synthetic"].pop("attribute_strength", None)
     identity["data_dir"] = ""  # where ML-100k lives: the same file (keyed as the default, as ever)
     if config.dataset not in ("ml-100k", "synthetic") and Path(config.dataset).is_file():
         identity["dataset_sha256"] = file_digest(config.dataset)  # a new file at the same path is new data

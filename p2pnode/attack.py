@@ -38,7 +38,7 @@ def plan_for(prep: Prepared) -> AttackPlan | None:
 def _plan(prep: Prepared) -> AttackPlan | None:
     cfg = prep.config
     a = cfg.attack
-    if a.kind != "cia":
+    if not a.cia:
         return None
     settings = PlanSettings(
         nodes=cfg.nodes,

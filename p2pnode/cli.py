@@ -52,6 +52,7 @@ GROUPS = {
     "wire": "wire",
     "sim": "simulated network",
     "churn": "churn (simulate: user nodes; launch: processes; p2pcore/churn.py)",
+    "aia": "attribute inference (--attack aia; paper 004 §II-B, adversary/aia.py)",
 }
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from p2pcore.churn import CHURN_MODELS, ChurnModel
 from p2pnode.tables import NAMED_BOXES, TableOptions, parse_bbox, parse_columns
 
 PROTOCOLS = ("base", "samo", "fedavg")
+ATTACKS = ("cia", "aia", "cia,aia")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
 MODELS = ("gmf", "prme")
 
@@ -77,9 +79,10 @@ _min = min_check
 
 
 _POSITIVE: Check = (lambda v: v > 0, "must be > 0")
-_CIA: Check = (lambda c: c.attack.kind == "cia", "--attack cia")
+_CIA: Check = (lambda c: c.attack.cia, "--attack cia")
+_AIA: Check = (lambda c: c.attack.aia, "--attack aia")
 _COLLUDERS: Check = (
-    lambda c: c.attack.kind == "cia" and c.attack.colluders > 0,
+    lambda c: c.attack.cia and c.attack.colluders > 0,
     "--attack cia --colluders F",
 )
 _DP: Check = (lambda c: c.learning.dp, "--dp-noise or --dp-epsilon")
@@ -92,6 +95,14 @@ _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg
 _PERS: Check = (lambda c: c.sampling == "pers", "--sampling pers")
 _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 _FILE: Check = (lambda c: c.dataset not in ("ml-100k", "synthetic"), "--dataset FILE")
+
+
+def parse_cuts(text: str) -> tuple[float, ...]:
+    """``"25,45"`` as (25.0, 45.0); ValueError unless ascending numbers."""
+    cuts = tuple(float(part) for part in text.split(","))
+    if any(b <= a for a, b in itertools.pairwise(cuts)):
+        raise ValueError(f"cuts must be ascending, got {text!r}")
+    return cuts
 
 
 def _parses(parse: Callable[[str], Any]) -> Callable[[str], bool]:
@@ -232,6 +243,9 @@ class SyntheticSection:
     pool_overlap: int = 10  #: items a pool shares with the next community's pool
     per_user: int = 30  #: interactions per user
     in_pool_share: float = 0.8  #: probability that an interaction comes from the user's pool
+    #: --attack aia: a planted 2-class attribute, the user's community (mod 2) with this
+    #: probability, else drawn uniformly (learning/attributes.py planted)
+    attribute_strength: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -240,11 +254,11 @@ class AttackConfig:
 
     kind: str = opt(
         "",
-        "run the Community Inference Attack",
+        "run the Community Inference Attack (cia), attribute inference (aia, paper 004), or both (cia,aia)",
         name="--attack",
         group="attack",
-        choices=("cia",),
-        check=(lambda v: v in ("", "cia"), "must be cia (or empty for none)"),
+        choices=ATTACKS,
+        check=(lambda v: v in ("", *ATTACKS), f"must be one of {', '.join(ATTACKS)} (or empty for none)"),
     )
     target_k: int = opt(50, "community size K", group="attack", metavar="K", check=_min(1), needs=_CIA)
     momentum: float = opt(
@@ -340,6 +354,52 @@ class AttackConfig:
         metavar="N",
         check=_min(0),
     )
+
+    aia_public: float = opt(
+        0.2,
+        "share η of users who publish their attributes: the attack trains on them and scores the others "
+        "(004: 0.2)",
+        group="aia",
+        metavar="ETA",
+        check=(lambda v: 0 < v < 1, "must be in (0, 1)"),
+        needs=_AIA,
+    )
+    aia_items: str = opt(
+        "oracle",
+        "I'_u of eq. 7: the user's training positives (oracle, 004's assumption) or the top --aia-top-m "
+        "items by the observed model's own scores (inferred)",
+        group="aia",
+        choices=("oracle", "inferred"),
+        needs=_AIA,
+    )
+    aia_top_m: int = opt(
+        20, "inferred I'_u: how many top-scored items", group="aia", metavar="M", check=_min(1), needs=_AIA
+    )
+    aia_select: str = opt(
+        "validation",
+        "the classifier's epoch: chosen on a validation quarter of the public users, or best-test "
+        "(004's code: the best epoch on the scored users themselves, optimistic)",
+        group="aia",
+        choices=("validation", "best-test"),
+        needs=_AIA,
+    )
+    aia_epochs: int = opt(
+        150,
+        "training epochs of each attribute's classifier (004: 150)",
+        group="aia",
+        check=_min(1),
+        needs=_AIA,
+    )
+
+    @property
+    def cia(self) -> bool:
+        """Whether the run attacks communities (``--attack cia`` or ``cia,aia``)."""
+        return "cia" in self.kind.split(",")
+
+    @property
+    def aia(self) -> bool:
+        """Whether the run infers attributes (``--attack aia`` or ``cia,aia``)."""
+        return "aia" in self.kind.split(",")
 
     def proxy_thresholds(self) -> tuple[float, ...]:
         """The ρ values of ``mia_proxy``; ConfigError when one is not a positive number."""
@@ -540,6 +600,29 @@ class RunConfig:
         check=(_parses(parse_bbox), "must be LAT_MIN,LON_MIN,LAT_MAX,LON_MAX or a named box (nyc)"),
         needs=_FILE,
     )
+    attributes: str = opt(
+        "",
+        "--attack aia on a file dataset: a CSV of the file's own user ids (first column) and attribute "
+        "columns (ml-100k brings gender, age and occupation; synthetic plants one)",
+        group="aia",
+        metavar="FILE",
+        needs=_AIA,
+    )
+    attribute_bins: int = opt(
+        3,
+        "--attributes: numeric columns cut into this many quantile groups (a column 'age': at --age-cuts)",
+        group="aia",
+        check=_min(2),
+        needs=_AIA,
+    )
+    age_cuts: str = opt(
+        "25,45",
+        "--attack aia: the age groups' boundaries (<25, 25-44, >=45: inferred; 004 does not give them)",
+        group="aia",
+        metavar="CUTS",
+        check=(_parses(parse_cuts), "must be ascending numbers, e.g. 25,45"),
+        needs=_AIA,
+    )
     samo_buffer: int = opt(64, "SAMO: most models buffered between wake-ups", check=_min(1), needs=_SAMO)
     merge: str = opt(
         "mean",
@@ -605,7 +688,7 @@ class RunConfig:
         _check(not (lc.dp_noise and lc.dp_epsilon), "dp-noise", "give --dp-noise or --dp-epsilon, not both")
         a = self.attack
         _check(
-            not a.kind or a.target_k < self.nodes,
+            not a.cia or a.target_k < self.nodes,
             "target-k",
             f"must be in [1, nodes), got {a.target_k} with nodes {self.nodes}",
         )
@@ -615,7 +698,7 @@ class RunConfig:
         _check(a.mia or not a.mia_holdout, "mia-holdout", "needs --mia (it only feeds the MIA)")
         if a.mia_proxy:
             _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
-            _check(a.kind == "cia", "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")
+            _check(a.cia, "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")
             _check(self.model == "gmf", "mia-proxy", "needs a model that predicts probabilities (gmf)")
         if a.colluders:
             size = max(2, round(a.colluders * self.nodes))

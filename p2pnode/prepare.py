@@ -49,6 +49,7 @@ def load_data(config: RunConfig) -> tuple[Interactions, Planted | None]:
         return load_ml100k(config.data_dir or None), None
     if config.dataset == "synthetic":
         fields = dataclasses.asdict(config.synthetic)
+        fields.pop("attribute_strength")  # the planted attribute's (p2pnode/attributes.py)
         synth = SyntheticConfig(users=config.nodes, seed=config.seed, **fields)
         return planted_communities(synth)
     if not Path(config.dataset).exists():

@@ -179,6 +179,7 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + _trouble_line(stats)
         + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
+        + (aia_lines(stats["aia"]) if isinstance(stats.get("aia"), dict) else "")
     )
 
 
@@ -249,6 +250,34 @@ def _predictions_lines(predictions: list[dict[str, Any]], adversaries: int = 3, 
     if len(predictions) > adversaries:
         lines.append(f"  ... and {len(predictions) - adversaries} more adversaries")
     return "\n".join(lines)
+
+
+def aia_lines(aia: dict[str, Any]) -> str:
+    """Attribute inference (paper 004): per observer and attribute, the best round's score beside
+    the majority-class and prior-sampling baselines of the same split."""
+    lines = []
+    for observer, summary in aia.items():
+        best = summary.get("best", {}) if isinstance(summary, dict) else {}
+        if not best:
+            continue
+        optimistic = (
+            " (epoch chosen on the scored users: optimistic)" if summary.get("select") == "best-test" else ""
+        )
+        parts = []
+        for name, score in best.items():
+            metric = "AUC" if "auc" in score else "micro-F1"
+            key = "auc" if "auc" in score else "micro_f1"
+            majority, prior = score["majority"].get(key, float("nan")), score["prior"].get(key, float("nan"))
+            parts.append(
+                f"{name} {metric} {score[key]:.3f} at round {score['round']} "
+                f"(majority {majority:.3f}, prior {prior:.3f})"
+            )
+        last = summary["last"]
+        lines.append(
+            f"\nAIA ({observer}, I'_u {summary['items']}{optimistic}; observed {last['observed']} users, "
+            f"{last['public_observed']} public): " + "; ".join(parts)
+        )
+    return "".join(lines)
 
 
 def mia_line(mia: dict[str, Any]) -> str:

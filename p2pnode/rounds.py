@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from p2pnode.attack import lab_for, victims
+from p2pnode.attributes import aia_lab_for, shared_models
 from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
@@ -36,6 +37,7 @@ class RoundLog:
         self.nodes = nodes
         self.metric = metric_for(config)
         self.lab = lab_for(prep)
+        self.aia = aia_lab_for(prep)  #: the attribute inference (--attack aia), None without
         #: the dataset's own user ids (``u17``), by node id, for outputs that name users
         self.raw_users: tuple[str, ...] | None = tuple(prep.data.raw_user_ids) if prep.data else None
         self.progress = progress
@@ -58,6 +60,8 @@ class RoundLog:
         mia = self.lab.evaluate_mia(round_no, victims(nodes))
         if mia is not None:
             stats["mia"] = mia
+        if self.aia is not None:  # the omniscient observer: every node's shared model (an upper bound)
+            stats["aia"] = self.aia.evaluate(round_no, shared_models(nodes, self.config.nodes))
         if self.extra is not None:
             stats.update(self.extra())
         stats["seconds"] = seconds
@@ -95,6 +99,8 @@ class RoundLog:
         mia = self.lab.mia_summary()
         if mia is not None:
             result["mia"] = mia
+        if self.aia is not None:
+            result["aia"] = {"omniscient": self.aia.summary()}
         return result
 
 

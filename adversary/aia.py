@@ -1,0 +1,356 @@
+"""Attribute inference (paper 004, PARD, §II-B eq. 7; the authors' ``eval_privacy.py``), sans I/O.
+
+An observer that sees users' models reads their private attributes off them:
+
+- **Features** (eq. 7): per user, ``[θ_u, mean of the item rows over I'_u]``, the user embedding
+  beside the mean embedding of the user's positive items. I'_u is either the oracle (the user's
+  training positives, 004's assumption) or inferred from the model alone: the top-M items by the
+  model's own scores (:func:`inferred_items`). A model without a user embedding (Share less) gives
+  only the item part, or the fictive user e_A the CIA trains in its place.
+- **Shadow users**: a public share η of the users (drawn from the seed, :func:`public_users`)
+  publish their attributes; the observer trains on the public users it has observed and is scored
+  on the others it has observed, never on a public one (:func:`split`).
+- **Classifier**: one MLP per attribute (004's shapes, trained by a :class:`Trainer`, in the
+  shell ``learning.attribute_mlp.train``: SGD lr 0.05 with momentum 0.9 on batches of at most
+  2,000 users, 150 epochs), on features standardised with the training users' mean and spread.
+  The epoch is chosen on a validation quarter of the public users (``select = "validation"``),
+  or, as 004's code does, as the best epoch on the test users themselves (``"best-test"``:
+  optimistic, and labelled so wherever it is printed).
+- **Metrics** (scikit-learn): for a two-class attribute the AUC (004's), for more classes the
+  micro-F1 (004's) and the macro-F1; beside each the same split's majority-class and
+  prior-sampling baselines (004's "Random Attack" samples from the prior).
+
+Pure: randomness comes from the settings' seed, and the classifier's training is injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.metrics import f1_score, roc_auc_score
+
+from learning.attributes import Attribute, Attributes
+from learning.params import Array, Index
+
+Features = npt.NDArray[np.float32]
+SELECTIONS = ("validation", "best-test")
+
+
+@dataclass(frozen=True)
+class AiaSettings:
+    """How the attack trains and scores (the run's ``attack.aia_*`` settings)."""
+
+    public: float = 0.2  #: η, the share of users who publish their attributes (004: 0.2)
+    select: str = "validation"  #: "validation", or "best-test" (004's code: optimistic)
+    epochs: int = 150  #: training epochs of each classifier (004's code: 150)
+    lr: float = 0.05  #: SGD learning rate (004's code: 0.05, momentum 0.9)
+    batch: int = 2000  #: users per step at most (004's code: 2,000)
+    validation: float = 0.25  #: share of the public users kept to choose the epoch
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.public < 1.0:
+            raise ValueError("the public share must be in (0, 1)")
+        if self.select not in SELECTIONS:
+            raise ValueError(f"select must be one of {', '.join(SELECTIONS)}")
+
+
+def item_mean(params: Mapping[str, Array], items: Index, table: str = "item") -> Features:
+    """The mean of the item rows ``items`` of a model (eq. 7's θ*_{u,i}); zeros for no items."""
+    rows = params[table]
+    if len(items) == 0:
+        return np.zeros(rows.shape[1], dtype=np.float32)
+    return np.asarray(rows[np.asarray(items, dtype=np.int64)].mean(axis=0), dtype=np.float32)
+
+
+def feature(params: Mapping[str, Array], items: Index, user: Array | None = None) -> Features:
+    """Eq. 7: ``[θ_u, mean item row over I'_u]``. ``user``: the user part to use (the model's own
+    ``user`` row by default; Share less: the fictive e_A, or None for the item part alone)."""
+    part = item_mean(params, items)
+    if user is None and "user" in params:
+        user = params["user"]
+    if user is None:
+        return part
+    return np.concatenate([np.asarray(user, dtype=np.float32).reshape(-1), part])
+
+
+def inferred_items(scores: npt.NDArray[np.floating[Any]], m: int) -> Index:
+    """The top-``m`` items by a model's own scores: I'_u without the oracle (ties by item id)."""
+    m = min(m, len(scores))
+    order = np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
+    return np.sort(order[:m]).astype(np.int64)
+
+
+def public_users(n_users: int, share: float, seed: int) -> npt.NDArray[np.bool_]:
+    """Which users publish their attributes: ``round(share × n)`` of them, drawn from the seed."""
+    rng = np.random.default_rng([seed, 0xA1A, 1])
+    public = np.zeros(n_users, dtype=np.bool_)
+    count = max(1, min(n_users - 1, round(share * n_users)))
+    public[rng.choice(n_users, size=count, replace=False)] = True
+    return public
+
+
+@dataclass(frozen=True)
+class Split:
+    """The users of one attack: trained on (public, observed), validated on, scored on."""
+
+    train: Index
+    validation: Index
+    test: Index
+
+
+def split(observed: Sequence[int], public: npt.NDArray[np.bool_], settings: AiaSettings) -> Split:
+    """The public users observed (less a validation part) train; the non-public observed are
+    scored. A public user is never scored."""
+    seen = np.array(sorted(set(observed)), dtype=np.int64)
+    pub = seen[public[seen]]
+    test = seen[~public[seen]]
+    rng = np.random.default_rng([settings.seed, 0xA1A, 2])
+    shuffled = rng.permutation(pub)
+    n_val = round(settings.validation * len(pub)) if settings.select == "validation" else 0
+    return Split(np.sort(shuffled[n_val:]), np.sort(shuffled[:n_val]), test)
+
+
+@dataclass
+class Score:
+    """One attribute's attack: the figures of the chosen epoch and the baselines of its split."""
+
+    attribute: str
+    classes: int
+    train: int
+    test: int
+    auc: float | None = None
+    micro_f1: float | None = None
+    macro_f1: float | None = None
+    majority: dict[str, float] = field(default_factory=dict)
+    prior: dict[str, float] = field(default_factory=dict)
+    epoch: int = 0
+    select: str = "validation"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "classes": self.classes,
+            "train_users": self.train,
+            "test_users": self.test,
+            "epoch": self.epoch,
+            "select": self.select,
+            "majority": self.majority,
+            "prior": self.prior,
+        }
+        for key in ("auc", "micro_f1", "macro_f1"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def _figures(truth: npt.NDArray[np.int64], prob: npt.NDArray[np.float64], classes: int) -> dict[str, float]:
+    """AUC (two classes) or micro- and macro-F1 of predicted probabilities (scikit-learn)."""
+    if classes == 2:
+        if len(set(truth.tolist())) < 2:
+            return {}
+        return {"auc": float(roc_auc_score(truth, prob[:, 1]))}
+    guess = prob.argmax(axis=1)
+    labels = list(range(classes))
+    return {
+        "micro_f1": float(f1_score(truth, guess, labels=labels, average="micro")),
+        "macro_f1": float(f1_score(truth, guess, labels=labels, average="macro", zero_division=0)),
+    }
+
+
+def _one_hot(guess: npt.NDArray[np.int64], classes: int) -> npt.NDArray[np.float64]:
+    prob = np.zeros((len(guess), classes))
+    prob[np.arange(len(guess)), guess] = 1.0
+    return prob
+
+
+def baselines(
+    train: npt.NDArray[np.int64], test: npt.NDArray[np.int64], classes: int, seed: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The majority class of the training users, and labels drawn from their class shares
+    (004's "Random Attack"), scored as the attack is on the same test users."""
+    counts = np.bincount(train, minlength=classes).astype(np.float64)
+    majority = np.full(len(test), int(counts.argmax()), dtype=np.int64)
+    rng = np.random.default_rng([seed, 0xA1A, 3])
+    drawn = rng.choice(classes, size=len(test), p=counts / counts.sum()).astype(np.int64)
+    return _figures(test, _one_hot(majority, classes), classes), _figures(
+        test, _one_hot(drawn, classes), classes
+    )
+
+
+class Trainer(Protocol):
+    """Trains a classifier on (x, y) and yields, after each epoch, the class probabilities of
+    each array of ``views`` (``learning.attribute_mlp.train``: 004's MLP in torch)."""
+
+    def __call__(
+        self,
+        x: Features,
+        y: npt.NDArray[np.int64],
+        views: Sequence[Features],
+        classes: int,
+        epochs: int,
+        lr: float,
+        batch: int,
+        seed: int,
+    ) -> Iterator[list[npt.NDArray[np.float64]]]: ...
+
+
+def attack(
+    features: Mapping[int, Features],
+    attribute: Attribute,
+    public: npt.NDArray[np.bool_],
+    settings: AiaSettings,
+    trainer: Trainer,
+) -> Score | None:
+    """Train the attribute's classifier on the observed public users and score it on the observed
+    others; None where either side has too few users (or one class only) to say anything."""
+    known = [u for u in features if attribute.labels[u] >= 0]
+    parts = split(known, public, settings)
+    labels = attribute.labels
+    classes = len(attribute.classes)
+    if len(parts.train) < 2 or len(parts.test) < 1 or len(set(labels[parts.train].tolist())) < 2:
+        return None
+    x_all = np.stack([features[u] for u in known]).astype(np.float32)
+    mean, spread = _standardiser(np.stack([features[int(u)] for u in parts.train]))
+    index = {u: k for k, u in enumerate(known)}
+
+    def rows(users: Index) -> Features:
+        return (x_all[[index[int(u)] for u in users]] - mean) / spread
+
+    x_train, x_val, x_test = rows(parts.train), rows(parts.validation), rows(parts.test)
+    y_val, y_test = labels[parts.validation], labels[parts.test]
+    seed = int(np.random.default_rng([settings.seed, 0xA1A, 4]).integers(2**31))
+    epochs = trainer(
+        x_train,
+        labels[parts.train],
+        (x_val, x_test),
+        classes,
+        settings.epochs,
+        settings.lr,
+        settings.batch,
+        seed,
+    )
+    best: tuple[float, int, dict[str, float]] | None = None
+    for epoch, (p_val, p_test) in enumerate(epochs):
+        test_figures = _figures(y_test, p_test, classes)
+        judged = _figures(y_val, p_val, classes) if settings.select == "validation" else test_figures
+        key = judged.get("auc", judged.get("micro_f1"))
+        if key is not None and (best is None or key > best[0]):
+            best = (key, epoch, test_figures)
+    if best is None:
+        return None
+    majority, prior = baselines(labels[parts.train], y_test, classes, settings.seed)
+    score = Score(
+        attribute.name, classes, len(parts.train), len(parts.test), epoch=best[1] + 1, select=settings.select
+    )
+    for name, value in best[2].items():
+        setattr(score, name, value)
+    score.majority, score.prior = majority, prior
+    return score
+
+
+def _standardiser(x: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    mean = x.mean(axis=0)
+    spread = x.std(axis=0)
+    spread[spread < 1e-12] = 1.0
+    return mean.astype(np.float32), spread.astype(np.float32)
+
+
+def attack_all(
+    features: Mapping[int, Features],
+    attributes: Attributes,
+    public: npt.NDArray[np.bool_],
+    settings: AiaSettings,
+    trainer: Trainer,
+) -> dict[str, Any]:
+    """Every attribute's :class:`Score` (as dicts; an attribute with too few users is left out),
+    and the observer's coverage: how many public and non-public users it has observed."""
+    seen = np.array(sorted(features), dtype=np.int64)
+    out: dict[str, Any] = {
+        "observed": len(seen),
+        "public_observed": int(public[seen].sum()) if len(seen) else 0,
+        "coverage": len(seen) / len(public) if len(public) else 0.0,
+        "select": settings.select,
+        "attributes": {},
+    }
+    for attribute in attributes.items:
+        score = attack(features, attribute, public, settings, trainer)
+        if score is not None:
+            out["attributes"][attribute.name] = score.as_dict()
+    return out
+
+
+class AiaLab:
+    """The attribute inference of one run: its users' attributes, who is public, each user's I'_u,
+    and the scores of every evaluation round.
+
+    :meth:`evaluate` scores one observer's view of the users' models; the omniscient observer (an
+    upper bound, as the MPE attack has) passes every node's current shared model. Features follow
+    eq. 7 through the model's own tables (``AttackModel``: GMF's ``user`` and ``item``, PRME's
+    ``user_p`` and ``item_p``); a model that does not share its user row (Share less) gives the
+    item part alone.
+    """
+
+    def __init__(
+        self,
+        attributes: Attributes,
+        settings: AiaSettings,
+        trainer: Trainer,
+        model: Any,
+        positives: Mapping[int, Index] | None,
+        top_m: int = 20,
+    ) -> None:
+        self.attributes = attributes
+        self.settings = settings
+        self.trainer = trainer
+        self.model = model  #: adversary.models.AttackModel: its tables and scores
+        self.positives = positives  #: the oracle I'_u (None: inferred from each model's scores)
+        self.top_m = top_m
+        self.public = public_users(len(attributes.items[0].labels), settings.public, settings.seed)
+        self.history: list[dict[str, Any]] = []
+
+    def items_of(self, user: int, params: Mapping[str, Array]) -> Index:
+        """I'_u: the oracle's positives, or the top-M items by the model's own scores."""
+        if self.positives is not None:
+            return self.positives[user]
+        if self.model.user_name not in params:
+            return np.zeros(0, dtype=np.int64)  # no user row to score with
+        scores = self.model.relevance(params, self.model.user_of(params), slice(None))
+        return inferred_items(scores, self.top_m)
+
+    def feature_of(self, user: int, params: Mapping[str, Array]) -> Features:
+        items = self.items_of(user, params)
+        part = item_mean(params, items, self.model.item_tables[0])
+        if self.model.user_name not in params:
+            return part
+        return np.concatenate([self.model.user_of(params), part]).astype(np.float32)
+
+    def evaluate(self, round_no: int, models: Mapping[int, Mapping[str, Array]]) -> dict[str, Any]:
+        """Every attribute's scores from these users' models; kept in :attr:`history`."""
+        features = {u: self.feature_of(u, p) for u, p in models.items() if u < len(self.public)}
+        scores = attack_all(features, self.attributes, self.public, self.settings, self.trainer)
+        scores["round"] = round_no
+        self.history.append(scores)
+        return scores
+
+    def summary(self) -> dict[str, Any]:
+        """The last evaluation, and per attribute its best round (the highest AUC or micro-F1)."""
+        if not self.history:
+            return {}
+        best: dict[str, Any] = {}
+        for entry in self.history:
+            for name, score in entry["attributes"].items():
+                key = score.get("auc", score.get("micro_f1"))
+                if key is not None and (name not in best or key > best[name]["value"]):
+                    best[name] = {"round": entry["round"], "value": key, **score}
+        return {
+            "last": self.history[-1],
+            "best": best,
+            "public": self.settings.public,
+            "items": "oracle" if self.positives is not None else f"inferred (top {self.top_m})",
+            "select": self.settings.select,
+        }

@@ -1,0 +1,79 @@
+"""The attribute inference attack's classifier: a small torch MLP per attribute (paper 004's code,
+``attacker.py`` Discriminator and ``eval_privacy.py``).
+
+Shapes as 004's: two hidden layers of the input's width and one of half of it, LeakyReLU 0.2,
+dropout 0.5 before the output; one logit for two classes (binary cross-entropy), else one per
+class (cross-entropy). SGD with momentum 0.9 on a random batch of at most ``batch`` training users
+per epoch, as 004's code steps. :func:`train` yields, after every epoch, the class probabilities
+of each array it is asked about, so that the caller (``adversary.aia``) chooses the epoch.
+Deterministic for a seed: torch runs on a forked RNG, the caller's stream is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+Probabilities = npt.NDArray[np.float64]
+
+
+def mlp(width: int, classes: int) -> torch.nn.Module:
+    """004's discriminator for an input of ``width`` values and ``classes`` classes."""
+    half = max(1, width // 2)
+    return torch.nn.Sequential(
+        torch.nn.Linear(width, width),
+        torch.nn.LeakyReLU(0.2),
+        torch.nn.Linear(width, width),
+        torch.nn.LeakyReLU(0.2),
+        torch.nn.Linear(width, half),
+        torch.nn.LeakyReLU(0.2),
+        torch.nn.Dropout(0.5),
+        torch.nn.Linear(half, 1 if classes == 2 else classes),
+    )
+
+
+def train(
+    x: npt.NDArray[np.float32],
+    y: npt.NDArray[np.int64],
+    views: Sequence[npt.NDArray[np.float32]],
+    classes: int,
+    epochs: int,
+    lr: float,
+    batch: int,
+    seed: int,
+) -> Iterator[list[Probabilities]]:
+    """Train on (``x``, ``y``); after each epoch yield the probabilities of every array of ``views``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = mlp(x.shape[1], classes)
+        optimiser = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
+        loss_fn: torch.nn.Module = (
+            torch.nn.BCEWithLogitsLoss() if classes == 2 else torch.nn.CrossEntropyLoss()
+        )
+        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+        seen = [torch.from_numpy(v) for v in views]
+        for _ in range(epochs):
+            net.train()
+            pick = torch.randperm(len(xt))[:batch]
+            out = net(xt[pick])
+            target = yt[pick]
+            loss = loss_fn(out.squeeze(1), target.float()) if classes == 2 else loss_fn(out, target)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            net.eval()
+            with torch.no_grad():
+                yield [_probabilities(net, v, classes) for v in seen]
+
+
+def _probabilities(net: torch.nn.Module, x: torch.Tensor, classes: int) -> Probabilities:
+    if len(x) == 0:
+        return np.zeros((0, classes))
+    out = net(x)
+    if classes == 2:
+        p = torch.sigmoid(out.squeeze(1)).double().numpy()
+        return np.stack([1 - p, p], axis=1)
+    return torch.softmax(out, dim=1).double().numpy()

@@ -1,0 +1,103 @@
+"""The attribute inference attack's parts: eq. 7's features, the public split, the classifier, the
+metrics and their baselines (adversary/aia.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adversary.aia import (
+    AiaSettings,
+    attack,
+    attack_all,
+    baselines,
+    feature,
+    inferred_items,
+    public_users,
+    split,
+)
+from learning.attribute_mlp import train
+from learning.attributes import Attribute, Attributes
+
+
+def test_features_are_the_user_row_beside_the_mean_of_the_positive_items() -> None:
+    params = {
+        "user": np.array([[1.0, 2.0]], np.float32),
+        "item": np.arange(8, dtype=np.float32).reshape(4, 2),
+    }
+    assert feature(params, np.array([0, 2])).tolist() == [1.0, 2.0, 2.0, 3.0]
+    without_user = {"item": params["item"]}
+    assert feature(without_user, np.array([3])).tolist() == [6.0, 7.0]  # Share less: the item part
+    fictive = np.array([9.0, 9.0], np.float32)
+    assert feature(without_user, np.array([3]), fictive).tolist() == [9.0, 9.0, 6.0, 7.0]
+    assert inferred_items(np.array([0.1, 0.9, 0.5, 0.9]), 2).tolist() == [1, 3]  # ties by id
+
+
+def test_public_users_train_and_are_never_scored() -> None:
+    public = public_users(100, 0.2, seed=4)
+    assert public.sum() == 20 and (public == public_users(100, 0.2, seed=4)).all()
+    parts = split(range(0, 100, 2), public, AiaSettings())
+    train = set(parts.train.tolist()) | set(parts.validation.tolist())
+    assert train == {u for u in range(0, 100, 2) if public[u]}  # only observed public users
+    assert not set(parts.test.tolist()) & set(np.flatnonzero(public).tolist())
+    assert len(parts.validation) == round(0.25 * len(train))
+    optimistic = split(range(100), public, AiaSettings(select="best-test"))
+    assert len(optimistic.validation) == 0 and len(optimistic.train) == 20
+
+
+def _data(n: int, separable: bool, seed: int = 0) -> tuple[dict[int, np.ndarray], Attribute]:
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, n)
+    x = rng.standard_normal((n, 8)).astype(np.float32)
+    if separable:
+        x[:, 0] += 3.0 * (2 * labels - 1)
+    return {u: x[u] for u in range(n)}, Attribute("g", ("a", "b"), labels.astype(np.int64))
+
+
+def test_the_classifier_reads_a_leaking_feature_and_not_a_silent_one() -> None:
+    settings = AiaSettings(public=0.3, seed=1, epochs=60)
+    features, attr = _data(400, separable=True)
+    score = attack(features, attr, public_users(400, 0.3, 1), settings, train)
+    assert score is not None and score.auc is not None and score.auc > 0.95
+    assert score.majority["auc"] == 0.5  # a constant guess ranks nothing
+    features, attr = _data(400, separable=False)
+    blind = attack(features, attr, public_users(400, 0.3, 1), settings, train)
+    assert blind is not None and blind.auc is not None and abs(blind.auc - 0.5) < 0.1
+    best = attack(
+        features,
+        attr,
+        public_users(400, 0.3, 1),
+        AiaSettings(public=0.3, seed=1, epochs=60, select="best-test"),
+        train,
+    )
+    assert (
+        best is not None and best.auc is not None and best.auc >= blind.auc - 1e-9
+    )  # chosen on the test users
+
+
+def test_multi_class_attributes_get_micro_and_macro_f1_and_their_baselines() -> None:
+    rng = np.random.default_rng(2)
+    labels = rng.choice(3, 600, p=[0.6, 0.3, 0.1]).astype(np.int64)
+    x = rng.standard_normal((600, 6)).astype(np.float32)
+    x[np.arange(600), labels] += 4.0
+    attrs = Attributes((Attribute("age", ("y", "m", "o"), labels),))
+    got = attack_all(
+        {u: x[u] for u in range(600)}, attrs, public_users(600, 0.2, 2), AiaSettings(seed=2, epochs=80), train
+    )
+    age = got["attributes"]["age"]
+    assert age["micro_f1"] > 0.8 > age["majority"]["micro_f1"] + 0.15 and age["macro_f1"] > 0.6
+    assert age["majority"]["micro_f1"] == pytest.approx(
+        float((labels[~public_users(600, 0.2, 2)] == 0).mean())
+    )
+    assert got["observed"] == 600 and got["public_observed"] == 120 and got["coverage"] == 1.0
+    majority, prior = baselines(np.array([0, 0, 1]), np.array([0, 1, 1, 0]), 2, seed=0)
+    assert majority == {"auc": 0.5} and 0.0 <= prior["auc"] <= 1.0
+
+
+def test_too_few_users_on_either_side_say_nothing() -> None:
+    features, attr = _data(10, separable=True)
+    public = np.zeros(10, dtype=bool)
+    public[0] = True
+    assert (
+        attack(features, attr, public, AiaSettings(epochs=5), train) is None
+    )  # one public user cannot train
