@@ -13,9 +13,10 @@ An observer that sees users' models reads their private attributes off them:
 - **Classifier**: one MLP per attribute (004's shapes, trained by a :class:`Trainer`, in the
   shell ``learning.attribute_mlp.train``: SGD lr 0.05 with momentum 0.9 on batches of at most
   2,000 users, 150 epochs), on features standardised with the training users' mean and spread.
-  The epoch is chosen on a validation quarter of the public users (``select = "validation"``),
-  or, as 004's code does, as the best epoch on the test users themselves (``"best-test"``:
-  optimistic, and labelled so wherever it is printed).
+  The epoch is the one of least log-loss on a validation quarter of the public users (``select =
+  "validation"``; the last epoch when the public users are too few to spare one), or, as 004's
+  code does, the best epoch on the test users themselves (``"best-test"``: optimistic, and
+  labelled so wherever it is printed).
 - **Metrics** (scikit-learn): for a two-class attribute the AUC (004's), for more classes the
   micro-F1 (004's) and the macro-F1; beside each the same split's majority-class and
   prior-sampling baselines (004's "Random Attack" samples from the prior).
@@ -25,13 +26,12 @@ Pure: randomness comes from the settings' seed, and the classifier's training is
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.metrics import f1_score, roc_auc_score
 
 from learning.attributes import Attribute, Attributes
 from learning.params import Array, Index
@@ -150,6 +150,8 @@ class Score:
 
 def _figures(truth: npt.NDArray[np.int64], prob: npt.NDArray[np.float64], classes: int) -> dict[str, float]:
     """AUC (two classes) or micro- and macro-F1 of predicted probabilities (scikit-learn)."""
+    from sklearn.metrics import f1_score, roc_auc_score  # at first use: it loads threads and more
+
     if classes == 2:
         if len(set(truth.tolist())) < 2:
             return {}
@@ -237,11 +239,15 @@ def attack(
     best: tuple[float, int, dict[str, float]] | None = None
     for epoch, (p_val, p_test) in enumerate(epochs):
         test_figures = _figures(y_test, p_test, classes)
-        judged = _figures(y_val, p_val, classes) if settings.select == "validation" else test_figures
-        key = judged.get("auc", judged.get("micro_f1"))
-        if key is not None and (best is None or key > best[0]):
+        if settings.select == "validation":  # the validation users' log-loss: defined for any classes
+            from sklearn.metrics import log_loss
+
+            key = -float(log_loss(y_val, p_val, labels=list(range(classes)))) if len(y_val) else float(epoch)
+        else:
+            key = test_figures.get("auc", test_figures.get("micro_f1", float("nan")))
+        if key == key and (best is None or key > best[0]):
             best = (key, epoch, test_figures)
-    if best is None:
+    if best is None or not best[2]:
         return None
     majority, prior = baselines(labels[parts.train], y_test, classes, settings.seed)
     score = Score(
@@ -311,7 +317,8 @@ class AiaLab:
         self.positives = positives  #: the oracle I'_u (None: inferred from each model's scores)
         self.top_m = top_m
         self.public = public_users(len(attributes.items[0].labels), settings.public, settings.seed)
-        self.history: list[dict[str, Any]] = []
+        #: per observer ("omniscient", "server", "node 17"): its evaluations, round by round
+        self.history: dict[str, list[dict[str, Any]]] = {}
 
     def items_of(self, user: int, params: Mapping[str, Array]) -> Index:
         """I'_u: the oracle's positives, or the top-M items by the model's own scores."""
@@ -330,27 +337,52 @@ class AiaLab:
         return np.concatenate([self.model.user_of(params), part]).astype(np.float32)
 
     def evaluate(self, round_no: int, models: Mapping[int, Mapping[str, Array]]) -> dict[str, Any]:
-        """Every attribute's scores from these users' models; kept in :attr:`history`."""
+        """The omniscient observer's scores from these users' models."""
         features = {u: self.feature_of(u, p) for u, p in models.items() if u < len(self.public)}
+        return self.score("omniscient", round_no, features)
+
+    def score(self, observer: str, round_no: int, features: Mapping[int, Features]) -> dict[str, Any]:
+        """Every attribute's scores from what ``observer`` holds; kept in :attr:`history`."""
         scores = attack_all(features, self.attributes, self.public, self.settings, self.trainer)
         scores["round"] = round_no
-        self.history.append(scores)
+        self.history.setdefault(observer, []).append(scores)
         return scores
 
     def summary(self) -> dict[str, Any]:
-        """The last evaluation, and per attribute its best round (the highest AUC or micro-F1)."""
-        if not self.history:
-            return {}
-        best: dict[str, Any] = {}
-        for entry in self.history:
-            for name, score in entry["attributes"].items():
-                key = score.get("auc", score.get("micro_f1"))
-                if key is not None and (name not in best or key > best[name]["value"]):
-                    best[name] = {"round": entry["round"], "value": key, **score}
-        return {
-            "last": self.history[-1],
-            "best": best,
-            "public": self.settings.public,
-            "items": "oracle" if self.positives is not None else f"inferred (top {self.top_m})",
-            "select": self.settings.select,
-        }
+        """Per observer: its last evaluation, and per attribute its best round (the highest AUC
+        or micro-F1)."""
+        out: dict[str, Any] = {}
+        for observer, history in self.history.items():
+            best: dict[str, Any] = {}
+            for entry in history:
+                for name, score in entry["attributes"].items():
+                    key = score.get("auc", score.get("micro_f1"))
+                    if key is not None and (name not in best or key > best[name]["value"]):
+                        best[name] = {"round": entry["round"], "value": key, **score}
+            out[observer] = {
+                "last": history[-1],
+                "best": best,
+                "public": self.settings.public,
+                "items": "oracle" if self.positives is not None else f"inferred (top {self.top_m})",
+                "select": self.settings.select,
+            }
+        return out
+
+
+class AttributeObserver:
+    """What one observing node keeps for attribute inference: per user whose model it received
+    (a gossip model, a client's update at the FedAvg server), the eq. 7 features of the latest
+    one, 2d values a user (``featurize``: :meth:`AiaLab.feature_of`)."""
+
+    def __init__(self, featurize: Callable[[int, Mapping[str, Array]], Features]) -> None:
+        self.featurize = featurize
+        self.features: dict[int, Features] = {}
+
+    def observe(self, user: int, params: Mapping[str, Array]) -> None:
+        self.features[int(user)] = self.featurize(int(user), params)
+
+    def state(self) -> dict[str, Any]:
+        return {"features": [[u, f.tolist()] for u, f in sorted(self.features.items())]}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.features = {int(u): np.asarray(f, dtype=np.float32) for u, f in state["features"]}

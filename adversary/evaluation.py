@@ -105,7 +105,7 @@ class AttackLab:
         for runtime in nodes:
             node = runtime.node
             spec = self.plan.adversaries.get(runtime.node_id)
-            if spec is None or not isinstance(node, AdversaryNode):
+            if spec is None or not isinstance(node, AdversaryNode) or node.observer is None:
                 continue
             mine_a: list[float] = []
             mine_b: list[float] = []
@@ -184,7 +184,12 @@ class AttackLab:
         for runtime in nodes:
             node = runtime.node
             spec = ids.get(runtime.node_id)
-            if isinstance(node, AdversaryNode) and spec is not None and spec.evaluated:
+            if (
+                isinstance(node, AdversaryNode)
+                and node.observer is not None
+                and spec is not None
+                and spec.evaluated
+            ):
                 pred = node.observer.predict(0)
                 out.append(
                     {

@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from adversary.aia import AttributeObserver
 from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
 from adversary.models import AttackModel
@@ -47,19 +48,21 @@ class AdversaryNode(GossipNode):
     def __init__(
         self,
         protocol: GossipProtocol,
-        observer: CIAObserver,
+        observer: CIAObserver | None,
         partners: Sequence[NodeId] = (),
         reference: Callable[[], Mapping[str, Array]] | None = None,
         refresh_every: int = 10,
         seed: int = 0,
         multicast: str = "v",
         send_to: Sequence[NodeId] | None = None,
+        aia: AttributeObserver | None = None,
     ) -> None:
         super().__init__(protocol)
         if multicast not in ("v", "theta"):
             raise ValueError("multicast must be 'v' or 'theta'")
         self.multicast_theta = multicast == "theta"
-        self.observer = observer
+        self.observer = observer  #: the CIA's (None: this node infers attributes only)
+        self.aia = aia  #: attribute inference's (paper 004; None: the CIA only)
         self.partners = tuple(p for p in partners if p != protocol.node_id)  #: multicasts taken from
         targets = self.partners if send_to is None else send_to
         self.send_to = tuple(p for p in targets if p != protocol.node_id)  #: multicasts sent to
@@ -71,12 +74,12 @@ class AdversaryNode(GossipNode):
         self._wakes = 0
         self.refreshes = 0  #: how many times e_A was trained
         self._kept: tuple[int, float] | None = None  #: (model version, norm of its kept rows)
-        if observer.fictive_user:
+        if observer is not None and observer.fictive_user:
             self._refresh()
 
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         effects = super().on_timer(key, now, rng)
-        if not self.observer.fictive_user:
+        if self.observer is None or not self.observer.fictive_user:
             return effects
         if key == WAKE_TIMER:
             self._wakes += 1
@@ -108,6 +111,7 @@ class AdversaryNode(GossipNode):
     def _kept_norm(self) -> float:
         """‖own model‖ over the rows a multicast carries, once per model version (a reader
         takes many multicasts between two of its own updates)."""
+        assert self.observer is not None  # a multicast is taken only by a CIA colluder
         version = self.protocol.learner.version
         if self._kept is None or self._kept[0] != version:
             self._kept = (version, l2_norm(self.observer.keep(self.protocol.learner.params)))
@@ -115,12 +119,14 @@ class AdversaryNode(GossipNode):
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         if isinstance(message, CollusionMessage):
-            if sender in self.partners:
+            if sender in self.partners and self.observer is not None:
                 self.observer.fold(message.user, message.params)
                 self.multicasts_received += 1
             return []
         observed: list[Effect] = []
-        if is_observation(message):
+        if self.aia is not None and is_observation(message):  # before the merge may reuse its arrays
+            self.aia.observe(int(sender), message.params)
+        if self.observer is not None and is_observation(message):
             theta = self.observer.keep(message.params) if self.multicast_theta and self.send_to else None
             v = self.observer.observe(int(sender), message.params)
             if self.send_to:
@@ -130,22 +136,30 @@ class AdversaryNode(GossipNode):
         return [*super().on_message(sender, message, now, rng), *observed]
 
     def state(self) -> dict[str, Any]:
-        return {**super().state(), "observer": self.observer.state()}
+        out = {**super().state(), "observer": None if self.observer is None else self.observer.state()}
+        if self.aia is not None:  # a checkpoint of a CIA-only node stays as it was
+            out["aia"] = self.aia.state()
+        return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
         super().restore(state)
-        self.observer.restore(state["observer"])
+        if self.observer is not None:
+            self.observer.restore(state["observer"])
+        if self.aia is not None and state.get("aia") is not None:
+            self.aia.restore(state["aia"])
 
     def collusion_template(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A partner's multicast carries the target rows of the model (v_u or Θ_u alike)."""
         obs = self.observer
-        return obs.model.keep(params, obs.rows) if self.partners else None
+        return obs.model.keep(params, obs.rows) if self.partners and obs is not None else None
 
     def observed_users(self) -> int:
+        if self.observer is None:
+            return len(self.aia.features) if self.aia is not None else 0
         return len(self.observer.v)
 
     def _refresh(self) -> None:
-        if self.reference is not None:
+        if self.reference is not None and self.observer is not None:
             self.observer.set_reference(self.reference(), self._rng)
             self.refreshes += 1
 

@@ -76,4 +76,4 @@ def _probabilities(net: torch.nn.Module, x: torch.Tensor, classes: int) -> Proba
     if classes == 2:
         p = torch.sigmoid(out.squeeze(1)).double().numpy()
         return np.stack([1 - p, p], axis=1)
-    return torch.softmax(out, dim=1).double().numpy()
+    return torch.softmax(out.double(), dim=1).numpy()  # in float64: rows sum to 1 (log-loss checks)

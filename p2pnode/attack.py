@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from adversary.aia import AttributeObserver
 from adversary.cia import CIAObserver, kept_rows
 from adversary.evaluation import AttackLab, Victim
 from adversary.models import attack_model
@@ -20,6 +21,7 @@ from adversary.plan import AttackPlan, PlanError, PlanSettings, make_plan
 from learning.interactions import DataError
 from learning.learner import BaseLearner
 from learning.params import Array, Index
+from p2pnode.attributes import aia_lab_for
 from p2pnode.config import ConfigError
 from p2pnode.datasets import ML100K, load_ml100k_genres
 from p2pnode.node import NodeRuntime
@@ -168,11 +170,17 @@ def _category_target(wanted: str, categories: Sequence[str]) -> Index:
 
 
 def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -> GossipNode:
-    """The pure node for ``node_id``: honest, or an AdversaryNode running the CIA."""
+    """The pure node for ``node_id``: honest, or an AdversaryNode running the CIA, attribute
+    inference (``aia_observers``), or both."""
     plan = plan_for(prep)
     spec = plan.adversaries.get(node_id) if plan is not None else None
+    aia = None
+    if node_id in aia_observers(prep):
+        lab = aia_lab_for(prep)
+        assert lab is not None
+        aia = AttributeObserver(lab.feature_of)
     if spec is None:
-        return GossipNode(protocol)
+        return GossipNode(protocol) if aia is None else AdversaryNode(protocol, None, aia=aia)
     cfg = prep.config
     model = attack_model(cfg.model)
     if spec.forwarder:
@@ -203,4 +211,24 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         seed=cfg.seed,
         multicast=cfg.attack.multicast,
         send_to=spec.send_to,
+        aia=aia,
     )
+
+
+def aia_observers(prep: Prepared) -> frozenset[int]:
+    """The nodes that infer attributes from what they receive (paper 004 §II-B): the FedAvg
+    server (004's adversary), or in gossip the ``--attackers`` nodes (with ``all``, the default,
+    none: the omniscient observer, which every ``--attack aia`` run has, is their upper bound)."""
+    cfg = prep.config
+    if not cfg.attack.aia:
+        return frozenset()
+    if cfg.protocol == "fedavg":
+        return frozenset({cfg.nodes})  # p2pnode.build.server_id
+    if cfg.attack.colluders:
+        raise ConfigError(
+            "--colluders with --attack aia: colluders pooling what they read of attributes is not built "
+            "yet; give --attackers IDS (lone observers), or keep the omniscient observer alone"
+        )
+    if cfg.attack.attackers == "all":
+        return frozenset()
+    return frozenset(int(x) for x in _node_ids(prep, cfg.attack.attackers).split(","))

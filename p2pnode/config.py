@@ -81,6 +81,7 @@ _min = min_check
 _POSITIVE: Check = (lambda v: v > 0, "must be > 0")
 _CIA: Check = (lambda c: c.attack.cia, "--attack cia")
 _AIA: Check = (lambda c: c.attack.aia, "--attack aia")
+_ATTACK: Check = (lambda c: c.attack.cia or c.attack.aia, "--attack cia or aia")
 _COLLUDERS: Check = (
     lambda c: c.attack.cia and c.attack.colluders > 0,
     "--attack cia --colluders F",
@@ -280,9 +281,10 @@ class AttackConfig:
     attackers: str = opt(
         "all",
         "gossip: 'all' (every node, own items as target), node ids '3,17', or with a dataset file "
-        "the file's own user ids as written in it ('377,12', 'alice,bob')",
+        "the file's own user ids as written in it ('377,12', 'alice,bob'); with --attack aia the ids "
+        "that also infer attributes (all: none but the omniscient observer)",
         group="attack",
-        needs=_CIA,
+        needs=_ATTACK,
     )
     target_items: str = opt(
         "",

@@ -93,6 +93,25 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.aia_score = Gauge(
+            "p2pnode_aia_score",
+            "Attribute inference (--attack aia) at the last evaluation: the AUC of a two-class attribute, "
+            "the micro-F1 of others; observer: a hosted observing node, or omniscient (this process's nodes)",
+            ["observer", "attribute"],
+            registry=r,
+        )
+        self.aia_baseline = Gauge(
+            "p2pnode_aia_majority_baseline",
+            "The same split's majority-class score, beside p2pnode_aia_score",
+            ["observer", "attribute"],
+            registry=r,
+        )
+        self.aia_observed = Gauge(
+            "p2pnode_aia_observed_users",
+            "Users whose models the attribute inference observer holds features of",
+            ["observer"],
+            registry=r,
+        )
         self.cia_upper_bound = Gauge(
             "p2pnode_cia_upper_bound",
             "Share of the true community C whose models this adversary has observed",

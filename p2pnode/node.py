@@ -202,6 +202,7 @@ class NodeRuntime:
             "incarnation": self.incarnation,
             "rng": [version, list(internal), gauss],
             "observer": node["observer"],
+            **({"aia": node["aia"]} if node.get("aia") is not None else {}),  # attribute inference's
             #: when it was taken (a real process's wall clock): a restart ages the views by the gap
             "saved_at": None if self.wall is None else self.wall(),
         }
@@ -214,7 +215,8 @@ class NodeRuntime:
         """Take back a :meth:`checkpoint_state` of this node (same id and configuration)."""
         if int(state["node"]) != self.node_id:
             raise ValueError(f"checkpoint of node {state['node']} given to node {self.node_id}")
-        if (state["observer"] is None) != (self.node.observed_users() is None):
+        attacked = state["observer"] is not None or state.get("aia") is not None
+        if attacked != (self.node.observed_users() is not None):
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
         learner: Any = self.learner
         learner.restore(state["learner"])
@@ -256,6 +258,15 @@ class NodeRuntime:
         self.last_attack = (accuracy, bound)
         self._metrics.cia_accuracy.labels(self._label).set(accuracy)
         self._metrics.cia_upper_bound.labels(self._label).set(bound)
+
+    def publish_aia(self, observer: str, scores: dict[str, Any]) -> None:
+        """Publish attribute inference's latest scores (``adversary.aia.attack_all``) on /metrics."""
+        m = self._metrics
+        m.aia_observed.labels(observer).set(scores["observed"])
+        for name, score in scores["attributes"].items():
+            key = "auc" if "auc" in score else "micro_f1"
+            m.aia_score.labels(observer, name).set(score[key])
+            m.aia_baseline.labels(observer, name).set(score["majority"].get(key, float("nan")))
 
     def record_round(self, round_no: int, hit: float | None) -> None:
         """Publish the round, the latest HR@K outcome and the protocol's counters."""

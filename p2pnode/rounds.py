@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from adversary.node import AdversaryNode
 from p2pnode.attack import lab_for, victims
 from p2pnode.attributes import aia_lab_for, shared_models
 from p2pnode.config import RunConfig
@@ -60,8 +61,8 @@ class RoundLog:
         mia = self.lab.evaluate_mia(round_no, victims(nodes))
         if mia is not None:
             stats["mia"] = mia
-        if self.aia is not None:  # the omniscient observer: every node's shared model (an upper bound)
-            stats["aia"] = self.aia.evaluate(round_no, shared_models(nodes, self.config.nodes))
+        if self.aia is not None:
+            stats["aia"] = self.evaluate_aia(round_no)
         if self.extra is not None:
             stats.update(self.extra())
         stats["seconds"] = seconds
@@ -78,6 +79,25 @@ class RoundLog:
         rows of a real process's ``/status``."""
         server = self.config.nodes if self.config.protocol == "fedavg" else None  # p2pnode.build.server_id
         return node_rows(self.nodes.values(), self.metric, self.raw_users, server)
+
+    def evaluate_aia(self, round_no: int) -> dict[str, Any]:
+        """Attribute inference by the omniscient observer (every node's shared model: an upper
+        bound) and by every hosted observing node (the FedAvg server, ``--attackers``), from what
+        it has received."""
+        assert self.aia is not None
+        out = {
+            "omniscient": self.aia.evaluate(round_no, shared_models(self.nodes.values(), self.config.nodes))
+        }
+        first = next(iter(self.nodes.values()), None)
+        if first is not None:  # one registry a process: any node publishes it
+            first.publish_aia("omniscient", out["omniscient"])
+        for runtime in self.nodes.values():
+            node = runtime.node
+            if isinstance(node, AdversaryNode) and node.aia is not None:
+                name = "server" if runtime.node_id >= self.config.nodes else f"node {runtime.node_id}"
+                out[name] = self.aia.score(name, round_no, node.aia.features)
+                runtime.publish_aia(name, out[name])
+        return out
 
     def result(self, round_no: int, seconds: float, **fields: Any) -> dict[str, Any]:
         """The run's summary: the latest evaluation, ``fields``, the history, the attacks'."""
@@ -100,7 +120,7 @@ class RoundLog:
         if mia is not None:
             result["mia"] = mia
         if self.aia is not None:
-            result["aia"] = {"omniscient": self.aia.summary()}
+            result["aia"] = self.aia.summary()
         return result
 
 

@@ -248,7 +248,8 @@ class GossipNode:
     def restore(self, state: Mapping[str, Any]) -> None:
         """Take back a :meth:`state`; refuses one written by a node that attacked (or, for an
         attacking node, one that did not) before changing anything."""
-        if (state.get("observer") is None) != (self.observed_users() is None):
+        attacked = state.get("observer") is not None or state.get("aia") is not None
+        if attacked != (self.observed_users() is not None):
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
         self.sampler.restore(state["sampler"])
         self.protocol.restore(state["protocol"])

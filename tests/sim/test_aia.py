@@ -36,7 +36,9 @@ def test_a_planted_attribute_is_read_and_an_independent_one_is_not() -> None:
     tied = _run(1.0)
     best = tied["aia"]["omniscient"]["best"]["planted"]
     assert best["auc"] > 0.9 and best["majority"]["auc"] == 0.5
-    assert [h["aia"]["round"] for h in tied["history"]] == [1, 2, 3]
+    assert [h["aia"]["omniscient"]["round"] for h in tied["history"]] == [1, 2, 3]
+    server = tied["aia"]["server"]["best"]["planted"]  # 004's adversary: the uploads it received
+    assert server["auc"] > 0.9 and tied["aia"]["server"]["last"]["observed"] == 120
     assert tied["aia"]["omniscient"]["last"]["observed"] == 120
     line = summary(tied, metric_for(RunConfig(dataset="synthetic")))
     assert "AIA (omniscient, I'_u oracle; observed 120 users, 36 public): planted AUC" in line
@@ -52,3 +54,16 @@ def test_a_file_without_attributes_is_refused_in_one_line(tmp_path: Path) -> Non
     config = RunConfig(nodes=12, rounds=1, view_size=2, dataset=str(data)).replace(**{"attack.kind": "aia"})
     with pytest.raises(ConfigError, match="brings no user attributes; give --attributes FILE"):
         simulate(config.validate())
+
+
+def test_a_gossip_observer_reads_only_the_users_it_heard_from() -> None:
+    config = RunConfig(nodes=60, rounds=4, seed=1, dataset="synthetic").replace(
+        **{"attack.kind": "aia", "attack.attackers": "3", "attack.aia_epochs": 20, "synthetic.communities": 2}
+    )
+    result = simulate(config.validate())
+    mine = result["aia"]["node 3"]["last"]
+    omniscient = result["aia"]["omniscient"]["last"]
+    assert 0 < mine["observed"] < omniscient["observed"] == 60  # its in-neighbours, over 4 rounds
+    assert mine["coverage"] == mine["observed"] / 60
+    with pytest.raises(ConfigError, match="colluders pooling what they read of attributes is not built"):
+        simulate(config.replace(**{"attack.kind": "cia,aia", "attack.colluders": 0.1}).validate())

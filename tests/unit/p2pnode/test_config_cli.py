@@ -202,6 +202,7 @@ NEEDS = {  #: rules across fields
 BRINGS = {
     "--attack cia": ["--attack", "cia"],
     "--attack aia": ["--attack", "aia"],
+    "--attack cia or aia": ["--attack", "cia"],
     "--attack cia --colluders F": ["--attack", "cia", "--colluders", "0.2"],
     "--dp-noise or --dp-epsilon": ["--dp-noise", "1"],
     "--share-less": ["--share-less"],
