@@ -164,6 +164,12 @@ def _figures(truth: npt.NDArray[np.int64], prob: npt.NDArray[np.float64], classe
     }
 
 
+def _log_loss(truth: npt.NDArray[np.int64], prob: npt.NDArray[np.float64]) -> float:
+    """Mean negative log-probability of the true classes (the validation criterion)."""
+    picked = prob[np.arange(len(truth)), truth]
+    return float(-np.mean(np.log(np.clip(picked, 1e-15, 1.0))))
+
+
 def _one_hot(guess: npt.NDArray[np.int64], classes: int) -> npt.NDArray[np.float64]:
     prob = np.zeros((len(guess), classes))
     prob[np.arange(len(guess)), guess] = 1.0
@@ -236,24 +242,25 @@ def attack(
         settings.batch,
         seed,
     )
-    best: tuple[float, int, dict[str, float]] | None = None
+    # The epoch: least validation log-loss (numpy, a selection criterion only: the figures reported
+    # are scikit-learn's, computed once for the chosen epoch), or the best test figure (best-test).
+    best: tuple[float, int, npt.NDArray[np.float64]] | None = None
     for epoch, (p_val, p_test) in enumerate(epochs):
-        test_figures = _figures(y_test, p_test, classes)
-        if settings.select == "validation":  # the validation users' log-loss: defined for any classes
-            from sklearn.metrics import log_loss
-
-            key = -float(log_loss(y_val, p_val, labels=list(range(classes)))) if len(y_val) else float(epoch)
+        if settings.select == "validation":
+            key = -_log_loss(y_val, p_val) if len(y_val) else float(epoch)
         else:
-            key = test_figures.get("auc", test_figures.get("micro_f1", float("nan")))
+            figures = _figures(y_test, p_test, classes)
+            key = figures.get("auc", figures.get("micro_f1", float("nan")))
         if key == key and (best is None or key > best[0]):
-            best = (key, epoch, test_figures)
-    if best is None or not best[2]:
+            best = (key, epoch, p_test)
+    test_figures = _figures(y_test, best[2], classes) if best is not None else {}
+    if best is None or not test_figures:
         return None
     majority, prior = baselines(labels[parts.train], y_test, classes, settings.seed)
     score = Score(
         attribute.name, classes, len(parts.train), len(parts.test), epoch=best[1] + 1, select=settings.select
     )
-    for name, value in best[2].items():
+    for name, value in test_figures.items():
         setattr(score, name, value)
     score.majority, score.prior = majority, prior
     return score

@@ -379,7 +379,7 @@ REAL_ONLY: dict[str, tuple[str, ...]] = {"": ("tick_seconds",), "wire": ("local_
 
 
 #: the attack settings only attribute inference reads (paper 004; p2pnode/config.py)
-AIA_ONLY = ("aia_public", "aia_items", "aia_top_m", "aia_select", "aia_epochs")
+AIA_ONLY = ("aia_public", "aia_items", "aia_top_m", "aia_select", "aia_epochs", "aia_every")
 
 
 def run_key(config: RunConfig, mode: str = "simulate") -> str:

@@ -385,6 +385,15 @@ class AttackConfig:
         choices=("validation", "best-test"),
         needs=_AIA,
     )
+    aia_every: int = opt(
+        10,
+        "evaluate attribute inference every N rounds and after the last (each evaluation trains a "
+        "classifier per attribute and observer)",
+        group="aia",
+        metavar="N",
+        check=_min(1),
+        needs=_AIA,
+    )
     aia_epochs: int = opt(
         150,
         "training epochs of each attribute's classifier (004: 150)",

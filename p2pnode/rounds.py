@@ -61,7 +61,9 @@ class RoundLog:
         mia = self.lab.evaluate_mia(round_no, victims(nodes))
         if mia is not None:
             stats["mia"] = mia
-        if self.aia is not None:
+        if self.aia is not None and (
+            round_no % self.config.attack.aia_every == 0 or round_no == self.config.rounds
+        ):
             stats["aia"] = self.evaluate_aia(round_no)
         if self.extra is not None:
             stats.update(self.extra())

@@ -29,8 +29,8 @@ def test_the_servers_attribute_inference_is_on_metrics_and_in_the_result(tmp_pat
     address = f"127.0.0.1:{port}"
     proc = run_p2pnode(
         "run", "--nodes", "60", "--users", "0-59", "--server", "--protocol", "fedavg",
-        "--dataset", "synthetic", "--attack", "aia", "--aia-epochs", "20", "--rounds", "4",
-        "--lr", "0.05", "--tick-seconds", "0.02",
+        "--dataset", "synthetic", "--attack", "aia", "--aia-epochs", "20", "--aia-every", "1",
+        "--rounds", "4", "--lr", "0.05", "--tick-seconds", "0.02",
         "--listen", address, "--out", str(tmp_path), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -22,6 +22,7 @@ def _run(strength: float) -> dict[str, Any]:
             "learning.lr": 0.05,
             "attack.kind": "aia",
             "attack.aia_epochs": 60,
+            "attack.aia_every": 1,
             "attack.aia_public": 0.3,
             "synthetic.attribute_strength": strength,
             "synthetic.communities": 2,

@@ -1,0 +1,48 @@
+"""Attribute inference's cost in a simulated network: whole runs with and without it, side by side.
+
+Same config and seed, run one after the other in this process: the honest run, then
+``--attack aia`` (the omniscient observer; the FedAvg server too with ``--protocol fedavg``) at
+``--aia-every`` 10 (the default) and at 1. Prints seconds per round and each run's ratio to the
+honest one; the issue's goal is at most 1.10 at the default cadence.
+
+    .venv/bin/python -m bench.aia_cost [--protocol base|fedavg] [--nodes 943] [--rounds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from p2pnode.config import RunConfig
+from p2pnode.process import tune_process
+from p2pnode.sim import simulate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--protocol", default="base", choices=("base", "samo", "fedavg"))
+    parser.add_argument("--nodes", type=int, default=943)
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+    tune_process()
+    base = RunConfig(nodes=args.nodes, rounds=args.rounds, protocol=args.protocol, seed=1).replace(
+        **{"learning.lr": 0.01}
+    )
+    runs = {
+        "honest": base,
+        "aia every 10": base.replace(**{"attack.kind": "aia", "attack.aia_every": 10}),
+        "aia every 1": base.replace(**{"attack.kind": "aia", "attack.aia_every": 1}),
+    }
+    seconds = {}
+    for name, config in runs.items():
+        t = time.perf_counter()
+        simulate(config.validate())
+        seconds[name] = (time.perf_counter() - t) / args.rounds
+    honest = seconds["honest"]
+    print(f"{args.protocol}, {args.nodes} nodes, {args.rounds} rounds (seconds per round, setup included)")
+    for name, s in seconds.items():
+        print(f"  {name:14s} {s:7.3f} s/round   x{s / honest:.2f} of honest")
+
+
+if __name__ == "__main__":
+    main()
