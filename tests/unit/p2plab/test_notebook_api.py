@@ -152,3 +152,14 @@ def test_the_daemon_package_loads_the_lab_only_when_the_api_is_used() -> None:
     assert {"simulate", "launch", "Result"} <= set(dir(p2pnode)) and set(p2plab.__all__) <= set(dir(p2plab))
     with pytest.raises(AttributeError, match="no attribute 'simulat'"):
         p2pnode.simulat  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_attribute_inference_is_a_column_of_the_history_per_observer_and_attribute() -> None:
+    r = p2pnode.simulate(  # type: ignore[attr-defined]
+        nodes=60, rounds=2, seed=1, dataset="synthetic", protocol="fedavg", attack="aia", aia_every=1,
+        aia_epochs=10, progress=False,
+    )  # fmt: skip
+    history = r.history
+    assert list(history["aia.server.round"]) == [1, 2]
+    assert history["aia.omniscient.attributes.planted.auc"].between(0, 1).all()
+    assert "aia.server.attributes.planted.majority.auc" in history
