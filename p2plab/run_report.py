@@ -96,8 +96,9 @@ Draw = Callable[[Any], None]
 def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tuple[str, Draw]]:
     """The run's figures, each as its file name and a function that draws it on a matplotlib
     axes: utility per round (always, when evaluated), the CIA's accuracy and bounds (when
-    adversaries attacked), nodes online (under churn). The report writes each to its own file;
-    ``p2pnode.simulate(...).plot()`` draws them side by side."""
+    adversaries attacked), nodes online (under churn), attribute inference's scores per observer
+    and attribute beside their majority-class baselines (``--attack aia``). The report writes
+    each to its own file; ``p2pnode.simulate(...).plot()`` draws them side by side."""
     from matplotlib.ticker import MaxNLocator
 
     metric = metric_for(config)
@@ -168,4 +169,38 @@ def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tupl
 
     if live:
         out.append(("churn.png", churn))
+    evaluated = [h for h in result.get("history", []) if isinstance(h.get("aia"), Mapping)]
+
+    def inference(ax: Any) -> None:
+        series: dict[tuple[str, str], list[tuple[int, float, float]]] = {}
+        for h in evaluated:
+            for observer, scores in h["aia"].items():
+                for name, score in scores.get("attributes", {}).items():
+                    key = "auc" if "auc" in score else "micro_f1"
+                    point = (
+                        scores["round"],
+                        100 * score[key],
+                        100 * score["majority"].get(key, float("nan")),
+                    )
+                    series.setdefault((observer, name), []).append(point)
+        for k, ((observer, name), points) in enumerate(sorted(series.items())):
+            color = f"C{k % 10}"
+            xs = [p[0] for p in points]
+            metric = (
+                "AUC" if "auc" in evaluated[-1]["aia"][observer]["attributes"].get(name, {}) else "micro-F1"
+            )
+            ax.plot(xs, [p[1] for p in points], "o-", ms=3, color=color, label=f"{observer}: {name} {metric}")
+            ax.plot(xs, [p[2] for p in points], ":", color=color, label=f"{observer}: {name} majority")
+        ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 2.5
+        ax.set_ylabel("%")
+        ax.set_ylim(0, 100)
+        ax.set_title(
+            f"Attribute inference (004): score per round, dotted: majority class\n{size}", fontsize=10
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+
+    if evaluated:
+        out.append(("aia.png", inference))
     return out

@@ -163,3 +163,16 @@ def test_attribute_inference_is_a_column_of_the_history_per_observer_and_attribu
     assert list(history["aia.server.round"]) == [1, 2]
     assert history["aia.omniscient.attributes.planted.auc"].between(0, 1).all()
     assert "aia.server.attributes.planted.majority.auc" in history
+
+
+def test_a_run_with_attribute_inference_plots_it() -> None:
+    r = p2pnode.simulate(  # type: ignore[attr-defined]
+        nodes=60, rounds=2, seed=1, dataset="synthetic", protocol="fedavg", attack="aia", aia_every=1,
+        aia_epochs=10, progress=False,
+    )  # fmt: skip
+    fig = r.plot()
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any(t.startswith("Attribute inference (004)") for t in titles)
+    aia_axes = next(ax for ax in fig.axes if ax.get_title().startswith("Attribute inference"))
+    labels = {line.get_label() for line in aia_axes.get_lines()}
+    assert {"server: planted AUC", "server: planted majority", "omniscient: planted AUC"} <= labels
