@@ -309,8 +309,14 @@ async def _run_churn(
     round_s = 100 * config.tick_seconds
     await _wait_up([addresses[k] for k in procs], procs)  # round 0 of the schedule: all serve
     t0 = time.perf_counter()
+    first = procs[0]
+    ended = asyncio.ensure_future(first.wait())
     for event in events:
-        await asyncio.sleep(max(0.0, t0 + event.at * round_s - time.perf_counter()))
+        # process 0 counts the run's rounds from its own start, before the others served: once
+        # it is done the run is over, and a process (re)started then would find no peer
+        await asyncio.wait([ended], timeout=max(0.0, t0 + event.at * round_s - time.perf_counter()))
+        if ended.done():
+            break
         k = event.node
         proc = procs.get(k)
         if event.kind == "join":
@@ -328,8 +334,7 @@ async def _run_churn(
             progress(f"churn: process {k} {_PAST[event.kind]} at round {event.at:.1f}")
     # the run's end: process 0 stops by itself after its rounds; the others were set back by
     # their time away, so they are stopped when it is done
-    first = procs[0]
-    await first.wait()
+    await ended
     for p in procs.values():
         if p.returncode is None:
             p.send_signal(signal.SIGTERM)

@@ -338,8 +338,12 @@ class NodeProcess:
                 if pending:
                     if time.monotonic() > deadline:
                         raise StartupError(f"peers not reachable: {', '.join(pending)}")
-                    await asyncio.sleep(0.2)
-        if need_all:
+                    with contextlib.suppress(asyncio.TimeoutError):  # SIGTERM ends the wait
+                        await asyncio.wait_for(self._stop.wait(), 0.2)
+                    if self._stop.is_set():
+                        log.info("stopped while waiting for peers: %s", ", ".join(pending))
+                        break
+        if need_all and not self._stop.is_set():
             expected = set(range(self.config.nodes)) | ({server_id(self.config)} if fedavg else set())
             missing = sorted(expected - set(self.addresses))
             if missing:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -198,3 +199,24 @@ async def test_a_process_killed_after_its_last_round_finishes_at_once_without_it
         await again.shutdown()
     assert result["rounds"] == 3 and [h["round"] for h in result["history"]] == [1, 2, 3]
     assert [r["round"] for r in result["resumes"]] == [3]
+
+
+async def test_a_process_stopped_while_waiting_for_its_peers_ends_at_once(tmp_path: Path) -> None:
+    # launch's churn stops a process it just restarted when the run ends: the stop must end the
+    # wait for peers (it did not: the process waited the whole bootstrap timeout and exited 1)
+    config = cfg(nodes=4, rounds=3, sampling="cyclon")
+    gone = ("127.0.0.1:9",)  # the discard port: nobody answers
+    proc = NodeProcess(
+        config,
+        ProcessSpec((0, 1), "127.0.0.1", free_ports(1)[0], peers=gone, bootstrap_timeout_s=60.0),
+    )
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.5, proc.stop)
+    t0 = loop.time()
+    try:
+        await proc.start()
+        result = await proc.run()
+    finally:
+        await proc.shutdown()
+    assert loop.time() - t0 < 10
+    assert result["history"] == [] or result["rounds"] == 0, result["rounds"]
