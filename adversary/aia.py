@@ -3,10 +3,18 @@
 An observer that sees users' models reads their private attributes off them:
 
 - **Features** (eq. 7): per user, ``[θ_u, mean of the item rows over I'_u]``, the user embedding
-  beside the mean embedding of the user's positive items. I'_u is either the oracle (the user's
-  training positives, 004's assumption) or inferred from the model alone: the top-M items by the
-  model's own scores (:func:`inferred_items`). A model without a user embedding (Share less) gives
-  only the item part, or the fictive user e_A the CIA trains in its place.
+  beside the mean embedding of the user's positive items. I'_u (:data:`ITEMS`) is the oracle (the
+  user's training positives, 004's assumption), or inferred from the model alone: the top-M items
+  by the model's own scores (:func:`inferred_items`), or the M item rows that moved most from a
+  reference (:func:`changed_items`: at the FedAvg server the global model the client started
+  from, at a gossip observer its own model, for the omniscient observer the mean of all models).
+  A model without a user embedding (Share less) gives only the item part, or (``user_part =
+  "fictive"``) a fictive user e_A trained on I'_u against the model's item side in its place, as
+  the CIA trains one on V_target (000 §IV-C).
+- **What an observer keeps** (:class:`AttributeObserver`): per user, the features of the latest
+  model received, or a running mean over the models received (β, the CIA's eq. 4 with the
+  debiased reading); colluders send their features to their group's read member, which pools
+  them (:meth:`AttributeObserver.take`).
 - **Shadow users**: a public share η of the users (drawn from the seed, :func:`public_users`)
   publish their attributes; the observer trains on the public users it has observed and is scored
   on the others it has observed, never on a public one (:func:`split`).
@@ -33,11 +41,17 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from adversary.momentum import weights
 from learning.attributes import Attribute, Attributes
 from learning.params import Array, Index
 
 Features = npt.NDArray[np.float32]
 SELECTIONS = ("validation", "best-test")
+#: I'_u: the oracle's positives, the top-M by the model's scores, the M rows that moved most
+ITEMS = ("oracle", "inferred", "changed")
+USER_PARTS = ("absent", "fictive")  #: Share less: the user part absent, or a fictive e_A
+#: the key of a colluder's features in its multicast (``CollusionMessage.params``)
+MULTICAST_KEY = "aia"
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,19 @@ def inferred_items(scores: npt.NDArray[np.floating[Any]], m: int) -> Index:
     """The top-``m`` items by a model's own scores: I'_u without the oracle (ties by item id)."""
     m = min(m, len(scores))
     order = np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
+    return np.sort(order[:m]).astype(np.int64)
+
+
+def changed_items(
+    params: Mapping[str, Array], reference: Mapping[str, Array], m: int, table: str = "item"
+) -> Index:
+    """The ``m`` item rows of ``table`` farthest (L2) from ``reference``'s: I'_u without the oracle
+    and without a user row (ties by item id). In FedAvg a client's upload moved exactly the rows it
+    trained on (its positives and sampled negatives) from the global model it started from."""
+    moved = np.asarray(params[table], dtype=np.float32) - np.asarray(reference[table], dtype=np.float32)
+    distance = np.einsum("ij,ij->i", moved, moved)
+    m = min(m, len(distance))
+    order = np.lexsort((np.arange(len(distance)), -distance.astype(np.float64)))
     return np.sort(order[:m]).astype(np.int64)
 
 
@@ -316,37 +343,92 @@ class AiaLab:
         model: Any,
         positives: Mapping[int, Index] | None,
         top_m: int = 20,
+        items: str | None = None,
+        user_part: str = "absent",
     ) -> None:
+        items = items or ("oracle" if positives is not None else "inferred")
+        if items not in ITEMS or user_part not in USER_PARTS:
+            raise ValueError(f"items must be one of {ITEMS}, user_part one of {USER_PARTS}")
+        if items == "oracle" and positives is None:
+            raise ValueError("the oracle I'_u needs every user's positives")
         self.attributes = attributes
         self.settings = settings
         self.trainer = trainer
         self.model = model  #: adversary.models.AttackModel: its tables and scores
-        self.positives = positives  #: the oracle I'_u (None: inferred from each model's scores)
+        self.positives = positives  #: the oracle I'_u
+        self.items = items  #: how I'_u is found (:data:`ITEMS`)
+        self.user_part = user_part  #: a model without a user row: nothing, or a fictive e_A
         self.top_m = top_m
         self.public = public_users(len(attributes.items[0].labels), settings.public, settings.seed)
         #: per observer ("omniscient", "server", "node 17"): its evaluations, round by round
         self.history: dict[str, list[dict[str, Any]]] = {}
 
-    def items_of(self, user: int, params: Mapping[str, Array]) -> Index:
-        """I'_u: the oracle's positives, or the top-M items by the model's own scores."""
-        if self.positives is not None:
+    def items_of(
+        self, user: int, params: Mapping[str, Array], reference: Mapping[str, Array] | None = None
+    ) -> Index:
+        """I'_u: the oracle's positives, the top-M items by the model's own scores, or the M rows
+        that moved most from ``reference``."""
+        if self.positives is not None and self.items == "oracle":
             return self.positives[user]
+        if self.items == "changed":
+            if reference is None:
+                raise ValueError("I'_u from the rows that moved needs a reference model")
+            return changed_items(params, reference, self.top_m, self.model.item_tables[0])
         if self.model.user_name not in params:
-            return np.zeros(0, dtype=np.int64)  # no user row to score with
+            return np.zeros(0, dtype=np.int64)  # no user row to score with (the config refuses it)
         scores = self.model.relevance(params, self.model.user_of(params), slice(None))
         return inferred_items(scores, self.top_m)
 
-    def feature_of(self, user: int, params: Mapping[str, Array]) -> Features:
-        items = self.items_of(user, params)
+    def feature_of(
+        self, user: int, params: Mapping[str, Array], reference: Mapping[str, Array] | None = None
+    ) -> Features:
+        """Eq. 7's features of ``user``'s model ``params`` (``reference``: for I'_u from the rows
+        that moved)."""
+        items = self.items_of(user, params, reference)
         part = item_mean(params, items, self.model.item_tables[0])
-        if self.model.user_name not in params:
+        if self.model.user_name in params:
+            user_row = self.model.user_of(params)
+        elif self.user_part == "fictive":
+            user_row = self.fictive(user, params, items)
+        else:
             return part
-        return np.concatenate([self.model.user_of(params), part]).astype(np.float32)
+        return np.concatenate([user_row, part]).astype(np.float32)
+
+    def fictive(self, user: int, params: Mapping[str, Array], items: Index) -> Array:
+        """e_A in place of a user row a model does not share: a user embedding that likes I'_u,
+        trained against the model's item side (the CIA's ``fit_user``), from a seeded RNG."""
+        width = int(params[self.model.item_tables[0]].shape[1])
+        if len(items) == 0:
+            return np.zeros(width, dtype=np.float32)
+        rng = np.random.default_rng([self.settings.seed, 0xA1A, 5, int(user)])
+        e_a = self.model.fit_user(params, np.asarray(items, dtype=np.int64), rng, None)
+        return np.asarray(e_a, dtype=np.float32)
 
     def evaluate(self, round_no: int, models: Mapping[int, Mapping[str, Array]]) -> dict[str, Any]:
-        """The omniscient observer's scores from these users' models."""
-        features = {u: self.feature_of(u, p) for u, p in models.items() if u < len(self.public)}
+        """The omniscient observer's scores from these users' models (I'_u from the rows that
+        moved: against the mean of all the models)."""
+        reference = self.mean_model(models) if self.items == "changed" else None
+        features = {u: self.feature_of(u, p, reference) for u, p in models.items() if u < len(self.public)}
         return self.score("omniscient", round_no, features)
+
+    def mean_model(self, models: Mapping[int, Mapping[str, Array]]) -> dict[str, Array]:
+        """The mean item table of ``models`` (a running sum: one table in memory)."""
+        table = self.model.item_tables[0]
+        total: npt.NDArray[np.float64] | None = None
+        for params in models.values():
+            rows = np.asarray(params[table], dtype=np.float64)
+            total = rows.copy() if total is None else total + rows
+        if total is None:
+            return {}
+        return {table: (total / len(models)).astype(np.float32)}
+
+    def describe_items(self) -> str:
+        """How I'_u was found, as the summary prints it."""
+        if self.items == "oracle":
+            return "oracle"
+        if self.items == "changed":
+            return f"changed (the {self.top_m} rows that moved most)"
+        return f"inferred (top {self.top_m})"
 
     def score(self, observer: str, round_no: int, features: Mapping[int, Features]) -> dict[str, Any]:
         """Every attribute's scores from what ``observer`` holds; kept in :attr:`history`."""
@@ -370,7 +452,7 @@ class AiaLab:
                 "last": history[-1],
                 "best": best,
                 "public": self.settings.public,
-                "items": "oracle" if self.positives is not None else f"inferred (top {self.top_m})",
+                "items": self.describe_items(),
                 "select": self.settings.select,
             }
         return out
@@ -378,18 +460,65 @@ class AiaLab:
 
 class AttributeObserver:
     """What one observing node keeps for attribute inference: per user whose model it received
-    (a gossip model, a client's update at the FedAvg server), the eq. 7 features of the latest
-    one, 2d values a user (``featurize``: :meth:`AiaLab.feature_of`)."""
+    (a gossip model, a client's update at the FedAvg server, a colluding partner's features of
+    one), the eq. 7 features (2d values a user; ``featurize``: :meth:`AiaLab.feature_of`).
 
-    def __init__(self, featurize: Callable[[int, Mapping[str, Array]], Features]) -> None:
+    - ``momentum`` β: 0 keeps the features of the latest model; above 0 a running mean over the
+      models received, v^n = (1 − α_n)·v^{n−1} + α_n·f^n with the CIA's debiased weights (000 eq. 4,
+      ``adversary.momentum``). With the oracle I'_u the features are linear in the model, so this
+      is eq. 7 of the CIA's momentum model.
+    - ``reference``: the model I'_u from the rows that moved is measured against (the FedAvg
+      server's global model, a gossip observer's own).
+    - ``keep``: False for a colluder that only sends its features to its group's read member
+      (:meth:`observe` still returns them); the read member pools what it is sent (:meth:`take`).
+    """
+
+    def __init__(
+        self,
+        featurize: Callable[..., Features],
+        momentum: float = 0.0,
+        reference: Callable[[], Mapping[str, Array]] | None = None,
+        keep: bool = True,
+    ) -> None:
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError("the momentum must be in [0, 1)")
         self.featurize = featurize
+        self.momentum = momentum
+        self.reference = reference
+        self.keep = keep
         self.features: dict[int, Features] = {}
+        self.counts: dict[int, int] = {}  #: observations folded per user (own and pooled)
+        self.pooled = 0  #: features taken from colluding partners
 
-    def observe(self, user: int, params: Mapping[str, Array]) -> None:
-        self.features[int(user)] = self.featurize(int(user), params)
+    def observe(self, user: int, params: Mapping[str, Array]) -> Features:
+        """Featurize a received model of ``user``, keep it (when this observer keeps), return it."""
+        reference = self.reference() if self.reference is not None else None
+        f = self.featurize(int(user), params, reference)
+        if self.keep:
+            self.take(user, f)
+        return f
+
+    def take(self, user: int, f: Features, pooled: bool = False) -> None:
+        """Fold one observation's features of ``user`` (``pooled``: a partner's)."""
+        u = int(user)
+        n = self.counts.get(u, 0) + 1
+        self.counts[u] = n
+        self.pooled += pooled
+        old = self.features.get(u)
+        if old is None or self.momentum == 0.0 or old.shape != f.shape:
+            self.features[u] = np.array(f, dtype=np.float32, copy=True)
+            return
+        w_old, w_new = weights("debiased", self.momentum, n)
+        self.features[u] = (w_old * old + w_new * np.asarray(f, dtype=np.float32)).astype(np.float32)
 
     def state(self) -> dict[str, Any]:
-        return {"features": [[u, f.tolist()] for u, f in sorted(self.features.items())]}
+        return {
+            "features": [[u, f.tolist()] for u, f in sorted(self.features.items())],
+            "counts": [[u, n] for u, n in sorted(self.counts.items())],
+            "pooled": self.pooled,
+        }
 
     def restore(self, state: Mapping[str, Any]) -> None:
         self.features = {int(u): np.asarray(f, dtype=np.float32) for u, f in state["features"]}
+        self.counts = {int(u): int(n) for u, n in state.get("counts", [[u, 1] for u in self.features])}
+        self.pooled = int(state.get("pooled", 0))

@@ -12,6 +12,10 @@ runs and returns their effects unchanged, so its protocol traffic is exactly an 
   neighbors to her colluders"). ``send_to`` narrows who gets them: when colluders forward Θ_u,
   only the group's read observer needs them, and the others are ``ForwardingColluder`` nodes,
   which keep no attack state at all;
+- attribute inference (paper 004, ``aia``): the eq. 7 features of every model it receives; a
+  colluder sends them to its group's read member (``aia_send_to``), inside the CIA's multicast
+  when it sends one, else alone, as ``CollusionMessage(u, {"aia": features})``; the read member
+  pools what its ``aia_partners`` send;
 - under Share less (or ``fictive_user``), a refresh of the fictive user e_A against its own
   current model every ``refresh_every`` wake-ups of a gossip node, and every round at the FedAvg
   server (right after it aggregates, so the updates of a round are scored against that round's
@@ -26,7 +30,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from adversary.aia import AttributeObserver
+from adversary.aia import MULTICAST_KEY, AttributeObserver
 from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
 from adversary.models import AttackModel
@@ -56,6 +60,8 @@ class AdversaryNode(GossipNode):
         multicast: str = "v",
         send_to: Sequence[NodeId] | None = None,
         aia: AttributeObserver | None = None,
+        aia_partners: Sequence[NodeId] = (),
+        aia_send_to: Sequence[NodeId] = (),
     ) -> None:
         super().__init__(protocol)
         if multicast not in ("v", "theta"):
@@ -63,6 +69,10 @@ class AdversaryNode(GossipNode):
         self.multicast_theta = multicast == "theta"
         self.observer = observer  #: the CIA's (None: this node infers attributes only)
         self.aia = aia  #: attribute inference's (paper 004; None: the CIA only)
+        self.aia_partners = tuple(p for p in aia_partners if p != protocol.node_id)  #: features pooled from
+        self.aia_send_to = tuple(p for p in aia_send_to if p != protocol.node_id)  #: features sent to
+        #: a member of a colluding group of attribute inference: its multicasts carry features
+        self.aia_pool = aia is not None and bool(self.aia_partners or self.aia_send_to)
         self.partners = tuple(p for p in partners if p != protocol.node_id)  #: multicasts taken from
         targets = self.partners if send_to is None else send_to
         self.send_to = tuple(p for p in targets if p != protocol.node_id)  #: multicasts sent to
@@ -93,7 +103,7 @@ class AdversaryNode(GossipNode):
         """A multicast is taken only from a partner of this node's own group (issue #31: with
         process identities no other member can sign as one)."""
         if collusion:
-            return None if sender in self.partners else "not-partner"
+            return None if sender in self.partners or sender in self.aia_partners else "not-partner"
         return super().admit(sender, now)
 
     def vet(self, message: object) -> str | None:
@@ -103,8 +113,9 @@ class AdversaryNode(GossipNode):
             return super().vet(message)
         if not _finite(message.params):
             return "non-finite"
+        cia = _cia_part(message.params)  # a partner's features only feed the group's own attack
         bound = self.protocol.max_distance
-        if bound > 0 and l2_norm(message.params) > (1 + bound) * self._kept_norm():
+        if cia and self.observer is not None and bound > 0 and l2_norm(cia) > (1 + bound) * self._kept_norm():
             return "too-far"
         return None
 
@@ -119,21 +130,44 @@ class AdversaryNode(GossipNode):
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         if isinstance(message, CollusionMessage):
-            if sender in self.partners and self.observer is not None:
-                self.observer.fold(message.user, message.params)
-                self.multicasts_received += 1
+            self._take_multicast(sender, message)
             return []
         observed: list[Effect] = []
+        features = None
         if self.aia is not None and is_observation(message):  # before the merge may reuse its arrays
-            self.aia.observe(int(sender), message.params)
+            features = self.aia.observe(int(sender), message.params)
+        carried = features if self.aia_pool else None  # what this node's multicasts carry
         if self.observer is not None and is_observation(message):
             theta = self.observer.keep(message.params) if self.multicast_theta and self.send_to else None
             v = self.observer.observe(int(sender), message.params)
             if self.send_to:
-                multicast = CollusionMessage(int(sender), v if theta is None else theta)  # one for all
+                params = v if theta is None else theta
+                if carried is not None:
+                    params = {**params, MULTICAST_KEY: carried}
+                    carried = None  # on its way to the read member inside the CIA's multicast
+                multicast = CollusionMessage(int(sender), params)  # one for all
                 observed.extend(Send(partner, multicast) for partner in self.send_to)
                 self.multicasts_sent += len(self.send_to)
+        if carried is not None and self.aia_send_to:
+            share = CollusionMessage(int(sender), {MULTICAST_KEY: carried})
+            observed.extend(Send(p, share) for p in self.aia_send_to)
+            self.multicasts_sent += len(self.aia_send_to)
         return [*super().on_message(sender, message, now, rng), *observed]
+
+    def _take_multicast(self, sender: NodeId, message: CollusionMessage) -> None:
+        """A partner's multicast: its features to the pooled attribute observer, the rest to the
+        CIA's observer (each only from a partner of that attack)."""
+        params = message.params
+        taken = False
+        features = params.get(MULTICAST_KEY)
+        if features is not None and self.aia is not None and self.aia.keep and sender in self.aia_partners:
+            self.aia.take(message.user, np.asarray(features, dtype=np.float32), pooled=True)
+            taken = True
+        cia = _cia_part(params)
+        if cia and sender in self.partners and self.observer is not None:
+            self.observer.fold(message.user, cia)
+            taken = True
+        self.multicasts_received += taken
 
     def state(self) -> dict[str, Any]:
         out = {**super().state(), "observer": None if self.observer is None else self.observer.state()}
@@ -149,11 +183,18 @@ class AdversaryNode(GossipNode):
             self.aia.restore(state["aia"])
 
     def collusion_template(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """A partner's multicast carries the target rows of the model (v_u or Θ_u alike)."""
+        """A partner's multicast carries the target rows of the model (v_u or Θ_u alike), and in a
+        colluding group of attribute inference the features of the model (:data:`MULTICAST_KEY`)."""
         obs = self.observer
-        return obs.model.keep(params, obs.rows) if self.partners and obs is not None else None
+        out: dict[str, Any] = {}
+        if self.partners and obs is not None:
+            out.update(obs.model.keep(params, obs.rows))
+        if self.aia_pool and (self.partners or self.aia_partners):
+            out[MULTICAST_KEY] = _feature_template(self.aia, int(self.protocol.node_id), params)
+        return out or None
 
     def observed_users(self) -> int:
+        """The users the CIA keeps a model of (without it: attribute inference's)."""
         if self.observer is None:
             return len(self.aia.features) if self.aia is not None else 0
         return len(self.observer.v)
@@ -172,12 +213,18 @@ class ForwardingColluder(GossipNode):
     read, the others' state would never be looked at. Its protocol traffic is an honest node's."""
 
     def __init__(
-        self, protocol: GossipProtocol, model: AttackModel, rows: Index, observers: Sequence[NodeId]
+        self,
+        protocol: GossipProtocol,
+        model: AttackModel,
+        rows: Index,
+        observers: Sequence[NodeId],
+        aia: AttributeObserver | None = None,
     ) -> None:
         super().__init__(protocol)
         self.model = model
         self.rows = np.asarray(rows, dtype=np.int64)
         self.send_to = tuple(p for p in observers if p != protocol.node_id)
+        self.aia = aia  #: attribute inference: its features ride along (it keeps none)
         self.multicasts_sent = 0
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
@@ -185,10 +232,27 @@ class ForwardingColluder(GossipNode):
             return []  # nobody sends to a forwarder; a stray multicast changes nothing
         forwards: list[Effect] = []
         if self.send_to and is_observation(message):  # kept before the merge, which may reuse arrays
-            forward = CollusionMessage(int(sender), self.model.keep(message.params, self.rows))
+            kept = self.model.keep(message.params, self.rows)
+            if self.aia is not None:
+                kept[MULTICAST_KEY] = self.aia.observe(int(sender), message.params)
+            forward = CollusionMessage(int(sender), kept)
             forwards.extend(Send(p, forward) for p in self.send_to)
             self.multicasts_sent += len(self.send_to)
         return [*super().on_message(sender, message, now, rng), *forwards]
+
+
+def _cia_part(params: Mapping[str, Array]) -> Mapping[str, Array]:
+    """A multicast's tensors less attribute inference's features."""
+    if MULTICAST_KEY not in params:
+        return params
+    return {k: v for k, v in params.items() if k != MULTICAST_KEY}
+
+
+def _feature_template(aia: AttributeObserver | None, node_id: int, params: Mapping[str, Any]) -> Array:
+    """The shape of the features a colluder sends: its own model's, featurized as any other (I'_u
+    from moved rows: against itself, which gives the same shape)."""
+    assert aia is not None
+    return np.zeros_like(np.asarray(aia.featurize(node_id, params, params), dtype=np.float32))
 
 
 def _finite(params: Mapping[str, Array]) -> bool:

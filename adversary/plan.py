@@ -84,6 +84,14 @@ def attacker_ids(attackers: str, n: int) -> list[int]:
     return ids
 
 
+def colluder_groups(nodes: int, seed: int, share: float, groups: int) -> list[list[int]]:
+    """``groups`` disjoint groups of ``max(2, round(share × nodes))`` nodes drawn from the seed;
+    each group's first member is its read member (the CIA's and attribute inference's alike)."""
+    size = max(2, round(share * nodes))
+    perm = np.random.default_rng([seed, 0xC011]).permutation(nodes)
+    return [[int(x) for x in perm[g * size : (g + 1) * size]] for g in range(groups)]
+
+
 def make_plan(
     settings: PlanSettings, own: Sequence[Index], n_items: int, fixed: Index | None = None
 ) -> AttackPlan:
@@ -105,11 +113,8 @@ def make_plan(
             ev = [(u, truth(own[u], {u})) for u in range(n)]
             specs[sid] = AdversarySpec(sid, list(own), excl, evaluated=ev)
     elif s.colluders:
-        size = max(2, round(s.colluders * n))
-        perm = np.random.default_rng([s.seed, 0xC011]).permutation(n)
         forward = s.multicast == "theta"
-        for g in range(s.colluder_groups):
-            group = [int(x) for x in perm[g * size : (g + 1) * size]]
+        for group in colluder_groups(n, s.seed, s.colluders, s.colluder_groups):
             target = fixed if fixed is not None else own[group[0]]
             members = set(group)
             c = truth(target, members)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.mixing import MixingSpec
-from p2pnode.config import ConfigError, RunConfig, from_mapping
+from p2pnode.config import AttackConfig, ConfigError, RunConfig, from_mapping
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -379,7 +379,7 @@ REAL_ONLY: dict[str, tuple[str, ...]] = {"": ("tick_seconds",), "wire": ("local_
 
 
 #: the attack settings only attribute inference reads (paper 004; p2pnode/config.py)
-AIA_ONLY = ("aia_public", "aia_items", "aia_top_m", "aia_select", "aia_epochs", "aia_every")
+AIA_ONLY = tuple(f.name for f in dataclasses.fields(AttackConfig) if f.name.startswith("aia_"))
 
 
 def run_key(config: RunConfig, mode: str = "simulate") -> str:

@@ -55,6 +55,9 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     cia = merge_attack([r["cia"] for r in results if r.get("cia")], nodes)
     if cia is not None:
         total["cia"] = cia
+    aia = merge_aia([r.get("aia") for r in results])
+    if aia is not None:
+        total["aia"] = aia
     mia = merge_mia([r["mia"] for r in results if r.get("mia")])
     if mia is not None:
         total["mia"] = mia
@@ -127,6 +130,25 @@ def _merge_proxy(parts: Sequence[dict[str, Any]], common: Sequence[int]) -> dict
         for r in common
     ]
     return proxy_summary(thresholds, common, acc, tp, pos)
+
+
+def merge_aia(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One attribute inference summary from the processes' (paper 004; ``None``: a process
+    without it). An observing node (the FedAvg server, an ``--attackers`` node, a colluding
+    group's read member) is hosted by one process: its summary is taken as it is. Each process's
+    omniscient observer read only the models of the nodes it hosts: with several processes each is
+    kept apart, as ``omniscient (process K)``, since scores trained on different users do not pool."""
+    present = [(k, p) for k, p in enumerate(parts) if p]
+    if not present:
+        return None
+    out: dict[str, Any] = {}
+    for k, part in present:
+        for observer, summary in part.items():
+            if observer == "omniscient" and len(parts) > 1:
+                out[f"omniscient (process {k})"] = summary
+            else:
+                out[observer] = summary
+    return out
 
 
 def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ or an ML-100k genre, and the hosted victims' scores for the membership inference
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,14 @@ from adversary.cia import CIAObserver, kept_rows
 from adversary.evaluation import AttackLab, Victim
 from adversary.models import attack_model
 from adversary.node import AdversaryNode, ForwardingColluder
-from adversary.plan import AttackPlan, PlanError, PlanSettings, make_plan
+from adversary.plan import (
+    AttackPlan,
+    PlanError,
+    PlanSettings,
+    attacker_ids,
+    colluder_groups,
+    make_plan,
+)
 from learning.interactions import DataError
 from learning.learner import BaseLearner
 from learning.params import Array, Index
@@ -171,20 +179,35 @@ def _category_target(wanted: str, categories: Sequence[str]) -> Index:
 
 def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -> GossipNode:
     """The pure node for ``node_id``: honest, or an AdversaryNode running the CIA, attribute
-    inference (``aia_observers``), or both."""
+    inference (:func:`aia_roles`), or both."""
     plan = plan_for(prep)
     spec = plan.adversaries.get(node_id) if plan is not None else None
+    cfg = prep.config
+
+    def reference() -> Mapping[str, Array]:
+        params: Mapping[str, Array] = learner.params if hasattr(learner, "params") else learner.snapshot()
+        return params
+
+    role = aia_roles(prep).get(node_id)
     aia = None
-    if node_id in aia_observers(prep):
+    if role is not None:
         lab = aia_lab_for(prep)
         assert lab is not None
-        aia = AttributeObserver(lab.feature_of)
+        aia = AttributeObserver(
+            lab.feature_of,
+            momentum=cfg.attack.aia_momentum,
+            reference=reference if lab.items == "changed" else None,
+            keep=role.keep,
+        )
+    aia_partners = role.partners if role is not None else ()
+    aia_send_to = role.send_to if role is not None else ()
     if spec is None:
-        return GossipNode(protocol) if aia is None else AdversaryNode(protocol, None, aia=aia)
-    cfg = prep.config
+        if aia is None:
+            return GossipNode(protocol)
+        return AdversaryNode(protocol, None, aia=aia, aia_partners=aia_partners, aia_send_to=aia_send_to)
     model = attack_model(cfg.model)
     if spec.forwarder:
-        return ForwardingColluder(protocol, model, kept_rows(spec.targets), spec.send_to or ())
+        return ForwardingColluder(protocol, model, kept_rows(spec.targets), spec.send_to or (), aia=aia)
     fictive = cfg.learning.share_less or cfg.attack.fictive_user  # Share less models have no user
     observer = CIAObserver(
         model,
@@ -197,11 +220,6 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         estimator=cfg.attack.momentum_estimator,
         initial=prep.init if cfg.attack.momentum_estimator == "init" else None,
     )
-
-    def reference() -> Mapping[str, Array]:
-        params: Mapping[str, Array] = learner.params if hasattr(learner, "params") else learner.snapshot()
-        return params
-
     return AdversaryNode(
         protocol,
         observer,
@@ -212,23 +230,45 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         multicast=cfg.attack.multicast,
         send_to=spec.send_to,
         aia=aia,
+        aia_partners=aia_partners,
+        aia_send_to=aia_send_to,
     )
 
 
-def aia_observers(prep: Prepared) -> frozenset[int]:
-    """The nodes that infer attributes from what they receive (paper 004 §II-B): the FedAvg
-    server (004's adversary), or in gossip the ``--attackers`` nodes (with ``all``, the default,
-    none: the omniscient observer, which every ``--attack aia`` run has, is their upper bound)."""
+@dataclass(frozen=True)
+class AiaRole:
+    """A node's part in attribute inference (paper 004 §II-B, placed as the CIA's adversaries)."""
+
+    keep: bool  #: it keeps features and is scored (an observer, or a colluding group's read member)
+    partners: tuple[int, ...] = ()  #: a read member: the colluders whose features it pools
+    send_to: tuple[int, ...] = ()  #: a colluder: the read member its features go to
+
+
+def aia_roles(prep: Prepared) -> dict[int, AiaRole]:
+    """Who infers attributes from what they receive: the FedAvg server (004's adversary); in
+    gossip each ``--attackers`` node alone, or with ``--colluders`` each group, whose members send
+    the features of every model they receive to the group's first member (the CIA's read member),
+    which pools them. With ``--attackers all`` (the default) and no colluders: nobody (the
+    omniscient observer, which every ``--attack aia`` run has, is their upper bound)."""
     cfg = prep.config
     if not cfg.attack.aia:
-        return frozenset()
-    if cfg.protocol == "fedavg":
-        return frozenset({cfg.nodes})  # p2pnode.build.server_id
-    if cfg.attack.colluders:
-        raise ConfigError(
-            "--colluders with --attack aia: colluders pooling what they read of attributes is not built "
-            "yet; give --attackers IDS (lone observers), or keep the omniscient observer alone"
-        )
-    if cfg.attack.attackers == "all":
-        return frozenset()
-    return frozenset(int(x) for x in _node_ids(prep, cfg.attack.attackers).split(","))
+        return {}
+    if "aia_roles" not in prep.cache:
+        a = cfg.attack
+        roles: dict[int, AiaRole] = {}
+        if cfg.protocol == "fedavg":
+            roles[cfg.nodes] = AiaRole(True)  # p2pnode.build.server_id
+        elif a.colluders:
+            for group in colluder_groups(cfg.nodes, cfg.seed, a.colluders, a.colluder_groups):
+                reader, *others = group
+                roles[reader] = AiaRole(True, partners=tuple(others))
+                roles.update({m: AiaRole(False, send_to=(reader,)) for m in others})
+        elif a.attackers != "all":
+            try:
+                ids = attacker_ids(_node_ids(prep, a.attackers), cfg.nodes)
+            except PlanError as exc:
+                raise ConfigError(str(exc)) from None
+            roles = dict.fromkeys(ids, AiaRole(True))
+        prep.cache["aia_roles"] = roles
+    out: dict[int, AiaRole] = prep.cache["aia_roles"]
+    return out

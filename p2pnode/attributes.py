@@ -129,7 +129,14 @@ def aia_lab_for(prep: Prepared) -> AiaLab | None:
             {u: data.train_items for u, data in enumerate(prep.users)} if a.aia_items == "oracle" else None
         )
         prep.cache["aia_lab"] = AiaLab(
-            attributes_for(prep), settings, train, attack_model(cfg.model), positives, a.aia_top_m
+            attributes_for(prep),
+            settings,
+            train,
+            attack_model(cfg.model),
+            positives,
+            a.aia_top_m,
+            items=a.aia_items,
+            user_part=a.aia_user,
         )
     lab: AiaLab = prep.cache["aia_lab"]
     return lab

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adversary.aia import ITEMS, USER_PARTS
 from adversary.momentum import ESTIMATORS
 from learning.params import MERGES
 from p2pcore.churn import CHURN_MODELS, ChurnModel
@@ -303,11 +304,12 @@ class AttackConfig:
     )
     colluders: float = opt(
         0.0,
-        "gossip: share of nodes in each colluding group (0: none)",
+        "gossip: share of nodes in each colluding group (0: none); with --attack aia the group's "
+        "first member pools what the others read of attributes",
         group="attack",
         metavar="F",
         check=_SHARE,
-        needs=_CIA,
+        needs=_ATTACK,
     )
     colluder_groups: int = opt(
         1, "disjoint colluding groups, each one adversary", group="attack", check=_min(1), needs=_COLLUDERS
@@ -368,14 +370,38 @@ class AttackConfig:
     )
     aia_items: str = opt(
         "oracle",
-        "I'_u of eq. 7: the user's training positives (oracle, 004's assumption) or the top --aia-top-m "
-        "items by the observed model's own scores (inferred)",
+        "I'_u of eq. 7: the user's training positives (oracle, 004's assumption), the top --aia-top-m "
+        "items by the observed model's own scores (inferred), or the --aia-top-m item rows that moved "
+        "most from the observer's reference: the global model at the FedAvg server, its own model in "
+        "gossip (changed)",
         group="aia",
-        choices=("oracle", "inferred"),
+        choices=ITEMS,
         needs=_AIA,
     )
     aia_top_m: int = opt(
-        20, "inferred I'_u: how many top-scored items", group="aia", metavar="M", check=_min(1), needs=_AIA
+        20,
+        "inferred or changed I'_u: how many items",
+        group="aia",
+        metavar="M",
+        check=_min(1),
+        needs=_AIA,
+    )
+    aia_user: str = opt(
+        "absent",
+        "Share less (no user row is shared): eq. 7 without the user part (absent), or with a fictive "
+        "user e_A trained on I'_u against the received item rows in its place (fictive, as the CIA's)",
+        group="aia",
+        choices=USER_PARTS,
+        needs=_AIA,
+    )
+    aia_momentum: float = opt(
+        0.0,
+        "β of an observer's running mean of each user's features over the models it received (the "
+        "CIA's eq. 4, debiased); 0 keeps the latest model's",
+        group="aia",
+        metavar="BETA",
+        check=(lambda v: 0 <= v < 1, "must be in [0, 1)"),
+        needs=_AIA,
     )
     aia_select: str = opt(
         "validation",
@@ -711,6 +737,13 @@ class RunConfig:
             _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
             _check(a.cia, "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")
             _check(self.model == "gmf", "mia-proxy", "needs a model that predicts probabilities (gmf)")
+        if a.aia:
+            _check(
+                not (lc.share_less and a.aia_items == "inferred"),
+                "aia-items",
+                "inferred scores items with the user row, which Share less keeps home: "
+                "use --aia-items changed or oracle",
+            )
         if a.colluders:
             size = max(2, round(a.colluders * self.nodes))
             _check(self.protocol != "fedavg", "colluders", "apply to gossip protocols only")

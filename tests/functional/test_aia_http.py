@@ -3,6 +3,7 @@ clients publishes the attack's gauges on /metrics as the rounds go (issue #59)."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from adversary.plan import colluder_groups
+from p2plab.launch import launch
+from p2pnode.config import RunConfig
 from tests.functional.helpers import free_ports, get_text, run_p2pnode, stop, wait_until
 
 pytestmark = pytest.mark.functional
@@ -46,3 +50,30 @@ def test_the_servers_attribute_inference_is_on_metrics_and_in_the_result(tmp_pat
     assert "AIA (server, I'_u oracle" in out
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["aia"]["server"]["last"]["observed"] == 60
+
+
+def test_colluders_pool_attribute_features_across_processes(tmp_path: Path) -> None:
+    # the group's members are spread over both processes: their features reach the read member
+    # inside the CIA's multicasts over HTTP, and the merged summary has the group's scores
+    config = (
+        RunConfig(nodes=40, rounds=4, seed=3, dataset="synthetic", tick_seconds=0.02)
+        .replace(
+            **{
+                "attack.kind": "cia,aia",
+                "attack.target_k": 5,
+                "attack.colluders": 0.25,
+                "attack.aia_epochs": 5,
+                "attack.aia_every": 4,
+                "attack.aia_public": 0.5,
+            }
+        )
+        .validate()
+    )
+    group = colluder_groups(40, 3, 0.25, 1)[0]
+    assert {m < 20 for m in group} == {True, False}  # members in both processes
+    total = asyncio.run(launch(config, 2, tmp_path))
+    pooled = total["aia"][f"colluders {group[0]}"]["last"]
+    assert pooled["observed"] > 0
+    refused = total["rejected"]
+    assert not {"schema", "not-partner", "not-colluder", "non-finite"} & set(refused), refused
+    assert set(total["aia"]) == {"omniscient (process 0)", "omniscient (process 1)", f"colluders {group[0]}"}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from adversary.plan import colluder_groups
 from p2pnode.config import ConfigError, RunConfig
 from p2pnode.report import metric_for, summary
 from p2pnode.sim import simulate
@@ -66,5 +67,52 @@ def test_a_gossip_observer_reads_only_the_users_it_heard_from() -> None:
     omniscient = result["aia"]["omniscient"]["last"]
     assert 0 < mine["observed"] < omniscient["observed"] == 60  # its in-neighbours, over 4 rounds
     assert mine["coverage"] == mine["observed"] / 60
-    with pytest.raises(ConfigError, match="colluders pooling what they read of attributes is not built"):
-        simulate(config.replace(**{"attack.kind": "cia,aia", "attack.colluders": 0.1}).validate())
+
+
+@pytest.mark.parametrize(("kind", "multicast"), [("aia", "theta"), ("cia,aia", "theta"), ("cia,aia", "v")])
+def test_colluders_pool_what_each_of_them_heard(kind: str, multicast: str) -> None:
+    config = RunConfig(nodes=60, rounds=4, seed=1, dataset="synthetic").replace(
+        **{"attack.aia_epochs": 5, "synthetic.communities": 2, "attack.aia_every": 4}
+    )
+    group = colluder_groups(60, 1, 0.2, 1)[0]
+    pooled = simulate(
+        config.replace(
+            **{"attack.kind": kind, "attack.colluders": 0.2, "attack.multicast": multicast}
+        ).validate()
+    )["aia"][f"colluders {group[0]}"]["last"]
+    # the same members as lone observers: each keeps what it heard; the group's read member holds
+    # the union (the multicasts change no protocol traffic: the same users are heard)
+    alone = simulate(
+        config.replace(**{"attack.kind": "aia", "attack.attackers": ",".join(map(str, group))}).validate()
+    )
+    assert pooled["observed"] > alone["aia"][f"node {group[0]}"]["last"]["observed"]
+    observed_by_members = [alone["aia"][f"node {m}"]["last"]["observed"] for m in group]
+    assert pooled["observed"] >= max(observed_by_members)
+    assert pooled["observed"] <= min(60, sum(observed_by_members))
+
+
+def test_the_fedavg_server_reads_attributes_from_the_rows_an_upload_moved() -> None:
+    # no oracle: the rows a client's update moved from the global model are its training items
+    config = RunConfig(nodes=120, rounds=2, seed=2, dataset="synthetic", protocol="fedavg").replace(
+        **{
+            "learning.lr": 0.05,
+            "attack.kind": "aia",
+            "attack.aia_items": "changed",
+            "attack.aia_top_m": 30,
+            "attack.aia_epochs": 60,
+            "attack.aia_every": 1,
+            "attack.aia_public": 0.3,
+            "synthetic.communities": 2,
+            "synthetic.in_pool_share": 0.9,
+            "synthetic.pool_overlap": 0,
+        }
+    )
+    result = simulate(config.validate())
+    server = result["aia"]["server"]
+    assert server["items"] == "changed (the 30 rows that moved most)"
+    assert server["best"]["planted"]["auc"] > 0.9
+    with pytest.raises(ConfigError, match="Share less keeps home: use --aia-items changed or oracle"):
+        config.replace(**{"attack.aia_items": "inferred", "learning.share_less": True}).validate()
+    shared_less = simulate(config.replace(**{"learning.share_less": True}).validate())["aia"]["server"]
+    # the moved item rows alone still carry it (AUC 0.77 here, against 0.91 with the user row)
+    assert shared_less["best"]["planted"]["auc"] > 0.65

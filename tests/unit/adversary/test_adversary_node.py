@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from adversary.aia import MULTICAST_KEY, AttributeObserver
 from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
 from adversary.models import GMFAttack
@@ -162,3 +163,82 @@ def test_a_multicast_with_a_nan_is_refused_whether_or_not_the_wire_checked_it() 
     squares = {k: float(v.ravel() @ v.ravel()) for k, v in kept.items() if k != gmf.H}
     assert node.vet(CollusionMessage(3, Checked(bad, squares))) == "non-finite"  # h was not checked
     assert node.vet(CollusionMessage(3, Checked(kept, dict(squares, h=2.0)))) is None
+
+
+def _features(user: int, params: dict[str, np.ndarray], reference: object = None) -> np.ndarray:
+    """Eq. 7 with the oracle I'_u = {1, 2}: [user row, mean of item rows 1 and 2]."""
+    return np.concatenate([params[gmf.USER][0], params[gmf.ITEM][[1, 2]].mean(0)]).astype(np.float32)
+
+
+def aia_node(
+    node_id: int, keep: bool, partners: tuple[int, ...] = (), send_to: tuple[int, ...] = ()
+) -> AdversaryNode:
+    proto = BaseGossip(node_id, StillLearner(), StaticView(node_id, [1], []), TimingConfig())  # type: ignore[arg-type]
+    return AdversaryNode(
+        proto, None, aia=AttributeObserver(_features, keep=keep), aia_partners=partners, aia_send_to=send_to
+    )
+
+
+def test_attribute_colluders_send_their_features_to_the_read_member_which_pools_them() -> None:
+    reader, member, lone = (
+        aia_node(0, True, partners=(7,)),
+        aia_node(7, False, send_to=(0,)),
+        aia_node(8, True),
+    )
+    rng = random.Random(0)
+    sent = multicasts(member.on_message(9, ModelMessage(1, model(1.0, 2.0)), 0.0, rng))
+    assert [s.to for s in sent] == [0] and member.aia is not None and member.aia.features == {}
+    share = sent[0].message
+    assert isinstance(share, CollusionMessage) and share.params.keys() == {MULTICAST_KEY}
+    assert (
+        reader.admit(7, 0.0, collusion=True) is None and reader.admit(8, 0.0, collusion=True) == "not-partner"
+    )
+    assert reader.vet(share) is None
+    reader.on_message(7, share, 1.0, rng)
+    reader.on_message(4, ModelMessage(1, model(3.0, 5.0)), 1.0, rng)  # one it heard itself
+    assert reader.aia is not None and sorted(reader.aia.features) == [4, 9] and reader.aia.pooled == 1
+    np.testing.assert_allclose(reader.aia.features[9], [1, 1, 2, 2])
+    assert reader.collusion_template(model(0.0, 0.0)).keys() == {MULTICAST_KEY}  # type: ignore[union-attr]
+    lone.on_message(7, share, 1.0, rng)  # not a partner: nothing is taken
+    assert lone.aia is not None and lone.aia.features == {} and lone.collusion_template(model(0, 0)) is None
+    assert not multicasts(reader.on_message(5, ModelMessage(1, model(1.0, 1.0)), 2.0, rng))  # it sends none
+
+
+def test_a_cia_colluders_multicast_carries_its_features_and_a_forwarder_adds_them_too() -> None:
+    proto = BaseGossip(0, StillLearner(), StaticView(0, [1], []), TimingConfig())  # type: ignore[arg-type]
+    observer = CIAObserver(GMFAttack(), [np.array([1, 2])], k=1, momentum=0.5)
+    both = AdversaryNode(
+        proto,
+        observer,
+        (5, 6),
+        multicast="theta",
+        aia=AttributeObserver(_features, keep=False),
+        aia_send_to=(5,),
+    )
+    rng = random.Random(0)
+    sent = multicasts(both.on_message(9, ModelMessage(1, model(1.0, 2.0)), 0.0, rng))
+    assert [s.to for s in sent] == [5, 6]  # one multicast, the CIA's, with the features inside
+    assert sent[0].message.params.keys() == {gmf.USER, gmf.ITEM, gmf.H, gmf.B, MULTICAST_KEY}  # type: ignore[attr-defined]
+    proto2 = BaseGossip(3, StillLearner(), StaticView(3, [1], []), TimingConfig())  # type: ignore[arg-type]
+    forwarder = ForwardingColluder(
+        proto2, GMFAttack(), np.array([1, 2]), (0,), aia=AttributeObserver(_features, keep=False)
+    )
+    sent = multicasts(forwarder.on_message(9, ModelMessage(1, model(1.0, 2.0)), 0.0, rng))
+    np.testing.assert_allclose(sent[0].message.params[MULTICAST_KEY], [1, 1, 2, 2])  # type: ignore[attr-defined]
+
+
+def test_an_attribute_observer_keeps_the_latest_features_or_their_running_mean() -> None:
+    latest, mean = AttributeObserver(_features), AttributeObserver(_features, momentum=0.5)
+    for obs in (latest, mean):
+        obs.observe(9, model(1.0, 2.0))
+        obs.observe(9, model(3.0, 4.0))
+    np.testing.assert_allclose(latest.features[9], [3, 3, 4, 4])
+    # debiased eq. 4 with β = 0.5: α_2 = 0.5 / 0.75 = 2/3 -> 1/3·1 + 2/3·3 = 7/3
+    np.testing.assert_allclose(mean.features[9], [7 / 3, 7 / 3, 10 / 3, 10 / 3], rtol=1e-6)
+    again = AttributeObserver(_features, momentum=0.5)
+    again.restore(mean.state())
+    again.observe(9, model(3.0, 4.0))
+    mean.observe(9, model(3.0, 4.0))
+    np.testing.assert_allclose(again.features[9], mean.features[9])  # the counts survive a checkpoint
+    with pytest.raises(ValueError, match="momentum"):
+        AttributeObserver(_features, momentum=1.0)

@@ -7,15 +7,19 @@ import numpy as np
 import pytest
 
 from adversary.aia import (
+    AiaLab,
     AiaSettings,
     attack,
     attack_all,
     baselines,
+    changed_items,
     feature,
     inferred_items,
     public_users,
     split,
 )
+from adversary.models import GMFAttack
+from learning import gmf
 from learning.attribute_mlp import train
 from learning.attributes import Attribute, Attributes
 
@@ -101,3 +105,47 @@ def test_too_few_users_on_either_side_say_nothing() -> None:
     assert (
         attack(features, attr, public, AiaSettings(epochs=5), train) is None
     )  # one public user cannot train
+
+
+def test_changed_items_are_the_rows_that_moved_most_from_the_reference() -> None:
+    reference = {"item": np.zeros((5, 2), np.float32)}
+    params = {"item": np.array([[0, 0.1], [3, 0], [0, 0], [1, 1], [0, -2]], np.float32)}
+    assert changed_items(params, reference, 2).tolist() == [1, 4]
+    assert changed_items(params, reference, 9).tolist() == [0, 1, 2, 3, 4]
+    assert changed_items(params, params, 2).tolist() == [0, 1]  # nothing moved: ties by id
+
+
+def test_share_less_features_have_no_user_part_or_a_fictive_user_trained_on_the_items() -> None:
+    rng = np.random.default_rng(0)
+    full = {
+        gmf.USER: rng.standard_normal((1, 4)).astype(np.float32),
+        gmf.ITEM: rng.standard_normal((30, 4)).astype(np.float32),
+        gmf.H: np.ones(4, np.float32),
+        gmf.B: np.zeros(1, np.float32),
+    }
+    shared = {k: v for k, v in full.items() if k != gmf.USER}
+    attrs = Attributes((Attribute("g", ("a", "b"), np.zeros(3, np.int64)),))
+    positives = {0: np.array([2, 5, 7]), 1: np.array([1]), 2: np.array([3])}
+
+    def lab(items: str, user_part: str) -> AiaLab:
+        return AiaLab(
+            attrs, AiaSettings(), train, GMFAttack(), positives, 2, items=items, user_part=user_part
+        )
+
+    assert lab("oracle", "absent").feature_of(0, full).shape == (8,)  # [θ_u, item mean]
+    absent = lab("oracle", "absent").feature_of(0, shared)
+    np.testing.assert_allclose(absent, full[gmf.ITEM][[2, 5, 7]].mean(0))
+    fictive = lab("oracle", "fictive").feature_of(0, shared)
+    e_a = fictive[:4]
+    assert fictive.shape == (8,) and np.abs(e_a).sum() > 0
+    q = shared[gmf.ITEM] * shared[gmf.H]
+    liked = (q[[2, 5, 7]] @ e_a).mean()
+    others = (np.delete(q, [2, 5, 7], axis=0) @ e_a).mean()
+    assert liked > others  # e_A likes I'_u
+    np.testing.assert_allclose(lab("oracle", "fictive").feature_of(0, shared), fictive)  # seeded
+    moved = {**shared, gmf.ITEM: shared[gmf.ITEM].copy()}
+    moved[gmf.ITEM][[4, 9]] += 5.0
+    changed = lab("changed", "absent").feature_of(0, moved, shared)
+    np.testing.assert_allclose(changed, moved[gmf.ITEM][[4, 9]].mean(0))
+    with pytest.raises(ValueError, match="needs a reference"):
+        lab("changed", "absent").feature_of(0, moved)
