@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from learning import gmf, prme
+from learning import gmf, ncf, prme
 from learning.params import Array, Index, Params
 
 
@@ -136,6 +136,44 @@ class PRMEAttack(AttackModel):
         return np.asarray(u, dtype=np.float32)
 
 
+class NCFAttack(AttackModel):
+    """NCF (paper 004's FedNCF): relevance σ(w2ᵀ ReLU(W1ᵀ[p ; q_i] + b1) + b2) from
+    ``learning.ncf.score``."""
+
+    name = "ncf"
+    probabilistic = True
+    item_tables = (ncf.ITEM,)
+    user_name = ncf.USER
+    steps = 60
+    lr = 0.05
+    negatives = 4
+
+    def relevance(self, kept: Params, users: Array, rows: Index | slice) -> npt.NDArray[np.float32]:
+        return ncf.score(kept, users, rows)
+
+    def fit_user(
+        self, params: Mapping[str, Array], positives: Index, rng: np.random.Generator, start: Array | None
+    ) -> Array:
+        """Full-batch Adam on the user row only, through the model's head: BCE on ``positives``
+        and sampled other items."""
+        item = params[ncf.ITEM]
+        n_items, d = item.shape
+        negs = _negatives(rng, n_items, positives, self.negatives * len(positives))
+        idx = np.concatenate((positives, negs)).astype(np.int64)
+        y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
+        head = dict(params)
+        p = np.zeros(d, np.float32) if start is None else start.astype(np.float32, copy=True)
+        m = np.zeros(d, np.float32)
+        v = np.zeros(d, np.float32)
+        for t in range(1, self.steps + 1):
+            grads, _ = ncf.gradients(head, p, idx, y)
+            grad = grads[ncf.USER][0]
+            m = 0.9 * m + 0.1 * grad
+            v = 0.999 * v + 0.001 * grad * grad
+            p = p - self.lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        return p.astype(np.float32)
+
+
 def _negatives(rng: np.random.Generator, n_items: int, positives: Index, count: int) -> Index:
     """``count`` items drawn uniformly from those outside ``positives``."""
     mask = np.ones(n_items, bool)
@@ -148,7 +186,7 @@ def _negatives(rng: np.random.Generator, n_items: int, positives: Index, count: 
 
 def attack_model(name: str) -> AttackModel:
     """The adapter for ``--model``."""
-    models: dict[str, AttackModel] = {"gmf": GMFAttack(), "prme": PRMEAttack()}
+    models: dict[str, AttackModel] = {"gmf": GMFAttack(), "prme": PRMEAttack(), "ncf": NCFAttack()}
     if name not in models:
         raise ValueError(f"no attack adapter for model {name!r}")
     return models[name]

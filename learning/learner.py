@@ -131,6 +131,10 @@ class BaseLearner(ABC):
     metric = "hit_ratio"  #: utility reported per round as ``{metric}_at_{K}``
     model_name = "gmf"  #: the ``--model`` this learner trains
     dp: PrivateStepper | None = None  #: the node's DP-SGD state when it trains privately
+    #: shared parameters that are sent (an observer reads them) but never merged nor loaded from
+    #: the global model: each node keeps its own (paper 004's FedNCF: θ_u is uploaded, and only
+    #: the item side is averaged)
+    personal: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -327,7 +331,7 @@ class BaseLearner(ABC):
         history = self.history
         for k in self.shared_names:
             arr = self.params[k]
-            if not all(k in m for m in models):
+            if k in self.personal or not all(k in m for m in models):
                 continue
             others = [m[k] for m in models]
             if how == "mean" and len(others) == 1 and _pair_kernel_fits(arr, others[0]):
@@ -380,6 +384,8 @@ class BaseLearner(ABC):
         total = own + sum(weights)
         ok = True
         for k in self.shared_names:
+            if k in self.personal:
+                continue
             new = self.params[k] * np.float32(own / total)
             for model, w in zip(models, weights, strict=True):
                 new += np.float32(w / total) * model[k]
@@ -432,7 +438,8 @@ class BaseLearner(ABC):
             self._bench.take(self)
             self._parked = None
         for k in self.shared_names:
-            self.history.write(k, np.asarray(params[k], dtype=self.params[k].dtype))
+            if k not in self.personal:
+                self.history.write(k, np.asarray(params[k], dtype=self.params[k].dtype))
         self.version += 1
 
     def score(self, params: Mapping[str, Array] | None) -> float:

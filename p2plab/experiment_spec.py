@@ -367,8 +367,9 @@ def lookup_at_max(summary: Mapping[str, Any], path: str, of: str) -> float | Non
 #: only readers): a run's key leaves them out, so experiment files that differ only there share
 #: their runs (a GMF row of table3, which sets prme_lr for its PRME rows, is fig3's GMF row).
 UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
-    "gmf": ("prme_dim", "prme_lr", "prme_reg"),
-    "prme": ("factors", "lr", "negatives"),
+    "gmf": ("prme_dim", "prme_lr", "prme_reg", "ncf_dim", "ncf_hidden"),
+    "prme": ("factors", "lr", "negatives", "ncf_dim", "ncf_hidden"),
+    "ncf": ("factors", "backend", "prme_dim", "prme_lr", "prme_reg"),
 }
 
 
@@ -425,6 +426,9 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     identity["sim"].pop("spill_dir", None)  # where frames wait: the same bytes (transport/spill.py)
     for name in UNUSED_BY_MODEL.get(config.model, ()):
         identity["learning"].pop(name, None)
+    for name in ("personal_user", "local_head"):  # off: runs from before they existed keep their keys
+        if not identity["learning"][name]:
+            identity["learning"].pop(name)
     attack = identity["attack"]
     if not attack["colluders"]:  # what colluders send each other
         attack.pop("multicast", None)

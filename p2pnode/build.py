@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from learning import gmf, prme
+from learning import gmf, ncf, prme
 from learning.dp import DPConfig
 from learning.learner import GMFLearner, TrainConfig
+from learning.ncf_learner import NCFConfig, NCFLearner
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.workbench import Workbench
 from p2pnode import attack
@@ -82,7 +83,13 @@ def shared_names(config: RunConfig) -> tuple[str, ...]:
     """The parameters that leave the node: all of them, or Share less's subset."""
     if config.model == "prme":
         return prme.SHARE_LESS_NAMES if config.learning.share_less else prme.PARAM_NAMES
-    return gmf.SHARE_LESS_NAMES if config.learning.share_less else gmf.PARAM_NAMES
+    if config.model == "ncf":
+        names = ncf.SHARE_LESS_NAMES if config.learning.share_less else ncf.PARAM_NAMES
+    else:
+        names = gmf.SHARE_LESS_NAMES if config.learning.share_less else gmf.PARAM_NAMES
+    if config.learning.local_head:  # the embeddings alone leave the node (004's PFedRec)
+        names = tuple(n for n in names if n in (gmf.USER, gmf.ITEM))
+    return names
 
 
 def dp_config(config: RunConfig) -> DPConfig:
@@ -104,8 +111,16 @@ def dp_config(config: RunConfig) -> DPConfig:
     )
 
 
-def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
-    """The node's model and trainer (GMF or PRME) on its own data."""
+def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner:
+    """The node's model and trainer (GMF, PRME or NCF) on its own data; with ``personal_user``
+    its user row is sent but never merged (learning.learner.BaseLearner.personal)."""
+    learner = _learner(prep, node_id)
+    if prep.config.learning.personal_user:
+        learner.personal = frozenset({prme.USER_P if prep.config.model == "prme" else gmf.USER})
+    return learner
+
+
+def _learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner:
     cfg = prep.config
     lc = cfg.learning
     rng = np.random.default_rng([cfg.seed, node_id, 2])
@@ -116,6 +131,11 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner:
             lc.prme_dim, lc.prme_lr, lc.prme_reg, lc.batch_size, lc.local_epochs, lc.top_k, tau, dp
         )
         return PRMELearner(prep.users[node_id], prep.init, pc, rng, shared_names(cfg))
+    if cfg.model == "ncf":
+        nc = NCFConfig(
+            lc.ncf_dim, lc.ncf_hidden, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k, tau
+        )
+        return NCFLearner(prep.users[node_id], prep.init, nc, rng, shared_names(cfg))
     train = TrainConfig(
         lc.factors,
         lc.lr,

@@ -23,7 +23,7 @@ from p2pnode.tables import NAMED_BOXES, TableOptions, parse_bbox, parse_columns
 PROTOCOLS = ("base", "samo", "fedavg")
 ATTACKS = ("cia", "aia", "cia,aia")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
-MODELS = ("gmf", "prme")
+MODELS = ("gmf", "prme", "ncf")
 
 
 class ConfigError(ValueError):
@@ -84,13 +84,14 @@ _CIA: Check = (lambda c: c.attack.cia, "--attack cia")
 _AIA: Check = (lambda c: c.attack.aia, "--attack aia")
 _ATTACK: Check = (lambda c: c.attack.cia or c.attack.aia, "--attack cia or aia")
 _COLLUDERS: Check = (
-    lambda c: c.attack.cia and c.attack.colluders > 0,
-    "--attack cia --colluders F",
+    lambda c: (c.attack.cia or c.attack.aia) and c.attack.colluders > 0,
+    "--attack cia or aia with --colluders F",
 )
 _DP: Check = (lambda c: c.learning.dp, "--dp-noise or --dp-epsilon")
 _SHARE_LESS: Check = (lambda c: c.learning.share_less, "--share-less")
 _GMF: Check = (lambda c: c.model == "gmf", "--model gmf")
 _PRME: Check = (lambda c: c.model == "prme", "--model prme")
+_NCF: Check = (lambda c: c.model == "ncf", "--model ncf")
 _FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
 _SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
 _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
@@ -149,6 +150,20 @@ class LearningConfig:
     share_less: bool = opt(
         False, "keep user embeddings private (CIA paper §III-D)", group="learning", switch=True
     )
+    personal_user: bool = opt(
+        False,
+        "the user row is shared (sent, uploaded: an observer reads it) but every node keeps its own: "
+        "merges and the FedAvg global model leave it alone (paper 004's FedNCF)",
+        group="learning",
+        switch=True,
+    )
+    local_head: bool = opt(
+        False,
+        "the model's head (GMF's h and b, NCF's MLP) stays on the node; with --share-less only the "
+        "item rows leave it (paper 004's PFedRec baseline)",
+        group="learning",
+        switch=True,
+    )
     share_less_tau: float = opt(
         0.1,
         "Share less: τ of the item regulariser of eq. 2",
@@ -160,6 +175,10 @@ class LearningConfig:
         60, "PRME embedding size (Feng et al. 2015)", group="learning", check=_min(1), needs=_PRME
     )
     prme_lr: float = opt(0.005, "PRME SGD learning rate", group="learning", check=_POSITIVE, needs=_PRME)
+    ncf_dim: int = opt(64, "NCF embedding size (paper 004: 64)", group="learning", check=_min(1), needs=_NCF)
+    ncf_hidden: int = opt(
+        32, "NCF hidden layer width (paper 004: 32)", group="learning", check=_min(1), needs=_NCF
+    )
     prme_reg: float = 0.03  #: PRME L2 regularisation
     dp_noise: float = opt(
         0.0, "noise multiplier σ (0: no DP unless --dp-epsilon)", group="dp", metavar="SIGMA", check=_min(0)
@@ -574,7 +593,9 @@ class RunConfig:
         check=_min(2),
     )
     rounds: int = opt(20, "rounds to run (100 ticks each); run: until stopped unless given", check=_min(1))
-    model: str = opt("gmf", "gmf (utility HR@K) or prme (F1@K)", choices=MODELS)
+    model: str = opt(
+        "gmf", "gmf (utility HR@K), prme (F1@K) or ncf (paper 004's FedNCF model, HR@K)", choices=MODELS
+    )
     protocol: str = opt(
         "base",
         "base (Base Gossip Learning, the gossip MIA paper's Alg. 1), samo (its Alg. 2) or fedavg "
@@ -723,6 +744,34 @@ class RunConfig:
         )
         lc = self.learning
         _check(not (lc.dp_noise and lc.dp_epsilon), "dp-noise", "give --dp-noise or --dp-epsilon, not both")
+        _check(
+            not (lc.personal_user and lc.share_less),
+            "personal-user",
+            "has no effect with --share-less (the user row is not shared at all)",
+        )
+        _check(self.model != "prme" or not lc.local_head, "local-head", "PRME has no head to keep")
+        if lc.local_head:
+            _check(
+                not self.attack.cia,
+                "local-head",
+                "the CIA scores models with their head, which --local-head keeps home: not built",
+            )
+            _check(
+                not (self.attack.aia and self.attack.aia_items == "inferred"),
+                "aia-items",
+                "inferred scores items with the model's head, which --local-head keeps home: use "
+                "--aia-items changed or oracle",
+            )
+            _check(
+                not (self.attack.aia and self.attack.aia_user == "fictive"),
+                "aia-user",
+                "a fictive user is trained through the model's head, which --local-head keeps home",
+            )
+        _check(
+            not (lc.dp and self.model == "ncf"),
+            "dp-noise" if lc.dp_noise else "dp-epsilon",
+            "DP-SGD is not built for --model ncf (gmf and prme have it)",
+        )
         a = self.attack
         _check(
             not a.cia or a.target_k < self.nodes,

@@ -29,7 +29,7 @@ NODE_BYTES = 200 << 10
 SENDER_RATE = 0.55
 
 #: model copies a node's learner holds, by model (learning/learner.py: Adam; prme_learner.py: SGD)
-STATE_COPIES = {"gmf": 3, "prme": 1}
+STATE_COPIES = {"gmf": 3, "prme": 1, "ncf": 3}
 
 #: FedAvg at full POI size peaked above the sum of its parts: Table II on the Gowalla shape 13.8 GiB
 #: for GMF with e_A at the server against 11.8 (one seed a process), 16.5 for PRME against 16.4, on

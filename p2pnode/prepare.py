@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learning import gmf, prme
+from learning import gmf, ncf, prme
 from learning.interactions import DataError, Interactions
 from learning.params import Params
 from learning.split import UserData, hold_out_nonmembers, hold_out_validation, leave_one_out
@@ -77,6 +77,8 @@ def prepare(config: RunConfig) -> Prepared:
         users = hold_out_nonmembers(users, config.attack.mia_holdout)
     if config.model == "prme":
         init = prme.init_params(data.n_items, config.learning.prme_dim, config.seed)
+    elif config.model == "ncf":
+        init = ncf.init_params(data.n_items, config.learning.ncf_dim, config.learning.ncf_hidden, config.seed)
     else:
         init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
     outs: dict[int, list[int]] = {}

@@ -21,7 +21,7 @@ class Metric:
 
 
 def metric_for(config: RunConfig) -> Metric:
-    """HR@K for GMF, F1@K for PRME (docs/design.md, Learning and PRME), with K = ``learning.top_k``."""
+    """HR@K for GMF and NCF, F1@K for PRME (docs/design.md), with K = ``learning.top_k``."""
     k = config.learning.top_k
     hr = random_hit_ratio(k, config.learning.test_negatives)
     if config.model == "prme":
