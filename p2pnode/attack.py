@@ -198,6 +198,7 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
             momentum=cfg.attack.aia_momentum,
             reference=reference if lab.items == "changed" else None,
             keep=role.keep,
+            name=role.name,
         )
     aia_partners = role.partners if role is not None else ()
     aia_send_to = role.send_to if role is not None else ()
@@ -240,6 +241,7 @@ class AiaRole:
     """A node's part in attribute inference (paper 004 §II-B, placed as the CIA's adversaries)."""
 
     keep: bool  #: it keeps features and is scored (an observer, or a colluding group's read member)
+    name: str = ""  #: the observer's name in results ("server", "node 17", "colluders 0")
     partners: tuple[int, ...] = ()  #: a read member: the colluders whose features it pools
     send_to: tuple[int, ...] = ()  #: a colluder: the read member its features go to
 
@@ -248,7 +250,8 @@ def aia_roles(prep: Prepared) -> dict[int, AiaRole]:
     """Who infers attributes from what they receive: the FedAvg server (004's adversary); in
     gossip each ``--attackers`` node alone, or with ``--colluders`` each group, whose members send
     the features of every model they receive to the group's first member (the CIA's read member),
-    which pools them. With ``--attackers all`` (the default) and no colluders: nobody (the
+    which pools them (named ``colluders G`` by group: the read member changes with the seed).
+    With ``--attackers all`` (the default) and no colluders: nobody (the
     omniscient observer, which every ``--attack aia`` run has, is their upper bound)."""
     cfg = prep.config
     if not cfg.attack.aia:
@@ -257,18 +260,18 @@ def aia_roles(prep: Prepared) -> dict[int, AiaRole]:
         a = cfg.attack
         roles: dict[int, AiaRole] = {}
         if cfg.protocol == "fedavg":
-            roles[cfg.nodes] = AiaRole(True)  # p2pnode.build.server_id
+            roles[cfg.nodes] = AiaRole(True, "server")  # p2pnode.build.server_id
         elif a.colluders:
-            for group in colluder_groups(cfg.nodes, cfg.seed, a.colluders, a.colluder_groups):
-                reader, *others = group
-                roles[reader] = AiaRole(True, partners=tuple(others))
+            groups = colluder_groups(cfg.nodes, cfg.seed, a.colluders, a.colluder_groups)
+            for g, (reader, *others) in enumerate(groups):
+                roles[reader] = AiaRole(True, f"colluders {g}", partners=tuple(others))
                 roles.update({m: AiaRole(False, send_to=(reader,)) for m in others})
         elif a.attackers != "all":
             try:
                 ids = attacker_ids(_node_ids(prep, a.attackers), cfg.nodes)
             except PlanError as exc:
                 raise ConfigError(str(exc)) from None
-            roles = dict.fromkeys(ids, AiaRole(True))
+            roles = {u: AiaRole(True, f"node {u}") for u in ids}
         prep.cache["aia_roles"] = roles
     out: dict[int, AiaRole] = prep.cache["aia_roles"]
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adversary.aia import ITEMS, USER_PARTS
+from adversary.aia import ITEMS, SELECTIONS, USER_PARTS
 from adversary.momentum import ESTIMATORS
 from learning.params import MERGES
 from p2pcore.churn import CHURN_MODELS, ChurnModel
@@ -423,11 +423,12 @@ class AttackConfig:
         needs=_AIA,
     )
     aia_select: str = opt(
-        "validation",
-        "the classifier's epoch: chosen on a validation quarter of the public users, or best-test "
-        "(004's code: the best epoch on the scored users themselves, optimistic)",
+        "last",
+        "the classifier's epoch that is scored: the last of --aia-epochs, the one of least log-loss "
+        "on a validation quarter of the public users (validation), or best-test (004's code: the "
+        "best epoch on the scored users themselves, optimistic)",
         group="aia",
-        choices=("validation", "best-test"),
+        choices=SELECTIONS,
         needs=_AIA,
     )
     aia_every: int = opt(

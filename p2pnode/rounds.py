@@ -96,13 +96,7 @@ class RoundLog:
         for runtime in self.nodes.values():
             node = runtime.node
             if isinstance(node, AdversaryNode) and node.aia is not None and node.aia.keep:
-                name = (
-                    "server"
-                    if runtime.node_id >= self.config.nodes
-                    else f"colluders {runtime.node_id}"  # a group's read member: what they all saw
-                    if node.aia_partners
-                    else f"node {runtime.node_id}"
-                )
+                name = node.aia.name or f"node {runtime.node_id}"
                 out[name] = self.aia.score(name, round_no, node.aia.features)
                 runtime.publish_aia(name, out[name])
         return out

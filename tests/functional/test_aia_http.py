@@ -72,8 +72,8 @@ def test_colluders_pool_attribute_features_across_processes(tmp_path: Path) -> N
     group = colluder_groups(40, 3, 0.25, 1)[0]
     assert {m < 20 for m in group} == {True, False}  # members in both processes
     total = asyncio.run(launch(config, 2, tmp_path))
-    pooled = total["aia"][f"colluders {group[0]}"]["last"]
+    pooled = total["aia"]["colluders 0"]["last"]
     assert pooled["observed"] > 0
     refused = total["rejected"]
     assert not {"schema", "not-partner", "not-colluder", "non-finite"} & set(refused), refused
-    assert set(total["aia"]) == {"omniscient (process 0)", "omniscient (process 1)", f"colluders {group[0]}"}
+    assert set(total["aia"]) == {"omniscient (process 0)", "omniscient (process 1)", "colluders 0"}

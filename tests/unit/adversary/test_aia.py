@@ -40,13 +40,14 @@ def test_features_are_the_user_row_beside_the_mean_of_the_positive_items() -> No
 def test_public_users_train_and_are_never_scored() -> None:
     public = public_users(100, 0.2, seed=4)
     assert public.sum() == 20 and (public == public_users(100, 0.2, seed=4)).all()
-    parts = split(range(0, 100, 2), public, AiaSettings())
+    parts = split(range(0, 100, 2), public, AiaSettings(select="validation"))
     train = set(parts.train.tolist()) | set(parts.validation.tolist())
     assert train == {u for u in range(0, 100, 2) if public[u]}  # only observed public users
     assert not set(parts.test.tolist()) & set(np.flatnonzero(public).tolist())
     assert len(parts.validation) == round(0.25 * len(train))
-    optimistic = split(range(100), public, AiaSettings(select="best-test"))
-    assert len(optimistic.validation) == 0 and len(optimistic.train) == 20
+    for select in ("best-test", "last"):  # no validation part: every observed public user trains
+        whole = split(range(100), public, AiaSettings(select=select))
+        assert len(whole.validation) == 0 and len(whole.train) == 20
 
 
 def _data(n: int, separable: bool, seed: int = 0) -> tuple[dict[int, np.ndarray], Attribute]:
