@@ -222,8 +222,9 @@ def baselines(
 
 
 class Trainer(Protocol):
-    """Trains a classifier on (x, y) and yields, after each epoch, the class probabilities of
-    each array of ``views`` (``learning.attribute_mlp.train``: 004's MLP in torch)."""
+    """Trains a classifier on (x, y) and yields, after each epoch, what gives the class
+    probabilities of each array of ``views`` under that epoch's model, to be called before the
+    next epoch or never (``learning.attribute_mlp.train``: 004's MLP in torch)."""
 
     def __call__(
         self,
@@ -235,7 +236,7 @@ class Trainer(Protocol):
         lr: float,
         batch: int,
         seed: int,
-    ) -> Iterator[list[npt.NDArray[np.float64]]]: ...
+    ) -> Iterator[Callable[[], list[npt.NDArray[np.float64]]]]: ...
 
 
 def attack(
@@ -276,7 +277,10 @@ def attack(
     # The epoch: the last, least validation log-loss (numpy, a selection criterion only: the figures
     # reported are scikit-learn's, computed once for the chosen epoch), or the best test figure.
     best: tuple[float, int, npt.NDArray[np.float64]] | None = None
-    for epoch, (p_val, p_test) in enumerate(epochs):
+    for epoch, probabilities in enumerate(epochs):
+        if settings.select == "last" and epoch < settings.epochs - 1:
+            continue  # only the last epoch's model is looked at
+        p_val, p_test = probabilities()
         if settings.select == "last":
             key = float(epoch)
         elif settings.select == "validation":

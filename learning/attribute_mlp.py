@@ -4,14 +4,15 @@
 Shapes as 004's: two hidden layers of the input's width and one of half of it, LeakyReLU 0.2,
 dropout 0.5 before the output; one logit for two classes (binary cross-entropy), else one per
 class (cross-entropy). SGD with momentum 0.9 on a random batch of at most ``batch`` training users
-per epoch, as 004's code steps. :func:`train` yields, after every epoch, the class probabilities
-of each array it is asked about, so that the caller (``adversary.aia``) chooses the epoch.
+per epoch, as 004's code steps. :func:`train` yields, after every epoch, a function that gives
+the class probabilities of each array it is asked about (called before the next epoch), so that
+the caller (``adversary.aia``) chooses the epoch and computes them only for epochs it looks at.
 Deterministic for a seed: torch runs on a forked RNG, the caller's stream is left alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -44,8 +45,9 @@ def train(
     lr: float,
     batch: int,
     seed: int,
-) -> Iterator[list[Probabilities]]:
-    """Train on (``x``, ``y``); after each epoch yield the probabilities of every array of ``views``."""
+) -> Iterator[Callable[[], list[Probabilities]]]:
+    """Train on (``x``, ``y``); after each epoch yield what gives the probabilities of every array
+    of ``views`` under the model of that epoch."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = mlp(x.shape[1], classes)
@@ -64,9 +66,13 @@ def train(
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-            net.eval()
-            with torch.no_grad():
-                yield [_probabilities(net, v, classes) for v in seen]
+
+            def probabilities() -> list[Probabilities]:
+                net.eval()
+                with torch.no_grad():
+                    return [_probabilities(net, v, classes) for v in seen]
+
+            yield probabilities
 
 
 def _probabilities(net: torch.nn.Module, x: torch.Tensor, classes: int) -> Probabilities:
