@@ -208,8 +208,10 @@ def aggregate(
         }
         if diverged:  # a run whose learners kept going non-finite is not the paper's run
             entry["recoveries"] = diverged
-        if exp.curve_x and exp.curve_y:
-            entry["curve"] = _mean_curve(runs, exp.curve_x, exp.curve_y)
+        if exp.curve_x and exp.curve_y:  # a row's paths may name its own (its observer's)
+            x_path = row.paths.get("curve_x", exp.curve_x)
+            y_path = row.paths.get("curve_y", exp.curve_y)
+            entry["curve"] = _mean_curve(runs, x_path, y_path, by_x=not exp.curve_x_percent)
         table.append(entry)
     return table
 
@@ -223,20 +225,55 @@ def _random_ranking(path: str, configs: Sequence[RunConfig]) -> float | None:
     return metric.random if path == metric.key else None
 
 
-def _mean_curve(runs: Sequence[Mapping[str, Any]], x_path: str, y_path: str) -> dict[str, list[float]]:
-    """Per evaluated round, the mean over seeds of (x, y); rounds all seeds share."""
+def _mean_curve(
+    runs: Sequence[Mapping[str, Any]], x_path: str, y_path: str, by_x: bool = False
+) -> dict[str, list[float]]:
+    """Per evaluated round, the mean over seeds of (x, y); rounds all seeds share. ``by_x``: x is
+    the round itself, and the points are the rounds every seed has, each the mean of their y."""
     pairs = []
     for s in runs:
-        xs, ys = lookup_list(s, x_path), lookup_list(s, y_path)
+        xs, ys = _paired(s, x_path, y_path)
         if xs and ys and len(xs) == len(ys):
             pairs.append((xs, ys))
     if not pairs:
         return {"x": [], "y": []}
+    if by_x:
+        maps = [dict(zip(xs, ys, strict=True)) for xs, ys in pairs]
+        shared = sorted(set.intersection(*(set(m) for m in maps)))
+        return {"x": shared, "y": [sum(m[x] for m in maps) / len(maps) for x in shared]}
     n = min(len(xs) for xs, _ in pairs)
     return {
         "x": [sum(xs[i] for xs, _ in pairs) / len(pairs) for i in range(n)],
         "y": [sum(ys[i] for _, ys in pairs) / len(pairs) for i in range(n)],
     }
+
+
+def _paired(
+    summary: Mapping[str, Any], x_path: str, y_path: str
+) -> tuple[list[float] | None, list[float] | None]:
+    """The x and y lists of a curve. Paths through the same ``*?`` list (``history.*?.aia...``)
+    are read element by element, keeping the elements that hold both (an attribute may be left
+    out of an evaluation that had too few users for it)."""
+    x_head, x_sep, x_rest = x_path.partition(".*?.")
+    y_head, y_sep, y_rest = y_path.partition(".*?.")
+    if not (x_sep and y_sep and x_head == y_head):
+        return lookup_list(summary, x_path), lookup_list(summary, y_path)
+    elements = _elements(summary, x_head)
+    xs, ys = [], []
+    for element in elements:
+        x, y = lookup_list(element, x_rest), lookup_list(element, y_rest)
+        if x and y and len(x) == len(y) == 1:
+            xs.append(x[0])
+            ys.append(y[0])
+    return xs, ys
+
+
+def _elements(summary: Mapping[str, Any], path: str) -> list[Mapping[str, Any]]:
+    """The mappings of the list at ``path`` (a dotted path without wildcards)."""
+    node: Any = summary
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return [e for e in node if isinstance(e, Mapping)] if isinstance(node, list) else []
 
 
 def _value(summary: Mapping[str, Any], path: str, col: Column) -> float | None:
@@ -417,13 +454,14 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]], siz
         for row in table:
             curve = row.get("curve", {})
             if curve.get("x"):
-                xs_, ys_ = [100 * v for v in curve["x"]], [100 * v for v in curve["y"]]
+                scale_x = 100 if exp.curve_x_percent else 1
+                xs_, ys_ = [scale_x * v for v in curve["x"]], [100 * v for v in curve["y"]]
                 (line,) = ax.plot(xs_, ys_, "o-", ms=3, label=row["label"])
                 ax.plot(xs_[:1], ys_[:1], "o", ms=9, mfc="none", color=line.get_color())  # round 1
         ax.set_xlabel(exp.curve_labels[0] or exp.curve_x)
         ax.set_ylabel(exp.curve_labels[1] or exp.curve_y)
         ax.set_title(
-            f"{exp.title}\none point per evaluated round ({spread}); the ringed point is round 1{sub}",
+            f"{exp.title}\none point per evaluated round ({spread}); the ringed point is the first{sub}",
             fontsize=9,
         )
         ax.grid(alpha=0.3)

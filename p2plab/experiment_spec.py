@@ -98,6 +98,7 @@ class Experiment:
     curve_x: str = ""  #: optional per-round trade-off curve: list path on the x axis
     curve_y: str = ""  #: ... and on the y axis (same length), e.g. "mia.accuracy"
     curve_labels: tuple[str, str] = ("", "")
+    curve_x_percent: bool = True  #: the x values are fractions, drawn in percent (False: rounds)
     mixing: MixingSpec | None = None
     #: its rows test readings or settings beside the paper's tables (``probe = true`` in the file):
     #: the summary lists them apart and leaves them out of its means (p2plab/experiment_summary.py)
@@ -241,6 +242,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             curve_x=raw.get("curve", {}).get("x", ""),
             curve_y=raw.get("curve", {}).get("y", ""),
             curve_labels=(raw.get("curve", {}).get("x_label", ""), raw.get("curve", {}).get("y_label", "")),
+            curve_x_percent=bool(raw.get("curve", {}).get("x_percent", True)),
             probe=bool(raw.get("probe", False)),
             on={str(d): _on_dataset(str(d), v, path) for d, v in raw.get("on", {}).items()},
         )
@@ -253,7 +255,8 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
     keys = {c.key for c in exp.columns}
     for row in exp.rows:
-        unknown = (set(row.paper) | set(row.paths) | {k for v in row.papers.values() for k in v}) - keys
+        named = set(row.paths) - ({"curve_x", "curve_y"} if exp.curve_x else set())  # a row's own curve
+        unknown = (set(row.paper) | named | {k for v in row.papers.values() for k in v}) - keys
         if set(row.papers) - set(PAPER_DATASETS):
             raise ConfigError(
                 f"{path}: row {row.label!r}: papers for {sorted(set(row.papers) - set(PAPER_DATASETS))}; "
@@ -306,10 +309,18 @@ def lookup_list(summary: Mapping[str, Any], path: str) -> list[float] | None:
     """The numbers at ``path``, where ``*`` stands for every element of a list (one level).
 
     ``per_round.*.hit_ratio_at_20`` is the HR@K of every evaluated round; ``mia.accuracy`` (a list
-    of numbers) is read as it is. None where the path is missing or holds anything but numbers.
+    of numbers) is read as it is. ``*?`` stands for the elements that hold the rest of the path
+    (``history.*?.aia.omniscient.coverage``: the rounds that evaluated attribute inference). None
+    where the path is missing or holds anything but numbers.
     """
     nodes: list[Any] = [summary]
-    for part in path.split("."):
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if part == "*?":
+            rest = ".".join(parts[i + 1 :])
+            elements = [e for node in nodes if isinstance(node, list) for e in node if isinstance(e, Mapping)]
+            found = [v for e in elements for v in (lookup_list(e, rest) or [])]
+            return found or None
         nxt: list[Any] = []
         for node in nodes:
             if part == "*" and isinstance(node, list):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adversary.evaluation import proxy_summary
-from p2plab.merge import merge_attack, merge_mia
+from p2plab.merge import merge_aia, merge_attack, merge_mia
 
 
 def test_mia_accuracy_is_weighted_by_hosted_nodes_over_common_rounds() -> None:
@@ -64,3 +64,23 @@ def test_recoveries_add_up_over_processes_and_an_older_summary_counts_none() -> 
         [process(3, {"events": 7, "nodes": 2}), process(2, {"events": 1, "nodes": 1}), process(1, None)], "hr"
     )
     assert merged["recoveries"] == {"events": 8, "nodes": 3}
+
+
+def test_attribute_inference_keeps_each_observer_and_each_process_omniscient_view_apart() -> None:
+    def summary(observed: int) -> dict[str, object]:
+        return {"last": {"observed": observed}, "best": {}}
+
+    parts = [
+        {"omniscient": summary(20), "server": summary(40)},
+        None,  # a process without attribute inference
+        {"omniscient": summary(20), "colluders 0": summary(9)},
+    ]
+    merged = merge_aia(parts)
+    assert merged == {
+        "omniscient (process 0)": summary(20),
+        "server": summary(40),
+        "omniscient (process 2)": summary(20),
+        "colluders 0": summary(9),
+    }
+    assert merge_aia([{"omniscient": summary(5)}]) == {"omniscient": summary(5)}  # one process: as is
+    assert merge_aia([None, None]) is None
