@@ -277,19 +277,24 @@ def attack(
     # The epoch: the last, least validation log-loss (numpy, a selection criterion only: the figures
     # reported are scikit-learn's, computed once for the chosen epoch), or the best test figure.
     best: tuple[float, int, npt.NDArray[np.float64]] | None = None
+    last: tuple[int, Callable[[], list[npt.NDArray[np.float64]]]] | None = None
     for epoch, probabilities in enumerate(epochs):
-        if settings.select == "last" and epoch < settings.epochs - 1:
-            continue  # only the last epoch's model is looked at
-        p_val, p_test = probabilities()
         if settings.select == "last":
-            key = float(epoch)
-        elif settings.select == "validation":
+            last = (epoch, probabilities)  # looked at once training ended (it may end early)
+            continue
+        p_val, p_test = probabilities()
+        if not np.isfinite(p_test).all():
+            continue
+        if settings.select == "validation":
             key = -_log_loss(y_val, p_val) if len(y_val) else float(epoch)
         else:
             figures = _figures(y_test, p_test, classes)
             key = figures.get("auc", figures.get("micro_f1", float("nan")))
         if key == key and (best is None or key > best[0]):
             best = (key, epoch, p_test)
+    if last is not None:
+        p_test = last[1]()[1]
+        best = (0.0, last[0], p_test) if np.isfinite(p_test).all() else None
     test_figures = _figures(y_test, best[2], classes) if best is not None else {}
     if best is None or not test_figures:
         return None

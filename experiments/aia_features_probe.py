@@ -11,8 +11,9 @@ item rows that do not come from any run:
   multi-hot row: what the item sets alone give with untrained rows).
 
 Prints, per seed and source, gender AUC and age and occupation micro-F1 with the majority-class
-figure of the same split, for the classifier's last epoch (``--aia-select last``, the default) and
-its best epoch on the scored users (``best-test``, optimistic).
+figure of the same split, for the classifier's last epoch (``--aia-select last``, the default), the
+epoch of least log-loss on a validation quarter of the public users (``validation``) and its best
+epoch on the scored users (``best-test``, optimistic).
 
     .venv/bin/python experiments/aia_features_probe.py [--dim 64] [--seeds 0,1,2]
 """
@@ -54,7 +55,7 @@ def main() -> None:
             features: dict[int, Features] = {
                 u: table[d.train_items].mean(0) for u, d in enumerate(prep.users)
             }
-            for select in ("last", "best-test"):
+            for select in ("last", "validation", "best-test"):
                 out = attack_all(features, attributes, public, AiaSettings(seed=seed, select=select), train)
                 a = out["attributes"]
                 print(

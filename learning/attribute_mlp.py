@@ -7,7 +7,11 @@ class (cross-entropy). SGD with momentum 0.9 on a random batch of at most ``batc
 per epoch, as 004's code steps. :func:`train` yields, after every epoch, a function that gives
 the class probabilities of each array it is asked about (called before the next epoch), so that
 the caller (``adversary.aia``) chooses the epoch and computes them only for epochs it looks at.
-Deterministic for a seed: torch runs on a forked RNG, the caller's stream is left alone.
+Deterministic for a seed: torch runs on a forked RNG, the caller's stream is left alone. A step
+that leaves a weight non-finite (a handful of training users and many classes can diverge at
+these rates) is undone and training stops there: the last epoch yielded is the last sound one
+(an epoch is yielded once the next epoch's loss, or after the last a look at the training users'
+outputs, shows its weights sound).
 """
 
 from __future__ import annotations
@@ -57,22 +61,44 @@ def train(
         )
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         seen = [torch.from_numpy(v) for v in views]
-        for _ in range(epochs):
+
+        def probabilities() -> list[Probabilities]:
+            net.eval()
+            with torch.no_grad():
+                return [_probabilities(net, v, classes) for v in seen]
+
+        # An epoch is yielded once the next one's loss shows its weights sound (or, after the last
+        # epoch, a look at the training users' outputs); a step that broke them is undone.
+        saved: list[torch.Tensor] = []
+        for epoch in range(epochs):
             net.train()
             pick = torch.randperm(len(xt))[:batch]
             out = net(xt[pick])
             target = yt[pick]
             loss = loss_fn(out.squeeze(1), target.float()) if classes == 2 else loss_fn(out, target)
+            if not bool(torch.isfinite(loss)):
+                _restore(net, saved)
+                return
+            if epoch:
+                yield probabilities
+            saved = [p.detach().clone() for p in net.parameters()]
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-
-            def probabilities() -> list[Probabilities]:
-                net.eval()
-                with torch.no_grad():
-                    return [_probabilities(net, v, classes) for v in seen]
-
+        net.eval()
+        with torch.no_grad():
+            if epochs and not bool(torch.isfinite(net(xt)).all()):
+                _restore(net, saved)
+                return
+        if epochs:
             yield probabilities
+
+
+def _restore(net: torch.nn.Module, saved: list[torch.Tensor]) -> None:
+    """Put back the weights of before the last step (nothing to do before the first)."""
+    with torch.no_grad():
+        for p, old in zip(net.parameters(), saved, strict=True):
+            p.copy_(old)
 
 
 def _probabilities(net: torch.nn.Module, x: torch.Tensor, classes: int) -> Probabilities:
