@@ -465,7 +465,8 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]], siz
             fontsize=9,
         )
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # no row had a point: nothing to name
+            ax.legend(fontsize=8)
         written.append(save_figure(fig, out / "curves.png"))
     if exp.plot == "tradeoff" and exp.x and exp.y:
         cx = next(c for c in exp.columns if c.key == exp.x)
