@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -92,17 +92,13 @@ class GMFAttack(AttackModel):
         idx = np.concatenate((positives, negs))
         y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
         q_h = item[idx] * h  # logit = (q ⊙ h)·p + b
-        p = np.zeros(d, np.float32) if start is None else start.astype(np.float32, copy=True)
-        m = np.zeros(d, np.float32)
-        v = np.zeros(d, np.float32)
-        for t in range(1, self.steps + 1):
+
+        def gradient(p: Array) -> Array:
             with np.errstate(over="ignore"):  # σ's limit, 0, where exp(-logit) overflows
                 g = (1.0 / (1.0 + np.exp(-(q_h @ p + b[0])))) - y
-            grad = (g @ q_h) / len(idx)
-            m = 0.9 * m + 0.1 * grad
-            v = 0.999 * v + 0.001 * grad * grad
-            p -= self.lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
-        return p.astype(np.float32)
+            return np.asarray((g @ q_h) / len(idx))
+
+        return _adam_user(gradient, d, start, self.steps, self.lr)
 
 
 class PRMEAttack(AttackModel):
@@ -162,16 +158,26 @@ class NCFAttack(AttackModel):
         idx = np.concatenate((positives, negs)).astype(np.int64)
         y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
         head = dict(params)
-        p = np.zeros(d, np.float32) if start is None else start.astype(np.float32, copy=True)
-        m = np.zeros(d, np.float32)
-        v = np.zeros(d, np.float32)
-        for t in range(1, self.steps + 1):
-            grads, _ = ncf.gradients(head, p, idx, y)
-            grad = grads[ncf.USER][0]
-            m = 0.9 * m + 0.1 * grad
-            v = 0.999 * v + 0.001 * grad * grad
-            p = p - self.lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
-        return p.astype(np.float32)
+
+        def gradient(p: Array) -> Array:
+            return np.asarray(ncf.gradients(head, p, idx, y)[0][ncf.USER][0])
+
+        return _adam_user(gradient, d, start, self.steps, self.lr)
+
+
+def _adam_user(
+    gradient: Callable[[Array], Array], d: int, start: Array | None, steps: int, lr: float
+) -> Array:
+    """Full-batch Adam (β 0.9, 0.999) on a user row alone, from ``start`` or zeros: e_A."""
+    p = np.zeros(d, np.float32) if start is None else start.astype(np.float32, copy=True)
+    m = np.zeros(d, np.float32)
+    v = np.zeros(d, np.float32)
+    for t in range(1, steps + 1):
+        grad = gradient(p)
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * grad * grad
+        p -= lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    return p.astype(np.float32)
 
 
 def _negatives(rng: np.random.Generator, n_items: int, positives: Index, count: int) -> Index:

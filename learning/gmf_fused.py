@@ -56,6 +56,23 @@ def _keep_allowed(
     return filled
 
 
+def epoch_examples(
+    rng: np.random.Generator,
+    positives: npt.NDArray[np.int64],
+    excluded: npt.NDArray[np.bool_],
+    free: int,
+    negatives: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """One epoch's BCE examples (NCF §4.1): every positive and ``negatives`` fresh negatives each
+    (from the ``free`` items ``excluded`` leaves), shuffled; GMF's and NCF's learners alike."""
+    n_pos = len(positives)
+    if free <= 0:
+        raise ValueError("no item is left to sample negatives from")
+    negs = draw_negatives(rng, excluded, n_pos * negatives, free)
+    perm = rng.permutation(n_pos * (1 + negatives))
+    return shuffled_examples(positives, negs, perm)
+
+
 @numba.njit(cache=True, nogil=True)
 def shuffled_examples(
     positives: npt.NDArray[np.int64], negatives: npt.NDArray[np.int64], perm: npt.NDArray[np.int64]

@@ -9,7 +9,9 @@ SparseAdam formulas exactly, and tests/unit/learning/test_learning.py checks the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +32,27 @@ class AdamMoments:
     m: Array
     v: Array
     step: int = 0
+
+
+def moments_state(moments: Mapping[str, AdamMoments]) -> dict[str, Any]:
+    """A checkpoint's copy of Adam's moments and step counts, per parameter."""
+    return {k: {"m": st.m.copy(), "v": st.v.copy(), "step": st.step} for k, st in moments.items()}
+
+
+def reset_moments(moments: Mapping[str, AdamMoments]) -> None:
+    """Forget Adam's running moments (a fresh optimizer)."""
+    for st in moments.values():
+        st.m[...] = 0.0
+        st.v[...] = 0.0
+        st.step = 0
+
+
+def restore_moments(moments: Mapping[str, AdamMoments], state: Mapping[str, Any]) -> None:
+    """Take back a :func:`moments_state`."""
+    for k, st in moments.items():
+        st.m[...] = state[k]["m"]
+        st.v[...] = state[k]["v"]
+        st.step = int(state[k]["step"])
 
 
 @dataclass

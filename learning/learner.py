@@ -18,8 +18,8 @@ import torch
 
 from learning import gmf
 from learning.dp import DPConfig, PrivateStepper, poisson_batch
-from learning.gmf_fused import FusedGMF, RowUndo, draw_negatives, shuffled_examples
-from learning.gmf_numpy import NumpyGMF
+from learning.gmf_fused import FusedGMF, RowUndo, epoch_examples
+from learning.gmf_numpy import NumpyGMF, moments_state, reset_moments, restore_moments
 from learning.history import Base, ParamHistory
 from learning.metrics import hit_at_k
 from learning.negatives import sample_negatives
@@ -540,38 +540,23 @@ class GMFLearner(BaseLearner):
     def _optimizer_state(self) -> dict[str, Any]:
         if not isinstance(self._backend, NumpyGMF):
             raise ValueError("checkpoints need the numpy training backend")
-        return {
-            k: {"m": st.m.copy(), "v": st.v.copy(), "step": st.step}
-            for k, st in self._backend.moments.items()
-        }
+        return moments_state(self._backend.moments)
 
     def _reset_optimizer(self) -> None:
         if isinstance(self._backend, NumpyGMF):
-            for st in self._backend.moments.values():
-                st.m[...] = 0.0
-                st.v[...] = 0.0
-                st.step = 0
+            reset_moments(self._backend.moments)
         else:
             self._backend.reset()
 
     def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
         if not isinstance(self._backend, NumpyGMF):
             raise ValueError("checkpoints need the numpy training backend")
-        for k, st in self._backend.moments.items():
-            st.m[...] = state[k]["m"]
-            st.v[...] = state[k]["v"]
-            st.step = int(state[k]["step"])
+        restore_moments(self._backend.moments, state)
 
     def examples(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """One epoch's examples in training order: every positive and ``negatives`` fresh
         negatives each (NCF §4.1), shuffled."""
-        cfg = self.config
-        n_pos = len(self._positives)
-        if self._free <= 0:
-            raise ValueError("no item is left to sample negatives from")
-        negs = draw_negatives(self.rng, self._excluded, n_pos * cfg.negatives, self._free)
-        perm = self.rng.permutation(n_pos * (1 + cfg.negatives))
-        return shuffled_examples(self._positives, negs, perm)
+        return epoch_examples(self.rng, self._positives, self._excluded, self._free, self.config.negatives)
 
     def batches(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
         """One epoch of :meth:`examples`, ``batch_size`` at a time."""

@@ -16,8 +16,17 @@ import numpy as np
 import numpy.typing as npt
 
 from learning import ncf
-from learning.gmf_fused import draw_negatives, shuffled_examples
-from learning.gmf_numpy import AdamMoments, _adam, _share_less_grad, _sparse_adam, _sum_rows
+from learning.gmf_fused import epoch_examples
+from learning.gmf_numpy import (
+    AdamMoments,
+    _adam,
+    _share_less_grad,
+    _sparse_adam,
+    _sum_rows,
+    moments_state,
+    reset_moments,
+    restore_moments,
+)
 from learning.learner import BaseLearner
 from learning.params import Array
 from learning.split import UserData
@@ -62,13 +71,7 @@ class NCFLearner(BaseLearner):
 
     def examples(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """One epoch's examples: every positive and ``negatives`` fresh negatives each, shuffled."""
-        cfg = self.config
-        n_pos = len(self._positives)
-        if self._free <= 0:
-            raise ValueError("no item is left to sample negatives from")
-        negs = draw_negatives(self.rng, self._excluded, n_pos * cfg.negatives, self._free)
-        perm = self.rng.permutation(n_pos * (1 + cfg.negatives))
-        return shuffled_examples(self._positives, negs, perm)
+        return epoch_examples(self.rng, self._positives, self._excluded, self._free, self.config.negatives)
 
     def local_update(self) -> int:
         """``local_epochs`` epochs of mean BCE, one Adam step a batch; under Share less (τ > 0) the
@@ -103,16 +106,10 @@ class NCFLearner(BaseLearner):
         _sparse_adam(p[ncf.ITEM], rows, summed, self.moments[ncf.ITEM], self.config.lr)
 
     def _optimizer_state(self) -> dict[str, Any]:
-        return {k: {"m": st.m.copy(), "v": st.v.copy(), "step": st.step} for k, st in self.moments.items()}
+        return moments_state(self.moments)
 
     def _reset_optimizer(self) -> None:
-        for st in self.moments.values():
-            st.m[...] = 0.0
-            st.v[...] = 0.0
-            st.step = 0
+        reset_moments(self.moments)
 
     def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
-        for k, st in self.moments.items():
-            st.m[...] = state[k]["m"]
-            st.v[...] = state[k]["v"]
-            st.step = int(state[k]["step"])
+        restore_moments(self.moments, state)
