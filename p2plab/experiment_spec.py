@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.mixing import MixingSpec
-from p2pnode.config import AttackConfig, ConfigError, RunConfig, from_mapping
+from p2pnode.config import PARD_ONLY, AttackConfig, ConfigError, RunConfig, from_mapping
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -440,6 +440,9 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     for name in ("personal_user", "local_head"):  # off: runs from before they existed keep their keys
         if not identity["learning"][name]:
             identity["learning"].pop(name)
+    if config.learning.defence == "none":  # runs from before PARD existed keep their keys
+        for name in PARD_ONLY:
+            identity["learning"].pop(name, None)
     attack = identity["attack"]
     if not attack["colluders"]:  # what colluders send each other
         attack.pop("multicast", None)

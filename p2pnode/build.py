@@ -8,19 +8,25 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from adversary.aia import public_users
 from learning import gmf, ncf, prme
+from learning.attributes import Attributes
 from learning.dp import DPConfig
 from learning.learner import GMFLearner, TrainConfig
 from learning.ncf_learner import NCFConfig, NCFLearner
+from learning.pard import PardConfig, PublicSet, empty_public
+from learning.pard_learner import PardLearner, PardTrain
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.workbench import Workbench
 from p2pnode import attack
+from p2pnode.attributes import attributes_for
 from p2pnode.clock import Clock
-from p2pnode.config import RunConfig
+from p2pnode.config import ConfigError, RunConfig
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
 from p2pnode.transport.base import Transport
+from p2pnode.wire.codec import PublicSpec
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
 from peer_sampling.base import PeerSampler, StaticView
 from peer_sampling.cyclon import Cyclon, CyclonConfig
@@ -30,6 +36,8 @@ from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
 from protocols.merging import Merger, ScoreWeightedMerge, UniformMerge
+from protocols.messages import PublicMessage
+from protocols.public import PublicBoard
 from protocols.robust import ClipRadius, SenderGate
 from protocols.samo import Samo
 
@@ -76,11 +84,18 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
         DeltaDecoder(cfg.wire.delta, cfg.wire.bases(prep.model_bytes)),
     )
     runtime.population = population(cfg)
+    board = public_board(prep, sid, None)
+    if board is not None:
+        runtime.node.board = board
+        runtime.public_spec = public_spec(prep)
     return runtime
 
 
 def shared_names(config: RunConfig) -> tuple[str, ...]:
-    """The parameters that leave the node: all of them, or Share less's subset."""
+    """The parameters that leave the node: all of them, or Share less's subset; under PARD z^ir
+    and the item rows (004 Alg. 1 line 20: z^re and the head stay home)."""
+    if config.learning.defence == "pard":
+        return (gmf.USER, gmf.ITEM)
     if config.model == "prme":
         return prme.SHARE_LESS_NAMES if config.learning.share_less else prme.PARAM_NAMES
     if config.model == "ncf":
@@ -111,7 +126,7 @@ def dp_config(config: RunConfig) -> DPConfig:
     )
 
 
-def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner:
+def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner | PardLearner:
     """The node's model and trainer (GMF, PRME or NCF) on its own data; with ``personal_user``
     its user row is sent but never merged (learning.learner.BaseLearner.personal)."""
     learner = _learner(prep, node_id)
@@ -120,10 +135,12 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCF
     return learner
 
 
-def _learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner:
+def _learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner | PardLearner:
     cfg = prep.config
     lc = cfg.learning
     rng = np.random.default_rng([cfg.seed, node_id, 2])
+    if lc.defence == "pard":
+        return _pard_learner(prep, node_id, rng)
     tau = lc.share_less_tau if lc.share_less else 0.0
     dp = dp_config(cfg)
     if cfg.model == "prme":
@@ -148,6 +165,71 @@ def _learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLear
         dp=dp,
     )
     return GMFLearner(prep.users[node_id], prep.init, train, rng, shared_names(cfg))
+
+
+def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> PardLearner:
+    """A PARD node: its backbone, its own attributes (it knows them; the estimators train on
+    them) and the settings of eq. 38."""
+    cfg = prep.config
+    lc = cfg.learning
+    attrs = pard_attributes(prep)
+    labels = np.array([a.labels[node_id] for a in attrs.items], dtype=np.int64)
+    classes = tuple(len(a.classes) for a in attrs.items)
+    train = PardTrain(cfg.model, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k)
+    pard = PardConfig(lc.pard_lambda_ir, lc.pard_lambda_re, ir_loss=lc.pard_ir_loss)
+    seed = cfg.seed * 1_000_003 + node_id  # the node's estimators' initial weights
+    shared = shared_names(cfg)
+    return PardLearner(prep.users[node_id], prep.init, train, pard, labels, classes, rng, shared, seed)
+
+
+def pard_attributes(prep: Prepared) -> Attributes:
+    """The attributes PARD hides: every user's must be known (an unknown one has no class to
+    train the estimators on)."""
+    attrs = attributes_for(prep)
+    for a in attrs.items:
+        missing = int(np.count_nonzero(a.labels < 0))
+        if missing:
+            raise ConfigError(
+                f"--defence pard: {missing} users have no {a.name}; PARD needs every user's attributes"
+            )
+    return attrs
+
+
+def public_board(prep: Prepared, node_id: int, learner: object | None) -> PublicBoard | None:
+    """A node's part in D_pub under PARD (protocols/public.py), None otherwise: the FedAvg
+    server relays, its clients take rows from it alone, a gossip node takes first-hand rows."""
+    cfg = prep.config
+    if cfg.learning.defence != "pard":
+        return None
+    drawn = public_users(cfg.nodes, cfg.learning.public_share, cfg.seed)
+    publishers = frozenset(int(u) for u in np.flatnonzero(drawn))
+    fedavg = cfg.protocol == "fedavg"
+    if not isinstance(learner, PardLearner):  # the FedAvg server
+        return PublicBoard(node_id, publishers, None, is_server=True)
+    pard = learner
+
+    def own_row() -> PublicMessage:
+        rec = pard.record()
+        return PublicMessage((node_id,), rec.features, rec.user_re, rec.labels)
+
+    def on_rows(rows: PublicMessage) -> None:
+        pard.public = PublicSet(rows.features, rows.user_re, rows.labels) if rows.users else empty_public(
+            pard.dim, len(pard.labels)
+        )
+
+    server = server_id(cfg) if fedavg else None
+    return PublicBoard(node_id, publishers, own_row, server=server, on_rows=on_rows)
+
+
+def public_spec(prep: Prepared) -> PublicSpec | None:
+    """The rows of D_pub a node takes under PARD (None: none)."""
+    cfg = prep.config
+    if cfg.learning.defence != "pard":
+        return None
+    attrs = pard_attributes(prep)
+    dim = int(prep.init[gmf.USER].shape[1])
+    count = int(public_users(cfg.nodes, cfg.learning.public_share, cfg.seed).sum())
+    return PublicSpec(dim, tuple(len(a.classes) for a in attrs.items), count)
 
 
 def workbench_for(prep: Prepared) -> Workbench | None:
@@ -220,6 +302,10 @@ def make_node(
         on_learned,
     )
     runtime.population = population(cfg)
+    board = public_board(prep, node_id, learner)
+    if board is not None:
+        node.board = board
+        runtime.public_spec = public_spec(prep)
     if workbench is not None and type(node) is GossipNode:  # an adversary client reads its model
         learner.use_workbench(workbench)
     return runtime

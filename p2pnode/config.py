@@ -92,6 +92,9 @@ _SHARE_LESS: Check = (lambda c: c.learning.share_less, "--share-less")
 _GMF: Check = (lambda c: c.model == "gmf", "--model gmf")
 _PRME: Check = (lambda c: c.model == "prme", "--model prme")
 _NCF: Check = (lambda c: c.model == "ncf", "--model ncf")
+_PARD: Check = (lambda c: c.learning.defence == "pard", "--defence pard")
+#: the learning settings of PARD alone: off, a run's key is what it was before PARD existed
+PARD_ONLY = ("defence", "pard_lambda_ir", "pard_lambda_re", "pard_ir_loss", "public_share")
 _FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
 _SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
 _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
@@ -163,6 +166,38 @@ class LearningConfig:
         "item rows leave it (paper 004's PFedRec baseline)",
         group="learning",
         switch=True,
+    )
+    defence: str = opt(
+        "none",
+        "a defence against attribute inference: pard (paper 004: two user rows, the shared one "
+        "trained to hide the attributes from estimators fitted on the public users' rows, the "
+        "other kept home; the head stays home too)",
+        group="learning",
+        choices=("none", "pard"),
+    )
+    pard_lambda_ir: float = opt(
+        0.5, "PARD: λ_ir, weight of hiding the attributes on the shared side (eq. 38)", group="learning",
+        check=_min(0), needs=_PARD,
+    )
+    pard_lambda_re: float = opt(
+        0.3, "PARD: λ_re, weight of keeping them on the home row z^re (eq. 38)", group="learning",
+        check=_min(0), needs=_PARD,
+    )
+    pard_ir_loss: str = opt(
+        "ce",
+        "PARD: L_ir's form, ce (eq. 16: the estimators' cross-entropy, maximised) or uniform (their "
+        "output pushed toward the uniform distribution)",
+        group="learning",
+        choices=("ce", "uniform"),
+        needs=_PARD,
+    )
+    public_share: float = opt(
+        0.2,
+        "PARD: η, the share of users who publish their rows and attributes (drawn from the seed; "
+        "with --attack aia they are the attack's public users)",
+        group="learning",
+        check=(lambda v: 0 < v < 1, "must be in (0, 1)"),
+        needs=_PARD,
     )
     share_less_tau: float = opt(
         0.1,
@@ -767,6 +802,31 @@ class RunConfig:
                 not (self.attack.aia and self.attack.aia_user == "fictive"),
                 "aia-user",
                 "a fictive user is trained through the model's head, which --local-head keeps home",
+            )
+        if lc.defence == "pard":
+            _check(self.model in ("gmf", "ncf"), "defence", "PARD is built for --model gmf and ncf")
+            _check(not lc.share_less, "defence", "PARD shares z^ir: it does not combine with --share-less")
+            _check(not lc.dp, "defence", "PARD with DP-SGD is not built")
+            _check(
+                not self.attack.cia and not self.attack.mia,
+                "defence",
+                "the CIA and the membership attack score models with their head, which PARD keeps home",
+            )
+            _check(
+                not (self.attack.aia and self.attack.aia_public != lc.public_share),
+                "public-share",
+                f"the public users publish to the attack too: give --aia-public {lc.public_share} "
+                "(or the same η to both)",
+            )
+            _check(
+                not (self.attack.aia and self.attack.aia_items == "inferred"),
+                "aia-items",
+                "inferred scores items with the model's head, which PARD keeps home: use oracle or changed",
+            )
+            _check(
+                not (self.attack.aia and self.attack.aia_user == "fictive"),
+                "aia-user",
+                "a fictive user is trained through the model's head, which PARD keeps home",
             )
         _check(
             not (lc.dp and self.model == "ncf"),

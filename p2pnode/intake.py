@@ -23,7 +23,7 @@ from typing import Protocol
 
 from adversary.messages import CollusionMessage
 from learning.params import ModelSpec
-from p2pnode.wire.codec import Frame, decode_body, decode_frame
+from p2pnode.wire.codec import Frame, PublicSpec, decode_body, decode_frame
 from p2pnode.wire.delta import DeltaDecoder
 from p2pnode.wire.schema import (
     INCARNATION_SHIFT,
@@ -35,6 +35,7 @@ from p2pnode.wire.schema import (
     WireError,
 )
 from peer_sampling.messages import ShuffleReply, ShuffleRequest, SwapAccept, SwapAdopt, SwapCommit
+from protocols.messages import PublicMessage
 
 
 class Inbox(Protocol):
@@ -75,6 +76,16 @@ class Inbox(Protocol):
     def population(self) -> int | None:
         """Node ids are 0..population-1 (None: any id); sampling messages naming others are refused."""
 
+    @property
+    def public_spec(self) -> PublicSpec | None:
+        """The rows of PARD's D_pub it takes (None: it takes none)."""
+
+    def admit_public(self, sender: int) -> str | None:
+        """Why rows of D_pub from ``sender`` must be refused before their body is read, or None."""
+
+    def vet_public(self, sender: int, message: PublicMessage) -> str | None:
+        """Why parsed rows of D_pub must be refused (rows of another user than the sender's), or None."""
+
 
 def take(
     data: bytes | memoryview | SharedFrame,
@@ -95,7 +106,7 @@ def take(
     frame = decode_frame(data, max_bytes, memo)
     check_route(frame, inbox.node_id, channel, sender, certified)
     admit(frame, inbox)
-    message = decode_body(frame, inbox.spec, inbox.decoder, inbox.collusion_spec, memo)
+    message = decode_body(frame, inbox.spec, inbox.decoder, inbox.collusion_spec, memo, inbox.public_spec)
     vet(frame, message, inbox)
     return frame, message
 
@@ -133,6 +144,10 @@ def admit(frame: Frame, inbox: Inbox) -> None:
         reason = inbox.admit(frame.sender, collusion=True)  # an honest node: not-colluder
         if reason is not None:
             raise WireError(reason, f"no multicast is taken from {frame.sender}: {reason}", 403)
+    elif frame.type is MsgType.PUBLIC:
+        reason = inbox.admit_public(frame.sender) if inbox.public_spec is not None else "not-public"
+        if reason is not None:
+            raise WireError(reason, f"no public rows are taken from {frame.sender}: {reason}", 403)
 
 
 def vet(frame: Frame, message: object, inbox: Inbox) -> None:
@@ -149,6 +164,13 @@ def vet(frame: Frame, message: object, inbox: Inbox) -> None:
         reason = inbox.vet(message)
         if reason is not None:
             raise WireError(reason, f"the multicast from {frame.sender} is refused: {reason}", 422)
+    elif frame.type is MsgType.PUBLIC:
+        assert isinstance(message, PublicMessage)
+        if population is not None and any(u >= population for u in message.users):
+            raise WireError("unknown-id", f"public rows name a user >= {population}", 422)
+        reason = inbox.vet_public(frame.sender, message)
+        if reason is not None:
+            raise WireError(reason, f"the public rows from {frame.sender} are refused: {reason}", 403)
     elif population is not None and any(i >= population for i in _named_ids(message)):
         raise WireError("unknown-id", f"{frame.type.name} names a node id >= {population}", 422)
 

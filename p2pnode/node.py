@@ -29,8 +29,10 @@ from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
 from p2pnode.transport.base import Memo, Outcome, SharesFrames, Transport
 from p2pnode.wire.codec import (
+    PublicSpec,
     encode_model_body,
     encode_model_frame,
+    encode_public_frame,
     encode_sampling_frame,
     frame_head,
     frame_with_body,
@@ -40,7 +42,7 @@ from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType, SharedFrame
 from peer_sampling.messages import Leave
 from protocols.gossip import GossipNode
-from protocols.messages import FedMessage, ModelMessage
+from protocols.messages import FedMessage, ModelMessage, PublicMessage
 
 log = logging.getLogger("p2pnode.node")
 
@@ -141,6 +143,8 @@ class NodeRuntime:
         #: the wall clock (seconds) of a real process: bounds the incarnations peers may claim
         self.wall: Callable[[], float] | None = None
         self.collusion_spec: ModelSpec | None = None
+        #: the rows of PARD's D_pub it takes (p2pnode.build sets it under PARD)
+        self.public_spec: PublicSpec | None = None
         template = node.collusion_template(learner.snapshot())
         if template is not None:
             self.collusion_spec = spec_of(template)
@@ -363,6 +367,11 @@ class NodeRuntime:
                 self.node_id, peer, Channel.COLLUDE, frame, lambda out: self._sent(peer, out), memo
             )
             return
+        if isinstance(message, PublicMessage):
+            public = encode_public_frame(self.node_id, peer, message)
+            self._account(Channel.GOSSIP, len(public))
+            self.transport.send(self.node_id, peer, Channel.GOSSIP, public, lambda out: self._sent(peer, out))
+            return
         data = encode_sampling_frame(self.node_id, peer, message)
         self._account(Channel.SAMPLING, len(data))
         self.transport.send(self.node_id, peer, Channel.SAMPLING, data, lambda out: self._sent(peer, out))
@@ -487,6 +496,14 @@ class NodeRuntime:
     def vet(self, message: object) -> str | None:
         """The pure node's verdict on a decoded message (p2pnode.intake asks it)."""
         return self.node.vet(message)
+
+    def admit_public(self, sender: int) -> str | None:
+        """The pure node's verdict on rows of D_pub from ``sender``, before their body is read."""
+        return self.node.admit_public(sender)
+
+    def vet_public(self, sender: int, message: PublicMessage) -> str | None:
+        """The pure node's verdict on parsed rows of D_pub."""
+        return self.node.vet_public(sender, message)
 
     def accept(self, sender: int, message: object, nbytes: int) -> Outcome:
         """Take a message ``p2pnode.intake.take`` accepted for this node: count it and hand it to

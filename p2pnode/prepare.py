@@ -17,6 +17,7 @@ from typing import Any
 from learning import gmf, ncf, prme
 from learning.interactions import DataError, Interactions
 from learning.params import Params
+from learning.pard_learner import init_user_re
 from learning.split import UserData, hold_out_nonmembers, hold_out_validation, leave_one_out
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode.config import RunConfig
@@ -81,6 +82,8 @@ def prepare(config: RunConfig) -> Prepared:
         init = ncf.init_params(data.n_items, config.learning.ncf_dim, config.learning.ncf_hidden, config.seed)
     else:
         init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
+    if config.learning.defence == "pard":  # z^re beside z^ir (learning/pard_learner.py)
+        init = init_user_re(init, config.seed)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
     if config.sampling == "pers":

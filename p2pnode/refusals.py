@@ -90,6 +90,12 @@ REASONS: dict[str, Reason] = {
     "too-often": _R(429, "node", "models from one sender faster than an honest node sends (the sender gate)"),
     "not-colluder": _R(403, "node", "a colluders' multicast sent to an honest node"),
     "not-partner": _R(403, "node", "a colluders' multicast from a node that is not a partner"),
+    "not-public": _R(
+        403,
+        "node",
+        "rows of PARD's public set from a node that did not opt in to publish (or, to a FedAvg "
+        "client, not from its server), or to a node that runs no PARD",
+    ),
     # the body (p2pnode.wire.codec, delta, tensors)
     "schema": _R(400, "body", "a body without the fields its type needs, or with others"),
     "dtype": _R(400, "body", "a tensor of a dtype the model does not have"),
@@ -100,6 +106,7 @@ REASONS: dict[str, Reason] = {
     # the node's vetting of a parsed message (p2pnode.node, protocols.gossip, adversary.node)
     "unknown-id": _R(422, "vet", "a message naming a node id past the population"),
     "too-far": _R(422, "vet", "a model too far from the receiver's own (the distance bound)"),
+    "not-own-row": _R(403, "vet", "a public node's rows of PARD's public set that name another user"),
     "non-finite": _R(422, "vet", "a colluders' multicast with NaN or infinite values"),
     # taken, then dropped by the node's protocol
     "buffer-full": _R(

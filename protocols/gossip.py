@@ -28,7 +28,8 @@ from p2pcore.effects import (
 from peer_sampling.base import PeerSampler
 from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
-from protocols.messages import FedMessage, ModelMessage
+from protocols.messages import FedMessage, ModelMessage, PublicMessage
+from protocols.public import PublicBoard
 from protocols.robust import ClipRadius, SenderGate
 
 WAKE_TIMER = "wake"
@@ -182,9 +183,16 @@ class GossipNode:
         self.protocol = protocol
         self.sampler = protocol.sampler
         self.node_id = protocol.node_id
+        #: its part in PARD's public set D_pub (protocols/public.py); None: it runs no PARD
+        self.board: PublicBoard | None = None
 
     def handle(self, event: Event, now: float, rng: random.Random) -> list[Effect]:
-        """The node's one entry: an event in, the effects for the driver out."""
+        """The node's one entry: an event in, the effects for the driver out (with the rows of
+        D_pub it sends beside its models, under PARD)."""
+        effects = self._handle(event, now, rng)
+        return effects if self.board is None else self.board.outgoing(effects)
+
+    def _handle(self, event: Event, now: float, rng: random.Random) -> list[Effect]:
         if isinstance(event, Received):
             return self.on_message(event.sender, event.message, now, rng)
         if isinstance(event, TimerFired):
@@ -208,6 +216,10 @@ class GossipNode:
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         self.sampler.note_alive(sender)
+        if isinstance(message, PublicMessage):
+            if self.board is not None:  # the intake refuses rows to a node without a board
+                self.board.take(sender, message)
+            return []
         if isinstance(message, ModelMessage | FedMessage):
             if self.protocol.gate is not None:
                 self.protocol.gate.spend(sender, now)
@@ -237,6 +249,14 @@ class GossipNode:
         if isinstance(message, ModelMessage | FedMessage):
             return self.protocol.vet(message)
         return None
+
+    def admit_public(self, sender: NodeId) -> str | None:
+        """Why rows of D_pub from ``sender`` must be refused before their body is read."""
+        return "not-public" if self.board is None else self.board.admit(sender)
+
+    def vet_public(self, sender: NodeId, message: PublicMessage) -> str | None:
+        """Why parsed rows of D_pub must be refused (another user's row from a publisher)."""
+        return "not-public" if self.board is None else self.board.vet(sender, message)
 
     # -- what the host reads of a node: its checkpoint, and what an attacking node adds --------
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from learning.params import ParamsView
 
 
@@ -27,3 +30,17 @@ class FedMessage:
     round: int
     version: int
     params: ParamsView
+
+
+@dataclass(frozen=True, slots=True)
+class PublicMessage:
+    """Rows of D_pub, the public users' data that PARD's estimators train on (paper 004 Alg. 1
+    line 23): per user, the privacy-irrelevant features ``[z^ir, mean item row]`` (2d values),
+    z^re (d values) and the class of each attribute. A node that opted in to publish sends its
+    own row; the FedAvg server sends the rows it holds to the clients it selects
+    (learning/pard.py, docs/design.md PARD)."""
+
+    users: tuple[int, ...]
+    features: npt.NDArray[np.float32]  #: (n, 2d)
+    user_re: npt.NDArray[np.float32]  #: (n, d)
+    labels: npt.NDArray[np.int64]  #: (n, attributes)

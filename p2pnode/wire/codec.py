@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from adversary.messages import CollusionMessage
-from learning.params import ModelSpec
+from learning.params import ModelSpec, TensorSpec
 from p2pnode.wire.delta import DeltaDecoder, EncodedModel
 from p2pnode.wire.schema import (
     MAX_ADDRESS_LEN,
@@ -45,7 +46,7 @@ from peer_sampling.messages import (
     Txn,
     Unlock,
 )
-from protocols.messages import FedMessage, ModelMessage
+from protocols.messages import FedMessage, ModelMessage, PublicMessage
 
 _ENVELOPE_KEYS = {"v", "t", "src", "dst", "b"}
 _TYPES: dict[object, MsgType] = {int(t): t for t in MsgType}
@@ -64,7 +65,7 @@ class Frame:
     def channel(self) -> Channel:
         if self.type is MsgType.COLLUDE:
             return Channel.COLLUDE
-        return Channel.GOSSIP if self.type in MODEL_TYPES else Channel.SAMPLING
+        return Channel.GOSSIP if self.type in MODEL_TYPES or self.type is MsgType.PUBLIC else Channel.SAMPLING
 
 
 def encode_model_frame(
@@ -198,6 +199,7 @@ def decode_body(
     decoder: DeltaDecoder,
     collusion_spec: ModelSpec | None,
     memo: dict[str, object] | None = None,
+    public_spec: PublicSpec | None = None,
 ) -> object:
     """Turn a frame's body into its message: a model against ``spec`` (full, or a delta against
     ``decoder``'s base of its sender), a colluders' multicast against ``collusion_spec``, or a
@@ -210,6 +212,8 @@ def decode_body(
         return decode_model(frame, spec, decoder)
     if frame.type is MsgType.COLLUDE:
         return _decode_multicast(frame, collusion_spec, memo)
+    if frame.type is MsgType.PUBLIC:
+        return decode_public(frame, public_spec)
     return decode_sampling(frame)
 
 
@@ -295,6 +299,51 @@ def _fits(params: Mapping[str, Any], spec: ModelSpec) -> bool:
         if arr.shape != want.shape or arr.dtype != want.np_dtype:
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class PublicSpec:
+    """What rows of D_pub a node takes (PARD, protocols.messages.PublicMessage)."""
+
+    dim: int  #: d: features have 2d values a row, z^re d
+    classes: tuple[int, ...]  #: each attribute's number of classes
+    max_rows: int  #: the public users there are: no message holds more rows
+
+
+def encode_public_frame(sender: int, dest: int, message: PublicMessage) -> bytes:
+    """Rows of D_pub: the users, their features, z^re and labels (int32 on the wire)."""
+    body = {
+        "u": list(message.users),
+        "f": pack_tensor(np.ascontiguousarray(message.features, np.float32)),
+        "r": pack_tensor(np.ascontiguousarray(message.user_re, np.float32)),
+        "y": pack_tensor(np.ascontiguousarray(message.labels, np.int32)),
+    }
+    return _pack(MsgType.PUBLIC, sender, dest, body)
+
+
+def decode_public(frame: Frame, spec: PublicSpec | None) -> PublicMessage:
+    """Check rows of D_pub: at most ``max_rows`` distinct users, tensors of the node's shapes in
+    float32 (no float16: these are not models), finite, and every label within its attribute's
+    classes."""
+    if spec is None:
+        raise WireError("not-public", "this node takes no public rows (it does not run PARD)", 403)
+    body = frame.body
+    if type(body) is not dict or body.keys() != {"u", "f", "r", "y"}:
+        raise WireError("schema", "a public body is a map with keys u, f, r, y")
+    users = _ids(body["u"])
+    n = len(users)
+    if not 0 < n <= spec.max_rows or len(set(users)) != n:
+        raise WireError("schema", f"a public body holds 1 to {spec.max_rows} distinct users, not {n}")
+    want = {
+        "f": TensorSpec("float32", (n, 2 * spec.dim)),
+        "r": TensorSpec("float32", (n, spec.dim)),
+        "y": TensorSpec("int32", (n, len(spec.classes))),
+    }
+    t = unpack_tensors({k: body[k] for k in want}, want, allow_float16=False)
+    labels = np.asarray(t["y"], dtype=np.int64)
+    if ((labels < 0) | (labels >= np.asarray(spec.classes, dtype=np.int64))).any():
+        raise WireError("schema", "a public row's label is outside its attribute's classes")
+    return PublicMessage(users, t["f"], t["r"], labels)
 
 
 def decode_sampling(frame: Frame) -> object:

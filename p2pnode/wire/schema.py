@@ -25,6 +25,7 @@ class MsgType(IntEnum):
     FED_UPDATE = 12
     COLLUDE = 13  #: a colluder's multicast of an observed (u, v_u) to its partners (CIA Alg. 2 l.14)
     LEAVE = 14  #: a node leaving the network for good (Cyclon drops it from its cache)
+    PUBLIC = 15  #: rows of PARD's public set D_pub (paper 004 Alg. 1 line 23), on the gossip route
 
 
 MODEL_TYPES = frozenset({MsgType.MODEL, MsgType.FED_GLOBAL, MsgType.FED_UPDATE})

@@ -218,6 +218,7 @@ BRINGS = {
     "--churn exp|weibull": ["--churn", "exp", "--sampling", "cyclon"],
     "--churn weibull": ["--churn", "weibull", "--sampling", "cyclon"],
     "--dataset FILE": ["--dataset", "mine.csv"],
+    "--defence pard": ["--defence", "pard"],
 }
 
 

@@ -41,12 +41,20 @@ class Inbox:
         self.population: int | None = None
         self.newest_incarnation: int | None = None
         self.refuse: str | None = None
+        self.public_spec = None
+        self.board = None  #: a protocols.public.PublicBoard: the node's rules for rows of D_pub
 
     def admit(self, sender: int, collusion: bool = False) -> str | None:
         return None
 
     def vet(self, message: object) -> str | None:
         return self.refuse
+
+    def admit_public(self, sender: int) -> str | None:
+        return "not-public" if self.board is None else self.board.admit(sender)
+
+    def vet_public(self, sender: int, message: object) -> str | None:
+        return "not-public" if self.board is None else self.board.vet(sender, message)
 
 
 def partner(node_id: int, kept: dict[str, np.ndarray]) -> Inbox:

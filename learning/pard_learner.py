@@ -1,0 +1,210 @@
+"""A node's PARD learner (paper 004 §III, Algorithm 1 lines 10–21) on GMF or NCF.
+
+The model is the backbone's with a second user row: ``user`` is z^ir and leaves the node with the
+item rows, ``user_re`` is z^re and never does; the head (GMF's h and b, NCF's MLP) stays on the
+node too (004 Alg. 1 line 21; the caller's shared names say so). The backbone reads the sum
+z^ir + z^re where it read the user row (004's code; eq. 35 concatenates, which would change the
+head's shape: docs/design.md, PARD).
+
+A local update (Alg. 1 lines 11–17, once per update as 004's code does):
+
+1. the estimators' stage (eq. 37): ``learning.pard.Estimators.fit`` on the node's D_pub and its
+   own row, the representations detached;
+2. the recommender's stage (eq. 38): for every batch of the epoch, BCE on sampled negatives plus
+   λ_ir·L_ir + λ_re·(L^FP_re + L^IP_re), the estimators frozen (in eval mode: no dropout), one Adam
+   step a batch on every trained tensor (SparseAdam on the item rows it touched), as GMF's and
+   NCF's learners step.
+
+The gradients come from torch's autograd on tensors that share memory with the numpy parameters;
+the Adam steps are the numpy ones GMF and NCF take (learning/gmf_numpy.py), so a PARD run with
+λ_ir = λ_re = 0 trains the backbone as those learners would, on the summed user rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from learning import gmf, ncf
+from learning.gmf_fused import epoch_examples
+from learning.gmf_numpy import (
+    AdamMoments,
+    _adam,
+    _sparse_adam,
+    _sum_rows,
+    moments_state,
+    reset_moments,
+    restore_moments,
+)
+from learning.learner import BaseLearner
+from learning.params import Array, Params
+from learning.pard import USER_RE, Estimators, PardConfig, PublicSet, empty_public
+from learning.split import UserData
+
+ITEM = gmf.ITEM
+USER = gmf.USER
+assert ncf.ITEM == ITEM and ncf.USER == USER
+
+
+@dataclass(frozen=True)
+class PardTrain:
+    """The backbone's local training settings (GMF's and NCF's defaults)."""
+
+    model: str = "ncf"  #: "gmf" or "ncf"
+    lr: float = 0.001
+    batch_size: int = 256
+    negatives: int = 4
+    local_epochs: int = 1
+    top_k: int = 20
+
+
+def init_user_re(init: Mapping[str, Array], seed: int) -> Params:
+    """θ_0 with z^re beside z^ir: the same shape and scale (N(0, 0.01)), drawn from the seed."""
+    rng = np.random.default_rng([seed, 0x70617264])
+    out = dict(init)
+    out[USER_RE] = rng.normal(0.0, 0.01, init[USER].shape).astype(np.float32)
+    return out
+
+
+class PardLearner(BaseLearner):
+    """One user's PARD model: the backbone, z^re, the estimators and the node's D_pub."""
+
+    def __init__(
+        self,
+        data: UserData,
+        init: Mapping[str, Array],
+        train: PardTrain,
+        pard: PardConfig,
+        labels: npt.NDArray[np.int64],
+        classes: tuple[int, ...],
+        rng: np.random.Generator,
+        shared: tuple[str, ...],
+        seed: int,
+    ) -> None:
+        if train.model not in ("gmf", "ncf"):
+            raise ValueError(f"PARD trains GMF or NCF, not {train.model}")
+        if USER_RE not in init:
+            raise ValueError("a PARD model has a privacy-relevant user row (init_user_re)")
+        if USER_RE in shared:
+            raise ValueError("z^re never leaves the node (004 Alg. 1 line 21)")
+        if len(labels) != len(classes) or any(
+            not 0 <= int(y) < c for y, c in zip(labels, classes, strict=True)
+        ):
+            raise ValueError("the node's attribute labels do not fit the attributes' classes")
+        super().__init__(data, init, shared, rng, train.top_k)
+        self.model_name = train.model
+        self.train_config = train
+        self.pard = pard
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self.dim = int(init[USER].shape[1])
+        self.estimators = Estimators(self.dim, classes, seed)
+        self.public: PublicSet = empty_public(self.dim, len(classes))
+        self.moments = {k: AdamMoments(np.zeros_like(v), np.zeros_like(v)) for k, v in self.params.items()}
+        self._positives = data.train_items
+
+    # -- what the node shows ------------------------------------------------------------------
+
+    def _user_side(self, params: Mapping[str, Array]) -> Array:
+        return np.asarray(self.params[USER][0] + self.params[USER_RE][0], dtype=np.float32)
+
+    def _scores(
+        self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
+    ) -> npt.NDArray[np.float32]:
+        full = {**self.params, **params} if params is not self.params else self.params
+        if self.model_name == "ncf":
+            return ncf.score(dict(full), self._user_side(full), items)
+        return gmf.score(dict(full), self._user_side(full), items)
+
+    def features(self) -> npt.NDArray[np.float32]:
+        """``[z^ir, mean item row over the positives]``: g^ir's input, and what the attack reads."""
+        rows = self.params[ITEM][self._positives]
+        mean = rows.mean(axis=0) if len(rows) else np.zeros(self.dim, np.float32)
+        return np.concatenate((self.params[USER][0], mean)).astype(np.float32)
+
+    def record(self) -> PublicSet:
+        """This node's row of D_pub (004 Alg. 1 line 23), for a node that opted in to publish."""
+        return PublicSet(self.features()[None, :], self.params[USER_RE].copy(), self.labels[None, :].copy())
+
+    # -- training -----------------------------------------------------------------------------
+
+    def examples(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """One epoch's examples: every positive and ``negatives`` fresh negatives each, shuffled."""
+        return epoch_examples(
+            self.rng, self._positives, self._excluded, self._free, self.train_config.negatives
+        )
+
+    def local_update(self) -> int:
+        """The estimators' stage, then ``local_epochs`` epochs of the recommender's stage."""
+        self._held("a local update")
+        cfg = self.train_config
+        self._begin_update()
+        seed = int(self.rng.integers(2**62))  # before anything else draws: a checkpoint replays it
+        self.estimators.fit(
+            self.public, self.features(), self.params[USER_RE][0], self.labels, self.pard, seed
+        )
+        steps = 0
+        for _ in range(cfg.local_epochs):
+            items, labels = self.examples()
+            for start in range(0, len(items), cfg.batch_size):
+                idx, y = items[start : start + cfg.batch_size], labels[start : start + cfg.batch_size]
+                self._step(idx, y)
+                steps += 1
+        self.version += 1
+        return steps
+
+    def _step(self, idx: npt.NDArray[np.int64], y: npt.NDArray[np.float32]) -> None:
+        """One step of eq. 38 on a batch: every gradient is taken before anything moves."""
+        p = self.params
+        pos = self._positives
+        rows = np.concatenate((idx, pos)) if self.pard.lambda_ir else idx
+        dense_names = [k for k in p if k != ITEM]
+        dense = {k: torch.from_numpy(p[k]).requires_grad_(True) for k in dense_names}
+        q = torch.from_numpy(p[ITEM][rows]).requires_grad_(True)
+        user = dense[USER][0] + dense[USER_RE][0]
+        logits = self._logits(dense, user, q[: len(idx)])
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
+        lab = torch.from_numpy(self.labels[None, :])
+        if self.pard.lambda_ir or self.pard.lambda_re:
+            mean_q = q[len(idx) :].mean(dim=0) if len(pos) else torch.zeros(self.dim)
+            feats = torch.cat((dense[USER][0], mean_q))[None, :]
+            loss = loss + self.estimators.loss_encoders(feats, dense[USER_RE], lab, self.pard)
+        grads = torch.autograd.grad(loss, [*dense.values(), q])
+        self.history.touch_rows(ITEM, idx)
+        if self.pard.lambda_ir and len(pos):
+            self.history.touch_rows(ITEM, pos)
+        self._touch_dense()
+        lr = self.train_config.lr
+        for name, g in zip(dense_names, grads[:-1], strict=True):
+            _adam(p[name], g.numpy(), self.moments[name], lr)
+        urows, summed = _sum_rows(rows, grads[-1].numpy())
+        _sparse_adam(p[ITEM], urows, summed, self.moments[ITEM], lr)
+
+    def _logits(self, dense: Mapping[str, torch.Tensor], user: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        if self.model_name == "ncf":
+            d = self.dim
+            w1 = dense[ncf.W1]
+            hidden = torch.relu(user @ w1[:d] + q @ w1[d:] + dense[ncf.B1])
+            return hidden @ dense[ncf.W2] + dense[ncf.B2][0]
+        return (q * user) @ dense[gmf.H] + dense[gmf.B][0]
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def _optimizer_state(self) -> dict[str, Any]:
+        out = moments_state(self.moments)
+        out["pard_estimators"] = self.estimators.state()
+        return out
+
+    def _reset_optimizer(self) -> None:
+        reset_moments(self.moments)
+
+    def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
+        rest = {k: v for k, v in state.items() if k != "pard_estimators"}
+        restore_moments(self.moments, rest)
+        if "pard_estimators" not in state:
+            raise ValueError("checkpoint holds no PARD estimators")
+        self.estimators.restore(dict(state["pard_estimators"]))

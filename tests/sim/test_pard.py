@@ -1,0 +1,65 @@
+"""PARD in the simulator (paper 004 §III-D; protocols/public.py): the public users' rows reach the
+nodes that train on them, by the FedAvg server or first-hand in gossip, and z^re never leaves."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adversary.aia import public_users
+from learning.pard import USER_RE
+from learning.pard_learner import PardLearner
+from p2pnode.config import RunConfig
+from p2pnode.sim import Simulation
+
+
+def _config(protocol: str) -> RunConfig:
+    return RunConfig(nodes=30, rounds=4, seed=2, protocol=protocol, model="ncf", dataset="synthetic").replace(
+        **{
+            "learning.lr": 0.01,
+            "learning.defence": "pard",
+            "learning.local_head": True,
+            "learning.personal_user": protocol == "fedavg",
+            "learning.ncf_dim": 8,
+            "learning.ncf_hidden": 4,
+        }
+    )
+
+
+def _learners(sim: Simulation) -> dict[int, PardLearner]:
+    return {i: n.learner for i, n in sim.host.nodes.items() if isinstance(n.learner, PardLearner)}
+
+
+def test_fedavg_clients_train_on_every_public_users_row_relayed_by_the_server() -> None:
+    cfg = _config("fedavg")
+    sim = Simulation(cfg)
+    for _ in range(3):
+        sim.run_round()
+    publishers = set(np.flatnonzero(public_users(30, 0.2, 2)).tolist())
+    learners = _learners(sim)
+    assert len(learners) == 30 and len(publishers) == 6
+    for i, learner in learners.items():
+        held = set(np.flatnonzero(np.isin(np.arange(30), list(publishers))).tolist()) - {i}
+        assert len(learner.public) == len(held)  # every other publisher's row, from the server
+        own = learner.labels
+        assert learner.public.labels.shape == (len(held), len(own))
+    server = sim.host.nodes[30].node.board
+    assert server is not None and set(server.rows) == publishers
+    for user in publishers:  # the server holds what the publisher last sent, its z^re included
+        np.testing.assert_array_equal(server.rows[user][1], learners[user].params[USER_RE][0])
+    assert all(USER_RE not in learner.shared_names for learner in learners.values())
+    assert sim.host.nodes[0].counters.rejected == {}
+
+
+def test_gossip_nodes_hold_first_hand_rows_only() -> None:
+    sim = Simulation(_config("base"))
+    for _ in range(4):
+        sim.run_round()
+    publishers = set(np.flatnonzero(public_users(30, 0.2, 2)).tolist())
+    held = {i: set(n.node.board.rows) for i, n in sim.host.nodes.items() if n.node.board is not None}
+    assert len(held) == 30
+    assert all(rows <= publishers - {i} for i, rows in held.items())
+    assert any(held.values())  # rows travel beside the publishers' models
+    assert not all(
+        rows == publishers - {i} for i, rows in held.items()
+    )  # no relays: coverage grows by contact
+    assert all(not n.counters.rejected for n in sim.host.nodes.values())
