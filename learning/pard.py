@@ -43,6 +43,9 @@ class PardConfig:
     epochs: int = 3  #: the estimators' epochs per local update (the ML-100k grid: 3)
     lr: float = 0.1  #: the estimators' SGD learning rate, momentum 0.9 (the ML-100k grid: 0.1)
     clip: float = 5.0  #: each estimator's gradient norm bound per step (004's code: 5)
+    #: the share of D_pub each estimator step reads, drawn afresh each epoch (004's code:
+    #: ``pubdata_ratio`` 0.08 in its grid; 1: all of it), beside the node's own row
+    public_sample: float = 0.08
     #: L_ir's form: "ce" (eq. 16: minus g^ir's cross-entropy, maximised by the encoders) or
     #: "uniform" (g^ir's cross-entropy against the uniform distribution, minimised: its output
     #: pushed toward no information, as 004's code suggests beside eq. 16; a flipped attribute,
@@ -98,9 +101,9 @@ class Estimators(torch.nn.Module):
             self.ir = torch.nn.ModuleList(mlp(2 * dim, c) for c in self.classes)
             self.fp = torch.nn.ModuleList(mlp(dim, c) for c in self.classes)
             self.ip = torch.nn.ModuleList(torch.nn.Embedding(c, dim) for c in self.classes)
-        for emb in self.ip:
-            assert isinstance(emb, torch.nn.Embedding)
-            torch.nn.init.normal_(emb.weight, 0.0, 0.01)  # of the user rows' scale
+            for emb in self.ip:
+                assert isinstance(emb, torch.nn.Embedding)
+                torch.nn.init.normal_(emb.weight, 0.0, 0.01)  # of the user rows' scale
         self.eval()
         self._steps = [MomentumSGD(list(net.parameters()), 0.0, 0.9) for net in self.nets()]
 
@@ -179,10 +182,12 @@ class Estimators(torch.nn.Module):
         config: PardConfig,
         seed: int,
     ) -> None:
-        """``config.epochs`` full-batch steps of every estimator: g^ir and g^FP on D_pub and the
-        node's own row (004 §III-A: "we also include user u's own data"), g^IP on D_pub only
-        (eq. 34). Nothing to fit g^IP on while D_pub is empty. Dropout draws from ``seed`` on a
-        forked torch stream: the caller's node decides it, and nothing else is disturbed."""
+        """``config.epochs`` steps of every estimator, each on a fresh draw of
+        ``config.public_sample`` of D_pub (at least one row) and the node's own row (004 §III-A:
+        "we also include user u's own data"): g^ir and g^FP on both, g^IP on the public rows only
+        (eq. 34; nothing to fit it on while D_pub is empty). The draws and dropout come from
+        ``seed`` on a forked torch stream: the caller's node decides them, and nothing else is
+        disturbed."""
         feats = torch.from_numpy(np.concatenate((public.features, own_features[None, :])))
         user_re = torch.from_numpy(np.concatenate((public.user_re, own_user_re[None, :])))
         labels = torch.from_numpy(np.concatenate((public.labels, own_labels[None, :])))
@@ -196,13 +201,17 @@ class Estimators(torch.nn.Module):
     def _fit(
         self, feats: torch.Tensor, user_re: torch.Tensor, labels: torch.Tensor, n_pub: int, config: PardConfig
     ) -> None:
+        take = min(n_pub, max(1, round(config.public_sample * n_pub))) if n_pub else 0
+        own = torch.tensor([n_pub])
         for _ in range(config.epochs):
             for net in self.nets():
                 for p in net.parameters():
                     p.grad = None
-            loss = -self.loss_ir(feats, labels) + self.loss_fp(user_re, labels)
-            if n_pub:
-                loss = loss + self.loss_ip(user_re[:n_pub], labels[:n_pub])
+            rows = torch.cat((torch.randperm(n_pub)[:take], own)) if take < n_pub else None
+            f, r, y = (feats, user_re, labels) if rows is None else (feats[rows], user_re[rows], labels[rows])
+            loss = -self.loss_ir(f, y) + self.loss_fp(r, y)
+            if take:
+                loss = loss + self.loss_ip(r[:take], y[:take])
             loss.backward()  # type: ignore[no-untyped-call]
             for net, step in zip(self.nets(), self._steps, strict=True):
                 torch.nn.utils.clip_grad_norm_(net.parameters(), config.clip)

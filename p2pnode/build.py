@@ -176,7 +176,9 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
     labels = np.array([a.labels[node_id] for a in attrs.items], dtype=np.int64)
     classes = tuple(len(a.classes) for a in attrs.items)
     train = PardTrain(cfg.model, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k)
-    pard = PardConfig(lc.pard_lambda_ir, lc.pard_lambda_re, ir_loss=lc.pard_ir_loss)
+    pard = PardConfig(
+        lc.pard_lambda_ir, lc.pard_lambda_re, ir_loss=lc.pard_ir_loss, public_sample=lc.pard_public_sample
+    )
     seed = cfg.seed * 1_000_003 + node_id  # the node's estimators' initial weights
     shared = shared_names(cfg)
     return PardLearner(prep.users[node_id], prep.init, train, pard, labels, classes, rng, shared, seed)

@@ -94,7 +94,14 @@ _PRME: Check = (lambda c: c.model == "prme", "--model prme")
 _NCF: Check = (lambda c: c.model == "ncf", "--model ncf")
 _PARD: Check = (lambda c: c.learning.defence == "pard", "--defence pard")
 #: the learning settings of PARD alone: off, a run's key is what it was before PARD existed
-PARD_ONLY = ("defence", "pard_lambda_ir", "pard_lambda_re", "pard_ir_loss", "public_share")
+PARD_ONLY = (
+    "defence",
+    "pard_lambda_ir",
+    "pard_lambda_re",
+    "pard_ir_loss",
+    "pard_public_sample",
+    "public_share",
+)
 _FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
 _SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
 _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
@@ -189,6 +196,13 @@ class LearningConfig:
         "output pushed toward the uniform distribution)",
         group="learning",
         choices=("ce", "uniform"),
+        needs=_PARD,
+    )
+    pard_public_sample: float = opt(
+        0.08,
+        "PARD: the share of the public rows each estimator step reads, drawn afresh (004's code: 0.08)",
+        group="learning",
+        check=(lambda v: 0 < v <= 1, "must be in (0, 1]"),
         needs=_PARD,
     )
     public_share: float = opt(

@@ -88,7 +88,8 @@ def test_fitting_the_estimators_on_a_public_set_makes_them_predict_it() -> None:
     lab = torch.from_numpy(public.labels)
     before_fp = est.loss_fp(torch.from_numpy(user_re), lab).item()
     before_ip = est.loss_ip(torch.from_numpy(user_re), lab).item()
-    est.fit(public, feats[0], user_re[0], public.labels[0], PardConfig(epochs=30, lr=0.1), seed=0)
+    every_row = PardConfig(epochs=30, lr=0.1, public_sample=1.0)
+    est.fit(public, feats[0], user_re[0], public.labels[0], every_row, seed=0)
     assert est.loss_fp(torch.from_numpy(user_re), lab).item() < 0.5 * before_fp
     assert est.loss_ip(torch.from_numpy(user_re), lab).item() < before_ip
     # with D_pub empty, g^IP has nothing to learn from (eq. 34: public data only)
@@ -189,3 +190,31 @@ def test_a_pard_model_is_refused_what_it_cannot_be() -> None:
         PardLearner(users[0], init, PardTrain("gmf"), PardConfig(), np.array([2]), (2,), rng, (gmf.ITEM,), 0)
     with pytest.raises(ValueError, match="GMF or NCF"):
         PardLearner(users[0], init, PardTrain("prme"), PardConfig(), np.array([0]), (2,), rng, (gmf.ITEM,), 0)
+
+
+def test_each_estimator_step_reads_a_seeded_draw_of_the_public_rows() -> None:
+    rng = np.random.default_rng(1)
+    public = PublicSet(
+        rng.normal(size=(50, 8)).astype(np.float32),
+        rng.normal(size=(50, 4)).astype(np.float32),
+        rng.integers(0, 2, (50, 1)),
+    )
+
+    def weights(sample: float, seed: int) -> list[torch.Tensor]:
+        est = Estimators(4, (2,), seed=0)
+        est.fit(
+            public,
+            public.features[0],
+            public.user_re[0],
+            public.labels[0],
+            PardConfig(public_sample=sample),
+            seed,
+        )
+        return [p.detach().clone() for p in est.parameters()]
+
+    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+        return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+    assert same(weights(0.08, 3), weights(0.08, 3))  # the node's seed decides the draw
+    assert not same(weights(0.08, 3), weights(0.08, 4))
+    assert not same(weights(0.08, 3), weights(1.0, 3))  # 4 rows of 50 a step, not all of them

@@ -1,0 +1,49 @@
+"""PARD's cost in a simulated FedAvg round: whole runs with and without the privacy terms, side by side.
+
+Same config and seed, run one after the other in this process: FedNCF with the head kept home
+(004's PFedRec-like backbone that PARD builds on), then ``--defence pard`` at its defaults and at
+each ``--sample`` share of D_pub an estimator step reads (004's code: 0.08). Prints seconds per
+round and each run's ratio to the plain one; #60's goal is at most 3x. The first rounds of a PARD
+run have a small D_pub (the public clients publish after their first update).
+
+    .venv/bin/python -m bench.pard_cost [--nodes 943] [--rounds 3] [--sample 0.08,1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from p2pnode.config import RunConfig
+from p2pnode.process import tune_process
+from p2pnode.sim import simulate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=943)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sample", default="0.08", help="the public_sample shares to run")
+    args = parser.parse_args()
+    tune_process()
+    base = RunConfig(nodes=args.nodes, rounds=args.rounds, protocol="fedavg", model="ncf", seed=1).replace(
+        **{"learning.lr": 0.01, "learning.local_head": True, "learning.personal_user": True}
+    )
+    runs = {"plain": base}
+    for share in (float(x) for x in args.sample.split(",")):
+        runs[f"pard, D_pub x{share:g}"] = base.replace(
+            **{"learning.defence": "pard", "learning.pard_public_sample": share}
+        )
+    seconds = {}
+    for name, config in runs.items():
+        t = time.perf_counter()
+        simulate(config.validate())
+        seconds[name] = (time.perf_counter() - t) / args.rounds
+    plain = seconds["plain"]
+    print(f"FedAvg NCF, {args.nodes} clients, {args.rounds} rounds (seconds per round, setup included)")
+    for name, s in seconds.items():
+        print(f"  {name:20s} {s:7.3f} s/round   x{s / plain:.2f} of plain")
+
+
+if __name__ == "__main__":
+    main()
