@@ -114,6 +114,13 @@ class MomentumSGD:
 
     @torch.no_grad()
     def __call__(self) -> None:
+        if all(b is not None for b in self.bufs) and all(p.grad is not None for p in self.params):
+            # every tensor at once: the same element-wise operations, one dispatch for the lot
+            bufs = [b for b in self.bufs if b is not None]
+            torch._foreach_mul_(bufs, self.momentum)
+            torch._foreach_add_(bufs, [p.grad for p in self.params if p.grad is not None])
+            torch._foreach_add_(list[torch.Tensor](self.params), bufs, alpha=-self.lr)
+            return
         for i, p in enumerate(self.params):
             grad = p.grad
             if grad is None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from learning import gmf, ncf
-from learning.pard import USER_RE, Estimators, PardConfig, PublicSet, empty_public
+from learning.pard import USER_RE, Estimators, PardConfig, PublicSet, clip_each, empty_public
 from learning.pard_learner import PardLearner, PardTrain, init_user_re
 from learning.split import leave_one_out
 from learning.synthetic import SyntheticConfig, planted_communities
@@ -218,3 +218,26 @@ def test_each_estimator_step_reads_a_seeded_draw_of_the_public_rows() -> None:
     assert same(weights(0.08, 3), weights(0.08, 3))  # the node's seed decides the draw
     assert not same(weights(0.08, 3), weights(0.08, 4))
     assert not same(weights(0.08, 3), weights(1.0, 3))  # 4 rows of 50 a step, not all of them
+
+
+def test_clipping_each_estimator_is_torchs_clip_grad_norm_per_group() -> None:
+    torch.manual_seed(0)
+    groups = [[torch.nn.Parameter(torch.randn(3, 4)) for _ in range(2)], [torch.nn.Parameter(torch.randn(5))]]
+    grads = [
+        torch.randn(3, 4) * 5,
+        torch.randn(3, 4) * 5,
+        torch.randn(5) * 0.01,
+    ]  # the first past 2, the second not
+    reference = [[torch.nn.Parameter(p.detach().clone()) for p in g] for g in groups]
+    flat, flat_ref = [p for g in groups for p in g], [p for g in reference for p in g]
+    for p, r, grad in zip(flat, flat_ref, grads, strict=True):
+        p.grad, r.grad = grad.clone(), grad.clone()
+    clip_each(groups, 2.0)
+    for group in reference:
+        torch.nn.utils.clip_grad_norm_(group, 2.0)
+    for p, r in zip(flat, flat_ref, strict=True):
+        torch.testing.assert_close(p.grad, r.grad)
+    assert float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in groups[0]]))) == pytest.approx(
+        2.0
+    )
+    torch.testing.assert_close(groups[1][0].grad, grads[2])  # within the bound: unchanged
