@@ -88,9 +88,7 @@ class GMFAttack(AttackModel):
         """Full-batch Adam on the user row only: BCE on V_target and sampled other items."""
         item, h, b = params[gmf.ITEM], params[gmf.H], params[gmf.B]
         n_items, d = item.shape
-        negs = _negatives(rng, n_items, positives, self.negatives * len(positives))
-        idx = np.concatenate((positives, negs))
-        y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
+        idx, y = _labelled(rng, n_items, positives, self.negatives)
         q_h = item[idx] * h  # logit = (q ⊙ h)·p + b
 
         def gradient(p: Array) -> Array:
@@ -154,9 +152,7 @@ class NCFAttack(AttackModel):
         and sampled other items."""
         item = params[ncf.ITEM]
         n_items, d = item.shape
-        negs = _negatives(rng, n_items, positives, self.negatives * len(positives))
-        idx = np.concatenate((positives, negs)).astype(np.int64)
-        y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
+        idx, y = _labelled(rng, n_items, positives, self.negatives)
         head = dict(params)
 
         def gradient(p: Array) -> Array:
@@ -178,6 +174,17 @@ def _adam_user(
         v = 0.999 * v + 0.001 * grad * grad
         p -= lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
     return p.astype(np.float32)
+
+
+def _labelled(
+    rng: np.random.Generator, n_items: int, positives: Index, per_positive: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """A fictive user's examples: ``positives`` labelled 1, then ``per_positive`` sampled other
+    items for each, labelled 0."""
+    negs = _negatives(rng, n_items, positives, per_positive * len(positives))
+    idx = np.concatenate((positives, negs)).astype(np.int64)
+    y = np.concatenate((np.ones(len(positives)), np.zeros(len(negs)))).astype(np.float32)
+    return idx, y
 
 
 def _negatives(rng: np.random.Generator, n_items: int, positives: Index, count: int) -> Index:
