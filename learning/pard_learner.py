@@ -2,9 +2,12 @@
 
 The model is the backbone's with a second user row: ``user`` is z^ir and leaves the node with the
 item rows, ``user_re`` is z^re and never does; the head (GMF's h and b, NCF's MLP) stays on the
-node too (004 Alg. 1 line 21; the caller's shared names say so). The backbone reads the sum
-z^ir + z^re where it read the user row (004's code; eq. 35 concatenates, which would change the
-head's shape: docs/design.md, PARD).
+node too (004 Alg. 1 line 21; the caller's shared names say so). The head reads both rows side by
+side (eq. 35: NCF's first layer takes [z^ir ; z^re ; q_i], GMF has an output weight per row's
+product with q_i) or, as 004's code does, their sum z^ir + z^re where it read the user row; which
+one, the head's shape says (``init_user_re``). Under the sum both rows take the recommender's
+gradient alike, so whatever z^re is pulled to that the recommender does not want, z^ir takes the
+opposite of: docs/design.md, PARD.
 
 A local update (Alg. 1 lines 11–17, once per update as 004's code does):
 
@@ -16,8 +19,7 @@ A local update (Alg. 1 lines 11–17, once per update as 004's code does):
    NCF's learners step.
 
 The gradients come from torch's autograd on tensors that share memory with the numpy parameters;
-the Adam steps are the numpy ones GMF and NCF take (learning/gmf_numpy.py), so a PARD run with
-λ_ir = λ_re = 0 trains the backbone as those learners would, on the summed user rows.
+the Adam steps are the numpy ones GMF and NCF take (learning/gmf_numpy.py).
 """
 
 from __future__ import annotations
@@ -63,11 +65,26 @@ class PardTrain:
     top_k: int = 20
 
 
-def init_user_re(init: Mapping[str, Array], seed: int) -> Params:
-    """θ_0 with z^re beside z^ir: the same shape and scale (N(0, 0.01)), drawn from the seed."""
+def init_user_re(init: Mapping[str, Array], seed: int, combine: str = "concat") -> Params:
+    """θ_0 with z^re beside z^ir: the same shape and scale (N(0, 0.01)), drawn from the seed.
+    ``concat`` (eq. 35) widens the head to read both rows: NCF's first layer takes 3d inputs
+    (drawn as torch's ``Linear(3d, hidden)``), GMF's output weights 2d (one per row's product
+    with the item); ``sum`` leaves the head as it is (004's code)."""
+    if combine not in ("concat", "sum"):
+        raise ValueError(f"PARD combines its user rows by concat or sum, not {combine}")
     rng = np.random.default_rng([seed, 0x70617264])
     out = dict(init)
+    d = init[USER].shape[1]
     out[USER_RE] = rng.normal(0.0, 0.01, init[USER].shape).astype(np.float32)
+    if combine == "concat":
+        if ncf.W1 in init:
+            hidden = init[ncf.W1].shape[1]
+            bound = 1.0 / np.sqrt(3 * d)
+            out[ncf.W1] = rng.uniform(-bound, bound, (3 * d, hidden)).astype(np.float32)
+            out[ncf.B1] = rng.uniform(-bound, bound, (hidden,)).astype(np.float32)
+        else:
+            bound = np.sqrt(3.0 / d)
+            out[gmf.H] = rng.uniform(-bound, bound, (2 * d,)).astype(np.float32)
     return out
 
 
@@ -102,6 +119,12 @@ class PardLearner(BaseLearner):
         self.pard = pard
         self.labels = np.asarray(labels, dtype=np.int64)
         self.dim = int(init[USER].shape[1])
+        #: the head reads [z^ir ; z^re] (eq. 35, init_user_re's concat) or z^ir + z^re (004's code)
+        self.concat = (
+            init[ncf.W1].shape[0] == 3 * self.dim
+            if train.model == "ncf"
+            else init[gmf.H].shape[0] == 2 * self.dim
+        )
         self.estimators = Estimators(self.dim, classes, seed)
         self.public: PublicSet = empty_public(self.dim, len(classes))
         self.moments = {k: AdamMoments(np.zeros_like(v), np.zeros_like(v)) for k, v in self.params.items()}
@@ -109,16 +132,27 @@ class PardLearner(BaseLearner):
 
     # -- what the node shows ------------------------------------------------------------------
 
-    def _user_side(self, params: Mapping[str, Array]) -> Array:
-        return np.asarray(self.params[USER][0] + self.params[USER_RE][0], dtype=np.float32)
-
     def _scores(
         self, params: Mapping[str, Array], items: npt.NDArray[np.int64], at: float
     ) -> npt.NDArray[np.float32]:
         full = {**self.params, **params} if params is not self.params else self.params
+        ir, re = self.params[USER][0], self.params[USER_RE][0]
+        if not self.concat:
+            side = np.asarray(ir + re, dtype=np.float32)
+            if self.model_name == "ncf":
+                return ncf.score(dict(full), side, items)
+            return gmf.score(dict(full), side, items)
+        q = full[ITEM][items]
+        d = self.dim
         if self.model_name == "ncf":
-            return ncf.score(dict(full), self._user_side(full), items)
-        return gmf.score(dict(full), self._user_side(full), items)
+            w1 = full[ncf.W1]
+            z = np.maximum(ir @ w1[:d] + re @ w1[d : 2 * d] + q @ w1[2 * d :] + full[ncf.B1], 0.0)
+            logits = z @ full[ncf.W2] + full[ncf.B2][0]
+        else:
+            h = full[gmf.H]
+            logits = q @ (ir * h[:d] + re * h[d:]) + full[gmf.B][0]
+        with np.errstate(over="ignore"):  # σ's limit, 0, where exp(-logit) overflows
+            return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)
 
     def features(self) -> npt.NDArray[np.float32]:
         """``[z^ir, mean item row over the positives]``: g^ir's input, and what the attack reads."""
@@ -165,8 +199,7 @@ class PardLearner(BaseLearner):
         dense_names = [k for k in p if k != ITEM]
         dense = {k: torch.from_numpy(p[k]).requires_grad_(True) for k in dense_names}
         q = torch.from_numpy(p[ITEM][rows]).requires_grad_(True)
-        user = dense[USER][0] + dense[USER_RE][0]
-        logits = self._logits(dense, user, q[: len(idx)])
+        logits = self._logits(dense, q[: len(idx)])
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
         lab = torch.from_numpy(self.labels[None, :])
         if self.pard.lambda_ir or self.pard.lambda_re:
@@ -184,13 +217,22 @@ class PardLearner(BaseLearner):
         urows, summed = _sum_rows(rows, grads[-1].numpy())
         _sparse_adam(p[ITEM], urows, summed, self.moments[ITEM], lr)
 
-    def _logits(self, dense: Mapping[str, torch.Tensor], user: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    def _logits(self, dense: Mapping[str, torch.Tensor], q: torch.Tensor) -> torch.Tensor:
+        ir, re = dense[USER][0], dense[USER_RE][0]
+        d = self.dim
         if self.model_name == "ncf":
-            d = self.dim
             w1 = dense[ncf.W1]
-            hidden = torch.relu(user @ w1[:d] + q @ w1[d:] + dense[ncf.B1])
+            if self.concat:
+                user_part = ir @ w1[:d] + re @ w1[d : 2 * d]
+                item_part = q @ w1[2 * d :]
+            else:
+                user_part, item_part = (ir + re) @ w1[:d], q @ w1[d:]
+            hidden = torch.relu(user_part + item_part + dense[ncf.B1])
             return hidden @ dense[ncf.W2] + dense[ncf.B2][0]
-        return (q * user) @ dense[gmf.H] + dense[gmf.B][0]
+        h = dense[gmf.H]
+        if self.concat:
+            return (q * ir) @ h[:d] + (q * re) @ h[d:] + dense[gmf.B][0]
+        return (q * (ir + re)) @ h + dense[gmf.B][0]
 
     # -- checkpoints ----------------------------------------------------------------------------
 

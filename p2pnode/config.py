@@ -99,6 +99,7 @@ PARD_ONLY = (
     "pard_lambda_ir",
     "pard_lambda_re",
     "pard_ir_loss",
+    "pard_combine",
     "pard_public_sample",
     "public_share",
 )
@@ -196,6 +197,14 @@ class LearningConfig:
         "output pushed toward the uniform distribution)",
         group="learning",
         choices=("ce", "uniform"),
+        needs=_PARD,
+    )
+    pard_combine: str = opt(
+        "concat",
+        "PARD: how the head reads the two user rows, concat (eq. 35: side by side) or sum (004's "
+        "code: z^ir + z^re, where the shared row takes the opposite of what z^re is pulled to)",
+        group="learning",
+        choices=("concat", "sum"),
         needs=_PARD,
     )
     pard_public_sample: float = opt(

@@ -83,7 +83,7 @@ def prepare(config: RunConfig) -> Prepared:
     else:
         init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
     if config.learning.defence == "pard":  # z^re beside z^ir (learning/pard_learner.py)
-        init = init_user_re(init, config.seed)
+        init = init_user_re(init, config.seed, config.learning.pard_combine)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
     if config.sampling == "pers":

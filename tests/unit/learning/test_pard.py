@@ -99,13 +99,15 @@ def test_fitting_the_estimators_on_a_public_set_makes_them_predict_it() -> None:
     assert all(torch.equal(a, b) for a, b in zip(fresh.ip.parameters(), ip_before, strict=True))
 
 
-def _learner(model: str, pard: PardConfig, user: int = 0, lr: float = 0.01) -> PardLearner:
+def _learner(
+    model: str, pard: PardConfig, user: int = 0, lr: float = 0.01, combine: str = "concat"
+) -> PardLearner:
     data, _ = planted_communities(SyntheticConfig(users=12, items=200, per_user=25))
     users = leave_one_out(data, 0, 50)
     base = (
         ncf.init_params(data.n_items, 8, 4, seed=0) if model == "ncf" else gmf.init_params(data.n_items, 8, 0)
     )
-    init = init_user_re(base, 0)
+    init = init_user_re(base, 0, combine)
     shared = (gmf.USER, gmf.ITEM)
     return PardLearner(
         users[user],
@@ -121,13 +123,32 @@ def _learner(model: str, pard: PardConfig, user: int = 0, lr: float = 0.01) -> P
 
 
 @pytest.mark.parametrize("model", ["gmf", "ncf"])
-def test_without_privacy_terms_both_user_rows_take_the_same_steps(model: str) -> None:
-    """The backbone reads z^ir + z^re, so the recommender's gradient reaches both alike."""
-    learner = _learner(model, PardConfig(lambda_ir=0.0, lambda_re=0.0))
-    ir0, re0 = learner.params[gmf.USER].copy(), learner.params[USER_RE].copy()
-    learner.local_update()
-    np.testing.assert_allclose(learner.params[gmf.USER] - ir0, learner.params[USER_RE] - re0, atol=1e-7)
-    assert not np.allclose(learner.params[gmf.USER], ir0)
+def test_summed_rows_take_the_same_steps_and_side_by_side_rows_their_own(model: str) -> None:
+    """Without privacy terms: under 004's code's sum the recommender's gradient reaches both rows
+    alike; side by side (eq. 35) each row has its own part of the head."""
+    for combine in ("sum", "concat"):
+        learner = _learner(model, PardConfig(lambda_ir=0.0, lambda_re=0.0), combine=combine)
+        assert learner.concat == (combine == "concat")
+        ir0, re0 = learner.params[gmf.USER].copy(), learner.params[USER_RE].copy()
+        before = learner.catalogue_scores()
+        learner.local_update()
+        step_ir, step_re = learner.params[gmf.USER] - ir0, learner.params[USER_RE] - re0
+        assert not np.allclose(step_ir, 0.0) and not np.allclose(step_re, 0.0)
+        assert np.allclose(step_ir, step_re, atol=1e-7) == (combine == "sum")
+        assert not np.array_equal(learner.catalogue_scores(), before)
+
+
+def test_side_by_side_scores_are_the_heads_reading_of_both_rows() -> None:
+    """The numpy scores a concat model ranks by are its torch forward pass's."""
+    for model in ("gmf", "ncf"):
+        learner = _learner(model, PardConfig(), combine="concat")
+        learner.params[USER_RE][...] = np.random.default_rng(0).normal(0, 0.5, learner.params[USER_RE].shape)
+        items = np.arange(20)
+        dense = {k: torch.from_numpy(v) for k, v in learner.params.items() if k != gmf.ITEM}
+        logits = learner._logits(dense, torch.from_numpy(learner.params[gmf.ITEM][items]))
+        np.testing.assert_allclose(
+            learner._scores(learner.params, items, 0.0), torch.sigmoid(logits).numpy(), rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize("model", ["gmf", "ncf"])
