@@ -13,11 +13,10 @@ seconds): over a short run it weighs more than the evaluations do.
 from __future__ import annotations
 
 import argparse
-import time
 
+from bench.whole_runs import print_ratios, seconds_per_round
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
-from p2pnode.sim import simulate
 
 
 def main() -> None:
@@ -34,15 +33,11 @@ def main() -> None:
     runs = {"honest": base}
     for every in (int(x) for x in args.every.split(",")):
         runs[f"aia every {every}"] = base.replace(**{"attack.kind": "aia", "attack.aia_every": every})
-    seconds = {}
-    for name, config in runs.items():
-        t = time.perf_counter()
-        simulate(config.validate())
-        seconds[name] = (time.perf_counter() - t) / args.rounds
-    honest = seconds["honest"]
-    print(f"{args.protocol}, {args.nodes} nodes, {args.rounds} rounds (seconds per round, setup included)")
-    for name, s in seconds.items():
-        print(f"  {name:14s} {s:7.3f} s/round   x{s / honest:.2f} of honest")
+    print_ratios(
+        f"{args.protocol}, {args.nodes} nodes, {args.rounds} rounds",
+        seconds_per_round(runs, args.rounds),
+        "honest",
+    )
 
 
 if __name__ == "__main__":

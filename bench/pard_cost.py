@@ -12,11 +12,10 @@ run have a small D_pub (the public clients publish after their first update).
 from __future__ import annotations
 
 import argparse
-import time
 
+from bench.whole_runs import print_ratios, seconds_per_round
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
-from p2pnode.sim import simulate
 
 
 def main() -> None:
@@ -34,15 +33,11 @@ def main() -> None:
         runs[f"pard, D_pub x{share:g}"] = base.replace(
             **{"learning.defence": "pard", "learning.pard_public_sample": share}
         )
-    seconds = {}
-    for name, config in runs.items():
-        t = time.perf_counter()
-        simulate(config.validate())
-        seconds[name] = (time.perf_counter() - t) / args.rounds
-    plain = seconds["plain"]
-    print(f"FedAvg NCF, {args.nodes} clients, {args.rounds} rounds (seconds per round, setup included)")
-    for name, s in seconds.items():
-        print(f"  {name:20s} {s:7.3f} s/round   x{s / plain:.2f} of plain")
+    print_ratios(
+        f"FedAvg NCF, {args.nodes} clients, {args.rounds} rounds",
+        seconds_per_round(runs, args.rounds),
+        "plain",
+    )
 
 
 if __name__ == "__main__":
