@@ -203,7 +203,8 @@ class PardLearner(BaseLearner):
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
         lab = torch.from_numpy(self.labels[None, :])
         if self.pard.lambda_ir or self.pard.lambda_re:
-            mean_q = q[len(idx) :].mean(dim=0) if len(pos) else torch.zeros(self.dim)
+            # the positives' rows follow the batch's when λ_ir reads them (L_re alone does not)
+            mean_q = q[len(idx) :].mean(dim=0) if len(rows) > len(idx) else torch.zeros(self.dim)
             feats = torch.cat((dense[USER][0], mean_q))[None, :]
             loss = loss + self.estimators.loss_encoders(feats, dense[USER_RE], lab, self.pard)
         grads = torch.autograd.grad(loss, [*dense.values(), q])
