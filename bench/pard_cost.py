@@ -2,11 +2,12 @@
 
 Same config and seed, run one after the other in this process: FedNCF with the head kept home
 (004's PFedRec-like backbone that PARD builds on), then ``--defence pard`` at its defaults and at
-each ``--sample`` share of D_pub an estimator step reads (004's code: 0.08). Prints seconds per
+each ``--sample`` share of D_pub an estimator step reads (004's code: 0.08) and each ``--every``
+(the estimators fitted at every local update, Algorithm 1, or every second, 004's code). Prints seconds per
 round and each run's ratio to the plain one; #60's goal is at most 3x. The first rounds of a PARD
 run have a small D_pub (the public clients publish after their first update).
 
-    .venv/bin/python -m bench.pard_cost [--nodes 943] [--rounds 3] [--sample 0.08,1]
+    .venv/bin/python -m bench.pard_cost [--nodes 943] [--rounds 4] [--sample 0.08,1] [--every 1,2]
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from p2pnode.process import tune_process
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=943)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sample", default="0.08", help="the public_sample shares to run")
+    parser.add_argument(
+        "--every", default="1,2", help="the estimator_every settings to run (Algorithm 1: 1; 004's code: 2)"
+    )
     args = parser.parse_args()
     tune_process()
     base = RunConfig(nodes=args.nodes, rounds=args.rounds, protocol="fedavg", model="ncf", seed=1).replace(
@@ -30,9 +34,14 @@ def main() -> None:
     )
     runs = {"plain": base}
     for share in (float(x) for x in args.sample.split(",")):
-        runs[f"pard, D_pub x{share:g}"] = base.replace(
-            **{"learning.defence": "pard", "learning.pard_public_sample": share}
-        )
+        for every in (int(x) for x in args.every.split(",")):
+            runs[f"pard, D_pub x{share:g}, estimators every {every}"] = base.replace(
+                **{
+                    "learning.defence": "pard",
+                    "learning.pard_public_sample": share,
+                    "learning.pard_estimator_every": every,
+                }
+            )
     print_ratios(
         f"FedAvg NCF, {args.nodes} clients, {args.rounds} rounds",
         seconds_per_round(runs, args.rounds),

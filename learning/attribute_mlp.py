@@ -106,8 +106,8 @@ class MomentumSGD:
     p ← p − lr·buf), without its per-step dispatch and without the compiler stack that
     constructing a torch optimiser imports (3.8 s, once per process): bench/aia_cost.py."""
 
-    def __init__(self, params: list[torch.nn.Parameter], lr: float, momentum: float) -> None:
-        self.params = params
+    def __init__(self, params: Sequence[torch.Tensor], lr: float, momentum: float) -> None:
+        self.params = list(params)
         self.lr = lr
         self.momentum = momentum
         self.bufs: list[torch.Tensor | None] = [None] * len(params)

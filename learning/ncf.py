@@ -41,8 +41,8 @@ def _hidden(params: Params, user_side: Array, q: Array) -> Array:
     """The hidden layer's pre-activation W1ᵀ[p ; q] + b1 for rows ``q`` (user_side (d,) or one
     row per item)."""
     w1 = params[W1]
-    d = q.shape[1]
-    return np.asarray(user_side @ w1[:d] + q @ w1[d:] + params[B1], dtype=np.float32)
+    k = w1.shape[0] - q.shape[1]  # the user side's width: d, or 2d for PARD's two rows side by side
+    return np.asarray(user_side @ w1[:k] + q @ w1[k:] + params[B1], dtype=np.float32)
 
 
 def logits(params: Params, user_side: Array, items: npt.NDArray[np.int64] | slice) -> Array:
@@ -72,12 +72,12 @@ def gradients(
     dz = (g[:, None] * params[W2]) * (z > 0)  # (B, hidden)
     dz_sum = dz.sum(axis=0)
     w1 = params[W1]
-    d = q.shape[1]
+    k = w1.shape[0] - q.shape[1]  # the user side's width
     grads = {
-        USER: (w1[:d] @ dz_sum)[None, :].astype(np.float32),
+        USER: (w1[:k] @ dz_sum)[None, :].astype(np.float32),
         W1: np.concatenate((np.outer(user_row, dz_sum), q.T @ dz)).astype(np.float32),
         B1: dz_sum.astype(np.float32),
         W2: (a.T @ g).astype(np.float32),
         B2: np.array([g.sum()], dtype=np.float32),
     }
-    return grads, (dz @ w1[d:].T).astype(np.float32)
+    return grads, (dz @ w1[k:].T).astype(np.float32)

@@ -27,9 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import torch
-
-from learning.attribute_mlp import MomentumSGD, mlp
 
 USER_RE = "user_re"  #: z^re: the privacy-relevant user row, never sent
 
@@ -51,6 +48,23 @@ class PardConfig:
     #: pushed toward no information, as 004's code suggests beside eq. 16; a flipped attribute,
     #: which maximises eq. 16, still tells the attribute)
     ir_loss: str = "ce"
+    #: the estimators' stage runs at every ``every``-th local update of the privacy phase (004's
+    #: code: ``pri_esti_round`` 2 in its fine-tuning script; Algorithm 1: every update, 1)
+    every: int = 1
+    #: local updates on the recommendation loss alone before the privacy phase (004's code
+    #: pre-trains FedNCF, about 30 rounds, then fine-tunes with the privacy terms; Algorithm 1: 0)
+    warmup: int = 0
+
+    def __post_init__(self) -> None:
+        if self.every < 1 or self.warmup < 0:
+            raise ValueError("PARD's estimators run every 1 or more updates, after 0 or more")
+
+    def phase(self, update: int) -> tuple[bool, bool]:
+        """Whether local update ``update`` (from 0) fits the estimators, and whether its
+        recommender's stage has the privacy terms: from the first fit on (004's code leaves them
+        out of the fine-tuning's first round, before its estimators were fitted)."""
+        f = update - self.warmup
+        return f >= 0 and (f + 1) % self.every == 0, f >= self.every - 1
 
 
 @dataclass(frozen=True)
@@ -79,106 +93,259 @@ def empty_public(dim: int, attributes: int) -> PublicSet:
     )
 
 
-def cross_entropy(out: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:
-    """The mean cross-entropy of logits ``out`` against classes ``y`` (binary for two classes,
-    one logit)."""
-    if classes == 2:
-        return torch.nn.functional.binary_cross_entropy_with_logits(out.squeeze(1), y.to(out.dtype))
-    return torch.nn.functional.cross_entropy(out, y)
+PAD = np.float32(-1.0e4)  #: the logit of a class an attribute does not have (probability 0)
+Array32 = npt.NDArray[np.float32]
 
 
-class Estimators(torch.nn.Module):
-    """ψ of one node: g^ir_t and g^FP_t per attribute, and g^IP."""
+def _leaky(x: Array32) -> Array32:
+    """LeakyReLU 0.2 (max(x, 0.2x), a quarter of ``np.where``'s time)."""
+    return np.asarray(np.maximum(x, np.float32(0.2) * x), np.float32)
+
+
+def _leaky_slope(x: Array32) -> Array32:
+    """LeakyReLU 0.2's derivative: 1 above 0, else 0.2 (torch's at 0 too)."""
+    return np.maximum(np.sign(x), np.float32(0.2))
+
+
+def _log_softmax(x: Array32) -> Array32:
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return np.asarray(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), np.float32)
+
+
+def _input(result: tuple[Array32 | None, list[Array32]]) -> Array32:
+    """The input's gradient of a backward pass that computed it."""
+    assert result[0] is not None
+    return result[0]
+
+
+@dataclass
+class _Pass:
+    """What a forward pass keeps for its backward pass."""
+
+    x: Array32
+    hidden: list[Array32]  #: each hidden layer's pre-activation
+    acts: list[Array32]  #: each layer's input (after activation and dropout)
+    mask: Array32 | None  #: the dropout's scale per unit (0 or 2), when training
+    logp: Array32  #: (A, n, columns)
+
+
+class Stack:
+    """One MLP of 004's discriminator shape (``learning.attribute_mlp.mlp``) per attribute, all
+    reading the same input, held as stacked numpy arrays with an analytic gradient: a handful of
+    batched matrix products for every attribute at once instead of torch's per-call overhead
+    per layer per attribute (#60's cost goal; ``bench/pard_cost.py``).
+
+    Layer k of attribute t is ``x @ weights[k][t] + biases[k][t]`` (weights ``(A, in, out)``, the
+    transpose of torch's ``Linear.weight``; biases ``(A, 1, out)``), drawn as ``Linear`` draws
+    them (uniform within ``1/sqrt(in)``), LeakyReLU 0.2 between layers, dropout 0.5 before the
+    last when training. The last layer has a column per class of the widest attribute; an
+    attribute of two classes reads one logit z (column 1) against a fixed 0 (column 0), which is
+    binary cross-entropy on z written as a two-class softmax, and one of c classes reads the
+    first c columns. The other columns are held at :data:`PAD`: their weights get no gradient.
+    """
+
+    def __init__(self, width: int, classes: Sequence[int], rng: np.random.Generator) -> None:
+        half = max(1, width // 2)
+        columns = max(classes)
+        a = len(classes)
+        self.classes = tuple(classes)
+        self.weights: list[Array32] = []
+        self.biases: list[Array32] = []
+        for fan_in, fan_out in ((width, width), (width, width), (width, half), (half, columns)):
+            bound = 1.0 / np.sqrt(fan_in)
+            self.weights.append(rng.uniform(-bound, bound, (a, fan_in, fan_out)).astype(np.float32))
+            self.biases.append(rng.uniform(-bound, bound, (a, 1, fan_out)).astype(np.float32))
+        self.keep = np.zeros((a, 1, columns), np.float32)  #: the columns whose logit is computed
+        self.valid = np.zeros((a, 1, columns), np.float32)  #: the columns that are classes
+        for t, c in enumerate(classes):
+            if c == 2:
+                self.keep[t, 0, 1] = 1.0
+            else:
+                self.keep[t, 0, :c] = 1.0
+            self.valid[t, 0, :c] = 1.0
+        self.pad = (1.0 - self.valid) * PAD  #: a two-class attribute's column 0 stays at 0
+        self.counts = np.array(classes, np.float32)
+
+    def tensors(self) -> list[Array32]:
+        """Every trained array, layer by layer (weights then biases)."""
+        return [t for pair in zip(self.weights, self.biases, strict=True) for t in pair]
+
+    def layer(self, t: int) -> list[tuple[Array32, Array32]]:
+        """Attribute ``t``'s layers as (weight ``(in, out)``, bias ``(out,)``) arrays, the last
+        cut to the columns it reads (one for two classes)."""
+        out = [(w[t], b[t, 0]) for w, b in zip(self.weights, self.biases, strict=True)]
+        c = self.classes[t]
+        cols = slice(1, 2) if c == 2 else slice(0, c)
+        w, b = out[-1]
+        out[-1] = (w[:, cols], b[cols])
+        return out
+
+    def forward(self, x: Array32, rng: np.random.Generator | None = None) -> _Pass:
+        """Every attribute's log-probabilities of its classes for the rows of ``x`` ``(n, width)``;
+        dropout (training) draws from ``rng`` when one is given."""
+        acts, hidden = [x], []
+        h = x
+        last = len(self.weights) - 1
+        mask = None
+        for k, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            if k == last and rng is not None:
+                mask = (rng.random(h.shape, dtype=np.float32) >= 0.5).astype(np.float32) * np.float32(2.0)
+                h = h * mask
+                acts[-1] = h
+            z = np.matmul(h, w) + b
+            if k < last:
+                hidden.append(z)
+                h = _leaky(z)
+                acts.append(h)
+            else:
+                logits = z * self.keep + self.pad
+        return _Pass(x, hidden, acts, mask, _log_softmax(logits))
+
+    def cross_entropy(self, run: _Pass, labels: npt.NDArray[np.int64]) -> tuple[float, Array32]:
+        """The summed over attributes mean cross-entropy of each estimator against ``labels``
+        ``(n, A)`` (binary cross-entropy for two classes), and its gradient in the logits."""
+        n = len(run.x)
+        where = (np.arange(len(self.classes))[:, None], np.arange(n)[None, :], labels.T)
+        picked = run.logp[where]  # (A, n): each row's log-probability of its class
+        grad = np.exp(run.logp)
+        grad[where] -= np.float32(1.0)  # softmax minus the one-hot class
+        return -float(picked.sum()) / n, grad * np.float32(1.0 / n)
+
+    def uniform(self, run: _Pass) -> tuple[float, Array32]:
+        """The summed cross-entropy of each estimator's output against the uniform distribution
+        over its attribute's classes, and its gradient in the logits."""
+        n = len(run.x)
+        target = self.valid / self.counts[:, None, None]
+        loss = -float((run.logp * target).sum()) / n
+        return loss, (np.exp(run.logp) - target) * np.float32(1.0 / n)
+
+    def backward(
+        self, run: _Pass, d_logits: Array32, weights: bool, need_input: bool = True
+    ) -> tuple[Array32 | None, list[Array32]]:
+        """The gradient in the input ``(n, width)`` (summed over the attributes, which read the
+        same input; None unless ``need_input``) and, when ``weights``, in every array of
+        :meth:`tensors`."""
+        g = d_logits * self.keep
+        grads: list[Array32] = []
+        last = len(self.weights) - 1
+        for k in range(last, -1, -1):
+            a = run.acts[k]
+            if weights:
+                a3 = a if a.ndim == 3 else np.broadcast_to(a, (len(self.classes), *a.shape))
+                grads.append(g.sum(axis=1, keepdims=True))
+                grads.append(np.matmul(a3.transpose(0, 2, 1), g))
+            if k == 0 and not need_input:
+                break
+            g = np.matmul(g, self.weights[k].transpose(0, 2, 1))
+            if k == last and run.mask is not None:
+                g = g * run.mask
+            if k > 0:
+                g = g * _leaky_slope(run.hidden[k - 1])
+        grads.reverse()  # weight, bias per layer from the first
+        return (np.asarray(g.sum(axis=0), np.float32) if need_input else None), grads
+
+
+class Estimators:
+    """ψ of one node: g^ir_t and g^FP_t per attribute (each a :class:`Stack`), and g^IP (one
+    embedding table per attribute, held as one table with an offset per attribute), stepped by
+    SGD with momentum 0.9 (004's code: ``torch.optim.SGD``) and clipped each on its own."""
 
     def __init__(self, dim: int, classes: Sequence[int], seed: int) -> None:
-        super().__init__()
         if not classes or min(classes) < 2:
             raise ValueError("PARD needs at least one attribute of two classes or more")
         self.dim = dim
         self.classes = tuple(int(c) for c in classes)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.ir = torch.nn.ModuleList(mlp(2 * dim, c) for c in self.classes)
-            self.fp = torch.nn.ModuleList(mlp(dim, c) for c in self.classes)
-            self.ip = torch.nn.ModuleList(torch.nn.Embedding(c, dim) for c in self.classes)
-            for emb in self.ip:
-                assert isinstance(emb, torch.nn.Embedding)
-                torch.nn.init.normal_(emb.weight, 0.0, 0.01)  # of the user rows' scale
-        self.eval()
-        self._step = MomentumSGD(list(self.parameters()), 0.0, 0.9)  #: one step for every estimator
-        self._groups = [list(net.parameters()) for net in self.nets()]  #: each estimator's tensors
+        rng = np.random.default_rng([seed, 0x65737469])
+        self.ir = Stack(2 * dim, self.classes, rng)
+        self.fp = Stack(dim, self.classes, rng)
+        #: g^IP: every attribute's class embeddings, of the user rows' scale
+        self.ip = rng.normal(0.0, 0.01, (sum(self.classes), dim)).astype(np.float32)
+        self.offsets = np.cumsum((0, *self.classes[:-1])).astype(np.int64)
+        self._owner = np.repeat(np.arange(len(self.classes)), self.classes)
+        self.bufs: list[Array32 | None] = [None] * len(self.parameters())  #: momentum
 
-    def nets(self) -> list[torch.nn.Module]:
-        """Every estimator, each stepped and clipped on its own."""
-        return [*self.ir, *self.fp, *self.ip]
+    def parameters(self) -> list[Array32]:
+        """Every trained array: g^ir's, g^FP's, then g^IP's table."""
+        return [*self.ir.tensors(), *self.fp.tensors(), self.ip]
 
-    def ip_of(self, labels: torch.Tensor) -> torch.Tensor:
+    def ip_rows(self, t: int) -> Array32:
+        """Attribute ``t``'s class embeddings: a view of g^IP's table."""
+        start = int(self.offsets[t])
+        return self.ip[start : start + self.classes[t]]
+
+    def ip_of(self, labels: npt.NDArray[np.int64]) -> Array32:
         """g^IP(μ): the mean of the attributes' embeddings, one row per row of ``labels``."""
-        return torch.stack([emb(labels[:, t]) for t, emb in enumerate(self.ip)]).mean(dim=0)
+        return np.asarray(self.ip[labels + self.offsets].mean(axis=1), np.float32)
 
     # -- the loss terms -----------------------------------------------------------------------
 
-    def loss_ir(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_ir(self, features: Array32, labels: npt.NDArray[np.int64]) -> float:
         """L_ir (eq. 16): minus the summed cross-entropy of g^ir over the attributes."""
-        return -sum_terms(
-            cross_entropy(g(features), labels[:, t], c)
-            for t, (g, c) in enumerate(zip(self.ir, self.classes, strict=True))
-        )
+        return -self.ir.cross_entropy(self.ir.forward(features), labels)[0]
 
-    def loss_fp(self, user_re: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_fp(self, user_re: Array32, labels: npt.NDArray[np.int64]) -> float:
         """L^FP_re (eq. 29) and L^FP_con (eq. 30): the summed cross-entropy of g^FP."""
-        return sum_terms(
-            cross_entropy(g(user_re), labels[:, t], c)
-            for t, (g, c) in enumerate(zip(self.fp, self.classes, strict=True))
-        )
+        return self.fp.cross_entropy(self.fp.forward(user_re), labels)[0]
 
-    def loss_ip(self, user_re: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_ip(self, user_re: Array32, labels: npt.NDArray[np.int64]) -> float:
         """L^IP_re (eq. 33) and L^IP_con (eq. 34): the mean of ``‖z^re − g^IP(μ)‖₂`` over rows."""
-        distance: torch.Tensor = torch.linalg.vector_norm(user_re - self.ip_of(labels), dim=1)
-        return distance.mean()
+        return self._ip(user_re, labels)[0]
 
-    def loss_con(self, features: torch.Tensor, user_re: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """What the estimators minimise (eq. 37): L_con + L^FP_con + L^IP_con, the
-        representations detached."""
-        features, user_re = features.detach(), user_re.detach()
+    def _ip(self, user_re: Array32, labels: npt.NDArray[np.int64]) -> tuple[float, Array32]:
+        """L^IP and its gradient in ``user_re`` (the table's is its opposite, spread over the
+        attributes' rows)."""
+        diff = user_re - self.ip_of(labels)
+        norm = np.linalg.norm(diff, axis=1, keepdims=True)
+        grad = np.divide(diff, norm, out=np.zeros_like(diff), where=norm > 0) / np.float32(len(diff))
+        return float(norm.mean()), grad.astype(np.float32)
+
+    def loss_con(self, features: Array32, user_re: Array32, labels: npt.NDArray[np.int64]) -> float:
+        """What the estimators minimise (eq. 37): L_con + L^FP_con + L^IP_con."""
         return -self.loss_ir(features, labels) + self.loss_fp(user_re, labels) + self.loss_ip(user_re, labels)
 
-    def loss_uniform(self, features: torch.Tensor) -> torch.Tensor:
+    def loss_uniform(self, features: Array32) -> float:
         """L_ir's ``uniform`` form: the summed cross-entropy of g^ir's output against the uniform
         distribution over each attribute's classes (least when it predicts nothing)."""
-        total = torch.zeros(())
-        for g, c in zip(self.ir, self.classes, strict=True):
-            out = g(features)
-            if c == 2:
-                logp = torch.nn.functional.logsigmoid(torch.cat((out, -out), dim=1))
-            else:
-                logp = torch.log_softmax(out, dim=1)
-            total = total - logp.mean(dim=1).mean()
-        return total
+        return self.ir.uniform(self.ir.forward(features))[0]
 
-    def loss_encoders(
-        self, features: torch.Tensor, user_re: torch.Tensor, labels: torch.Tensor, config: PardConfig
-    ) -> torch.Tensor:
-        """The privacy part of eq. 38: λ_ir·L_ir + λ_re·(L^FP_re + L^IP_re), for the encoders
-        (the caller takes gradients for its representations only, the estimators stay as they
-        are)."""
-        out = torch.zeros(())
+    def encoders(
+        self, features: Array32, user_re: Array32, labels: npt.NDArray[np.int64], config: PardConfig
+    ) -> tuple[float, Array32, Array32]:
+        """The privacy part of eq. 38, λ_ir·L_ir + λ_re·(L^FP_re + L^IP_re), and its gradients in
+        ``features`` and ``user_re`` (the encoders' side: the estimators stay as they are). One
+        user's 1-d rows, or one row per user."""
+        if features.ndim == 1:
+            loss, d_feats, d_re = self.encoders(features[None, :], user_re[None, :], labels[None, :], config)
+            return loss, d_feats[0], d_re[0]
+        loss = 0.0
+        d_feats = np.zeros_like(features)
+        d_re = np.zeros_like(user_re)
         if config.lambda_ir:
-            ir = (
-                self.loss_uniform(features) if config.ir_loss == "uniform" else self.loss_ir(features, labels)
-            )
-            out = out + config.lambda_ir * ir
+            run = self.ir.forward(features)
+            if config.ir_loss == "uniform":
+                value, d_logits = self.ir.uniform(run)
+            else:
+                value, d_logits = self.ir.cross_entropy(run, labels)
+                value, d_logits = -value, -d_logits
+            loss += config.lambda_ir * value
+            d_feats = _input(self.ir.backward(run, d_logits, weights=False)) * np.float32(config.lambda_ir)
         if config.lambda_re:
-            out = out + config.lambda_re * (self.loss_fp(user_re, labels) + self.loss_ip(user_re, labels))
-        return out
+            run = self.fp.forward(user_re)
+            fp, d_logits = self.fp.cross_entropy(run, labels)
+            ip, d_ip = self._ip(user_re, labels)
+            loss += config.lambda_re * (fp + ip)
+            d_re = (_input(self.fp.backward(run, d_logits, weights=False)) + d_ip) * np.float32(
+                config.lambda_re
+            )
+        return loss, d_feats, d_re
 
     # -- stage 1 (eq. 37) ---------------------------------------------------------------------
 
     def fit(
         self,
         public: PublicSet,
-        own_features: npt.NDArray[np.float32],
-        own_user_re: npt.NDArray[np.float32],
+        own_features: Array32,
+        own_user_re: Array32,
         own_labels: npt.NDArray[np.int64],
         config: PardConfig,
         seed: int,
@@ -187,85 +354,82 @@ class Estimators(torch.nn.Module):
         ``config.public_sample`` of D_pub (at least one row) and the node's own row (004 §III-A:
         "we also include user u's own data"): g^ir and g^FP on both, g^IP on the public rows only
         (eq. 34; nothing to fit it on while D_pub is empty). The draws and dropout come from
-        ``seed`` on a forked torch stream: the caller's node decides them, and nothing else is
-        disturbed."""
-        feats = torch.from_numpy(np.concatenate((public.features, own_features[None, :])))
-        user_re = torch.from_numpy(np.concatenate((public.user_re, own_user_re[None, :])))
-        labels = torch.from_numpy(np.concatenate((public.labels, own_labels[None, :])))
+        ``seed``: the caller's node decides them."""
+        feats = np.concatenate((public.features, own_features[None, :]))
+        user_re = np.concatenate((public.user_re, own_user_re[None, :]))
+        labels = np.concatenate((public.labels, own_labels[None, :]))
         n_pub = len(public)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.train()
-            self._fit(feats, user_re, labels, n_pub, config)
-            self.eval()
-
-    def _fit(
-        self, feats: torch.Tensor, user_re: torch.Tensor, labels: torch.Tensor, n_pub: int, config: PardConfig
-    ) -> None:
+        rng = np.random.default_rng(seed)
         take = min(n_pub, max(1, round(config.public_sample * n_pub))) if n_pub else 0
-        own = torch.tensor([n_pub])
         for _ in range(config.epochs):
-            for p in self._step.params:
-                p.grad = None
-            rows = torch.cat((torch.randperm(n_pub)[:take], own)) if take < n_pub else None
+            rows = np.append(rng.permutation(n_pub)[:take], n_pub) if take < n_pub else None
             f, r, y = (feats, user_re, labels) if rows is None else (feats[rows], user_re[rows], labels[rows])
-            loss = -self.loss_ir(f, y) + self.loss_fp(r, y)
+            grads: list[Array32 | None] = []
+            for stack, x in ((self.ir, f), (self.fp, r)):
+                run = stack.forward(x, rng)
+                grads += stack.backward(run, stack.cross_entropy(run, y)[1], True, need_input=False)[1]
             if take:
-                loss = loss + self.loss_ip(r[:take], y[:take])
-            loss.backward()  # type: ignore[no-untyped-call]
-            clip_each(self._groups, config.clip)  # each estimator's gradient on its own (004's code)
-            self._step.lr = config.lr
-            self._step()
+                _, d_re = self._ip(r[:take], y[:take])
+                d_table = np.zeros_like(self.ip)
+                spread = np.repeat(-d_re / np.float32(len(self.classes)), len(self.classes), axis=0)
+                np.add.at(d_table, (y[:take] + self.offsets).ravel(), spread)
+                grads.append(d_table)
+            else:
+                grads.append(None)
+            self._clip(grads, config.clip)
+            self._step(grads, config.lr)
 
-    def state(self) -> dict[str, npt.NDArray[np.float32]]:
-        """The estimators' weights and momentum buffers, as arrays (a node's checkpoint)."""
-        out = {f"w{i}": p.detach().numpy().copy() for i, p in enumerate(self.parameters())}
-        for i, buf in enumerate(self._step.bufs):
+    def _clip(self, grads: list[Array32 | None], bound: float) -> None:
+        """Scale each estimator's gradient to an L2 norm of at most ``bound`` in place: torch's
+        ``clip_grad_norm_(estimator.parameters(), bound)`` for each (coefficient
+        ``bound / (norm + 1e-6)`` clamped at 1), as 004's code clips."""
+        a = len(self.classes)
+        per = len(self.ir.tensors())
+        for part in (grads[:per], grads[per : 2 * per]):
+            squares = sum(np.einsum("ijk,ijk->i", g, g) for g in part if g is not None)
+            coef = np.minimum(bound / (np.sqrt(squares) + 1e-6), 1.0).astype(np.float32)[:, None, None]
+            for g in part:
+                if g is not None:
+                    g *= coef
+        table = grads[-1]
+        if table is not None:
+            squares = np.bincount(self._owner, np.square(table).sum(axis=1), minlength=a)
+            coef = np.minimum(bound / (np.sqrt(squares) + 1e-6), 1.0).astype(np.float32)
+            table *= coef[self._owner][:, None]
+
+    def _step(self, grads: list[Array32 | None], lr: float) -> None:
+        """SGD with momentum 0.9, no dampening: buf ← grad at the first step, then
+        buf ← 0.9·buf + grad; w ← w − lr·buf (``torch.optim.SGD``'s update)."""
+        for i, (p, g) in enumerate(zip(self.parameters(), grads, strict=True)):
+            if g is None:
+                continue
+            buf = self.bufs[i]
+            if buf is None:
+                buf = self.bufs[i] = g.copy()
+            else:
+                buf *= np.float32(0.9)
+                buf += g
+            np.multiply(buf, np.float32(lr), out=g)  # the gradient is spent: its array takes lr·buf
+            p -= g
+
+    def state(self) -> dict[str, Array32]:
+        """The estimators' weights and momentum buffers (a node's checkpoint)."""
+        out = {f"w{i}": p.copy() for i, p in enumerate(self.parameters())}
+        for i, buf in enumerate(self.bufs):
             if buf is not None:
-                out[f"m{i}"] = buf.numpy().copy()
+                out[f"m{i}"] = buf.copy()
         return out
 
-    def restore(self, state: dict[str, npt.NDArray[np.float32]]) -> None:
+    def restore(self, state: dict[str, Array32]) -> None:
         """Take back a :meth:`state` of estimators of the same shapes."""
-        params = list(self.parameters())
+        params = self.parameters()
         if sum(k.startswith("w") for k in state) != len(params):
             raise ValueError("checkpoint estimators do not match this model's")
-        with torch.no_grad():
-            for i, p in enumerate(params):
-                w = state[f"w{i}"]
-                if w.shape != tuple(p.shape):
-                    raise ValueError("checkpoint estimators do not match this model's shapes")
-                p.copy_(torch.from_numpy(np.asarray(w, np.float32)))
-        self._step.bufs = [
-            torch.from_numpy(np.array(state[f"m{i}"], np.float32)) if f"m{i}" in state else None
-            for i in range(len(params))
+        for i, p in enumerate(params):
+            w = np.asarray(state[f"w{i}"], np.float32)
+            if w.shape != p.shape:
+                raise ValueError("checkpoint estimators do not match this model's shapes")
+            p[...] = w
+        self.bufs = [
+            np.array(state[f"m{i}"], np.float32) if f"m{i}" in state else None for i in range(len(params))
         ]
-
-
-@torch.no_grad()
-def clip_each(groups: list[list[torch.nn.Parameter]], bound: float) -> None:
-    """Scale each group's gradient to an L2 norm of at most ``bound``: torch's
-    ``clip_grad_norm_(group, bound)`` for every group (coefficient ``bound / (norm + 1e-6)``
-    clamped at 1), in a handful of dispatches for all of them instead of a dozen per group."""
-    grads: list[torch.Tensor] = []
-    owner: list[int] = []
-    for g, params in enumerate(groups):
-        for p in params:
-            if p.grad is not None:
-                grads.append(p.grad)
-                owner.append(g)
-    if not grads:
-        return
-    squares = torch.stack(torch._foreach_norm(grads)) ** 2
-    index = torch.tensor(owner)
-    totals = torch.zeros(len(groups)).index_add_(0, index, squares).sqrt()
-    coef = torch.clamp(bound / (totals + 1e-6), max=1.0)[index]
-    torch._foreach_mul_(grads, list(coef.unbind()))
-
-
-def sum_terms(terms: object) -> torch.Tensor:
-    """The sum of an iterable of scalar tensors."""
-    total = torch.zeros(())
-    for term in terms:  # type: ignore[attr-defined]
-        total = total + term
-    return total

@@ -18,8 +18,10 @@ A local update (Alg. 1 lines 11–17, once per update as 004's code does):
    step a batch on every trained tensor (SparseAdam on the item rows it touched), as GMF's and
    NCF's learners step.
 
-The gradients come from torch's autograd on tensors that share memory with the numpy parameters;
-the Adam steps are the numpy ones GMF and NCF take (learning/gmf_numpy.py).
+The gradients are analytic, in numpy: the backbone's (``learning.ncf.gradients`` with the two
+rows as one user side, GMF's written out here) plus the estimators' (``Estimators.encoders``),
+checked against torch's autograd in tests/unit/learning/test_pard.py; the Adam steps are the numpy
+ones GMF and NCF take (learning/gmf_numpy.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from learning import gmf, ncf
 from learning.gmf_fused import epoch_examples
@@ -129,6 +130,8 @@ class PardLearner(BaseLearner):
         self.public: PublicSet = empty_public(self.dim, len(classes))
         self.moments = {k: AdamMoments(np.zeros_like(v), np.zeros_like(v)) for k, v in self.params.items()}
         self._positives = data.train_items
+        self.updates = 0  #: local updates so far (PardConfig.phase)
+        self._private = True  #: whether this update's recommender's stage has the privacy terms
 
     # -- what the node shows ------------------------------------------------------------------
 
@@ -137,20 +140,14 @@ class PardLearner(BaseLearner):
     ) -> npt.NDArray[np.float32]:
         full = {**self.params, **params} if params is not self.params else self.params
         ir, re = self.params[USER][0], self.params[USER_RE][0]
+        side = np.concatenate((ir, re)) if self.concat else np.asarray(ir + re, dtype=np.float32)
+        if self.model_name == "ncf":  # NCF's first layer reads a user side of 2d values or d
+            return ncf.score(dict(full), side, items)
         if not self.concat:
-            side = np.asarray(ir + re, dtype=np.float32)
-            if self.model_name == "ncf":
-                return ncf.score(dict(full), side, items)
             return gmf.score(dict(full), side, items)
-        q = full[ITEM][items]
         d = self.dim
-        if self.model_name == "ncf":
-            w1 = full[ncf.W1]
-            z = np.maximum(ir @ w1[:d] + re @ w1[d : 2 * d] + q @ w1[2 * d :] + full[ncf.B1], 0.0)
-            logits = z @ full[ncf.W2] + full[ncf.B2][0]
-        else:
-            h = full[gmf.H]
-            logits = q @ (ir * h[:d] + re * h[d:]) + full[gmf.B][0]
+        h = full[gmf.H]
+        logits = full[ITEM][items] @ (ir * h[:d] + re * h[d:]) + full[gmf.B][0]
         with np.errstate(over="ignore"):  # σ's limit, 0, where exp(-logit) overflows
             return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)
 
@@ -178,9 +175,12 @@ class PardLearner(BaseLearner):
         cfg = self.train_config
         self._begin_update()
         seed = int(self.rng.integers(2**62))  # before anything else draws: a checkpoint replays it
-        self.estimators.fit(
-            self.public, self.features(), self.params[USER_RE][0], self.labels, self.pard, seed
-        )
+        fit, self._private = self.pard.phase(self.updates)
+        if fit:
+            self.estimators.fit(
+                self.public, self.features(), self.params[USER_RE][0], self.labels, self.pard, seed
+            )
+        self.updates += 1
         steps = 0
         for _ in range(cfg.local_epochs):
             items, labels = self.examples()
@@ -195,59 +195,79 @@ class PardLearner(BaseLearner):
         """One step of eq. 38 on a batch: every gradient is taken before anything moves."""
         p = self.params
         pos = self._positives
-        rows = np.concatenate((idx, pos)) if self.pard.lambda_ir else idx
-        dense_names = [k for k in p if k != ITEM]
-        dense = {k: torch.from_numpy(p[k]).requires_grad_(True) for k in dense_names}
-        q = torch.from_numpy(p[ITEM][rows]).requires_grad_(True)
-        logits = self._logits(dense, q[: len(idx)])
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y))
-        lab = torch.from_numpy(self.labels[None, :])
-        if self.pard.lambda_ir or self.pard.lambda_re:
-            # the positives' rows follow the batch's when λ_ir reads them (L_re alone does not)
-            mean_q = q[len(idx) :].mean(dim=0) if len(rows) > len(idx) else torch.zeros(self.dim)
-            feats = torch.cat((dense[USER][0], mean_q))[None, :]
-            loss = loss + self.estimators.loss_encoders(feats, dense[USER_RE], lab, self.pard)
-        grads = torch.autograd.grad(loss, [*dense.values(), q])
-        self.history.touch_rows(ITEM, idx)
-        if self.pard.lambda_ir and len(pos):
-            self.history.touch_rows(ITEM, pos)
+        grads, g_rows = self.gradients(idx, y)
+        rows = idx
+        if self._private and (self.pard.lambda_ir or self.pard.lambda_re):
+            d = self.dim
+            feats = self.features()  # [z^ir, the mean item row over the positives]
+            _, d_feats, d_re = self.estimators.encoders(feats, p[USER_RE][0], self.labels, self.pard)
+            grads[USER] = grads[USER] + d_feats[None, :d]
+            grads[USER_RE] = grads[USER_RE] + d_re[None, :]
+            if self.pard.lambda_ir and len(pos):  # L_re alone does not read the item rows
+                rows = np.concatenate((idx, pos))
+                spread = np.broadcast_to(d_feats[d:] / np.float32(len(pos)), (len(pos), d))
+                g_rows = np.concatenate((g_rows, spread))
+        self.history.touch_rows(ITEM, rows)
         self._touch_dense()
         lr = self.train_config.lr
-        for name, g in zip(dense_names, grads[:-1], strict=True):
-            _adam(p[name], g.numpy(), self.moments[name], lr)
-        urows, summed = _sum_rows(rows, grads[-1].numpy())
+        for name, g in grads.items():
+            _adam(p[name], g, self.moments[name], lr)
+        urows, summed = _sum_rows(rows, g_rows)
         _sparse_adam(p[ITEM], urows, summed, self.moments[ITEM], lr)
 
-    def _logits(self, dense: Mapping[str, torch.Tensor], q: torch.Tensor) -> torch.Tensor:
-        ir, re = dense[USER][0], dense[USER_RE][0]
+    def gradients(
+        self, idx: npt.NDArray[np.int64], y: npt.NDArray[np.float32]
+    ) -> tuple[dict[str, Array], Array]:
+        """The gradients of the batch's mean BCE: every dense tensor's, and one row per example
+        for the item table (to be summed by item)."""
+        p = self.params
+        ir, re = p[USER][0], p[USER_RE][0]
         d = self.dim
         if self.model_name == "ncf":
-            w1 = dense[ncf.W1]
+            user_side = np.concatenate((ir, re)) if self.concat else ir + re
+            grads, g_rows = ncf.gradients(p, user_side, idx, y)
+            g_user = grads.pop(USER)
             if self.concat:
-                user_part = ir @ w1[:d] + re @ w1[d : 2 * d]
-                item_part = q @ w1[2 * d :]
+                grads[USER], grads[USER_RE] = g_user[:, :d], g_user[:, d:]
             else:
-                user_part, item_part = (ir + re) @ w1[:d], q @ w1[d:]
-            hidden = torch.relu(user_part + item_part + dense[ncf.B1])
-            return hidden @ dense[ncf.W2] + dense[ncf.B2][0]
-        h = dense[gmf.H]
+                grads[USER], grads[USER_RE] = g_user, g_user.copy()
+            return grads, g_rows
+        h = p[gmf.H]
+        q = p[ITEM][idx]
+        v = ir * h[:d] + re * h[d:] if self.concat else (ir + re) * h
+        out = q @ v + p[gmf.B][0]
+        with np.errstate(over="ignore"):
+            g = ((1.0 / (1.0 + np.exp(-out))) - y) * np.float32(1.0 / len(idx))
+        g = g.astype(np.float32, copy=False)
+        gq = g @ q  # (d,): the batch's item rows weighted by their error
         if self.concat:
-            return (q * ir) @ h[:d] + (q * re) @ h[d:] + dense[gmf.B][0]
-        return (q * (ir + re)) @ h + dense[gmf.B][0]
+            dense = {
+                USER: (gq * h[:d])[None, :],
+                USER_RE: (gq * h[d:])[None, :],
+                gmf.H: np.concatenate((gq * ir, gq * re)),
+            }
+        else:
+            dense = {USER: (gq * h)[None, :], USER_RE: (gq * h)[None, :], gmf.H: gq * (ir + re)}
+        dense[gmf.B] = np.array([g.sum()], np.float32)
+        return {k: v.astype(np.float32) for k, v in dense.items()}, (g[:, None] * v[None, :]).astype(
+            np.float32
+        )
 
     # -- checkpoints ----------------------------------------------------------------------------
 
     def _optimizer_state(self) -> dict[str, Any]:
         out = moments_state(self.moments)
         out["pard_estimators"] = self.estimators.state()
+        out["pard_updates"] = self.updates
         return out
 
     def _reset_optimizer(self) -> None:
         reset_moments(self.moments)
 
     def _restore_optimizer(self, state: Mapping[str, Any]) -> None:
-        rest = {k: v for k, v in state.items() if k != "pard_estimators"}
+        rest = {k: v for k, v in state.items() if k not in ("pard_estimators", "pard_updates")}
         restore_moments(self.moments, rest)
         if "pard_estimators" not in state:
             raise ValueError("checkpoint holds no PARD estimators")
         self.estimators.restore(dict(state["pard_estimators"]))
+        self.updates = int(state.get("pard_updates", 0))

@@ -177,7 +177,12 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
     classes = tuple(len(a.classes) for a in attrs.items)
     train = PardTrain(cfg.model, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k)
     pard = PardConfig(
-        lc.pard_lambda_ir, lc.pard_lambda_re, ir_loss=lc.pard_ir_loss, public_sample=lc.pard_public_sample
+        lc.pard_lambda_ir,
+        lc.pard_lambda_re,
+        ir_loss=lc.pard_ir_loss,
+        public_sample=lc.pard_public_sample,
+        every=lc.pard_estimator_every,
+        warmup=lc.pard_warmup,
     )
     seed = cfg.seed * 1_000_003 + node_id  # the node's estimators' initial weights
     shared = shared_names(cfg)

@@ -101,6 +101,8 @@ PARD_ONLY = (
     "pard_ir_loss",
     "pard_combine",
     "pard_public_sample",
+    "pard_estimator_every",
+    "pard_warmup",
     "public_share",
 )
 _FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
@@ -184,12 +186,18 @@ class LearningConfig:
         choices=("none", "pard"),
     )
     pard_lambda_ir: float = opt(
-        0.5, "PARD: λ_ir, weight of hiding the attributes on the shared side (eq. 38)", group="learning",
-        check=_min(0), needs=_PARD,
+        0.5,
+        "PARD: λ_ir, weight of hiding the attributes on the shared side (eq. 38)",
+        group="learning",
+        check=_min(0),
+        needs=_PARD,
     )
     pard_lambda_re: float = opt(
-        0.3, "PARD: λ_re, weight of keeping them on the home row z^re (eq. 38)", group="learning",
-        check=_min(0), needs=_PARD,
+        0.3,
+        "PARD: λ_re, weight of keeping them on the home row z^re (eq. 38)",
+        group="learning",
+        check=_min(0),
+        needs=_PARD,
     )
     pard_ir_loss: str = opt(
         "ce",
@@ -212,6 +220,21 @@ class LearningConfig:
         "PARD: the share of the public rows each estimator step reads, drawn afresh (004's code: 0.08)",
         group="learning",
         check=(lambda v: 0 < v <= 1, "must be in (0, 1]"),
+        needs=_PARD,
+    )
+    pard_estimator_every: int = opt(
+        1,
+        "PARD: fit the estimators at every k-th local update (Algorithm 1: 1; 004's code: 2)",
+        group="learning",
+        check=_min(1),
+        needs=_PARD,
+    )
+    pard_warmup: int = opt(
+        0,
+        "PARD: local updates on the recommendation loss alone before the privacy terms start (004's "
+        "code pre-trains FedNCF, then fine-tunes with them)",
+        group="learning",
+        check=_min(0),
         needs=_PARD,
     )
     public_share: float = opt(

@@ -48,6 +48,7 @@ class PublicBoard:
         self.is_server = is_server
         self.on_rows = on_rows  #: told the rows held after each change (the node's learner)
         self.rows: dict[NodeId, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._held: PublicMessage | None = None  #: :meth:`held`, kept until the rows change
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -72,11 +73,20 @@ class PublicBoard:
         for i, user in enumerate(message.users):
             if user != self.node_id:
                 self.rows[user] = (message.features[i], message.user_re[i], message.labels[i])
+        self._held = None
+        if self.server is not None and message.users == tuple(sorted(self.rows)):
+            # the server's set as it came (sorted, without this node): held without restacking
+            self._held = message
         if self.on_rows is not None:
             self.on_rows(self.held())
 
     def held(self) -> PublicMessage:
         """Every row held, by user id."""
+        if self._held is None:
+            self._held = self._stack()
+        return self._held
+
+    def _stack(self) -> PublicMessage:
         users = tuple(sorted(self.rows))
         if not users:
             return PublicMessage(
