@@ -162,6 +162,8 @@ class BaseLearner(ABC):
         self._merge_broken = False  #: the last merge left a non-finite value
         self.shared_names = shared
         self.version = 0
+        #: (scale, seed): Laplace noise on every snapshot sent (004's APM baseline), or None
+        self.upload_noise: tuple[float, int] | None = None
         self._excluded = data.interacted
         self._free = int(self._excluded.size - np.count_nonzero(self._excluded))  #: allowed negatives
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
@@ -253,6 +255,14 @@ class BaseLearner(ABC):
         for k in self.shared_names:
             snap[k], _ = copy_checked(self.params[k])
         snap.stamp = self.history.stamp
+        if self.upload_noise is not None:
+            scale, seed = self.upload_noise
+            # the same model gets the same noise: whoever reads it (a send, the omniscient
+            # observer) reads one upload, and reading it draws from no stream the run uses
+            rng = np.random.default_rng([seed, self.version, self.history.stamp])
+            for k in self.shared_names:
+                snap[k] += rng.laplace(0.0, scale, snap[k].shape).astype(np.float32)
+            snap.stamp = -1  # not the live model at any stamp: sent whole, never as a row delta
         return snap
 
     def _begin_update(self, undo: RowUndo | None = None) -> None:

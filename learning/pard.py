@@ -54,6 +54,9 @@ class PardConfig:
     #: local updates on the recommendation loss alone before the privacy phase (004's code
     #: pre-trains FedNCF, about 30 rounds, then fine-tunes with the privacy terms; Algorithm 1: 0)
     warmup: int = 0
+    #: 004's UC-FedRec baseline: one user row (z^re held at 0 and never trained) and g^ir reading
+    #: that row alone (the item half of its input held at 0), λ_re unused
+    one_row: bool = False
 
     def __post_init__(self) -> None:
         if self.every < 1 or self.warmup < 0:
@@ -354,7 +357,8 @@ class Estimators:
         ``config.public_sample`` of D_pub (at least one row) and the node's own row (004 §III-A:
         "we also include user u's own data"): g^ir and g^FP on both, g^IP on the public rows only
         (eq. 34; nothing to fit it on while D_pub is empty). The draws and dropout come from
-        ``seed``: the caller's node decides them."""
+        ``seed``: the caller's node decides them. An estimator whose term weighs nothing in eq. 38
+        (λ = 0) is not fitted."""
         feats = np.concatenate((public.features, own_features[None, :]))
         user_re = np.concatenate((public.user_re, own_user_re[None, :]))
         labels = np.concatenate((public.labels, own_labels[None, :]))
@@ -365,10 +369,13 @@ class Estimators:
             rows = np.append(rng.permutation(n_pub)[:take], n_pub) if take < n_pub else None
             f, r, y = (feats, user_re, labels) if rows is None else (feats[rows], user_re[rows], labels[rows])
             grads: list[Array32 | None] = []
-            for stack, x in ((self.ir, f), (self.fp, r)):
+            for stack, x, used in ((self.ir, f, config.lambda_ir), (self.fp, r, config.lambda_re)):
+                if not used:  # an estimator whose term weighs nothing is not fitted
+                    grads += [None] * len(stack.tensors())
+                    continue
                 run = stack.forward(x, rng)
                 grads += stack.backward(run, stack.cross_entropy(run, y)[1], True, need_input=False)[1]
-            if take:
+            if take and config.lambda_re:
                 _, d_re = self._ip(r[:take], y[:take])
                 d_table = np.zeros_like(self.ip)
                 spread = np.repeat(-d_re / np.float32(len(self.classes)), len(self.classes), axis=0)
@@ -386,6 +393,8 @@ class Estimators:
         a = len(self.classes)
         per = len(self.ir.tensors())
         for part in (grads[:per], grads[per : 2 * per]):
+            if all(g is None for g in part):
+                continue
             squares = sum(np.einsum("ijk,ijk->i", g, g) for g in part if g is not None)
             coef = np.minimum(bound / (np.sqrt(squares) + 1e-6), 1.0).astype(np.float32)[:, None, None]
             for g in part:

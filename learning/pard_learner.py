@@ -66,17 +66,24 @@ class PardTrain:
     top_k: int = 20
 
 
-def init_user_re(init: Mapping[str, Array], seed: int, combine: str = "concat") -> Params:
+def init_user_re(
+    init: Mapping[str, Array], seed: int, combine: str = "concat", one_row: bool = False
+) -> Params:
     """θ_0 with z^re beside z^ir: the same shape and scale (N(0, 0.01)), drawn from the seed.
     ``concat`` (eq. 35) widens the head to read both rows: NCF's first layer takes 3d inputs
     (drawn as torch's ``Linear(3d, hidden)``), GMF's output weights 2d (one per row's product
-    with the item); ``sum`` leaves the head as it is (004's code)."""
+    with the item); ``sum`` leaves the head as it is (004's code). ``one_row`` (UC-FedRec): z^re
+    is 0, summed, and stays so: the backbone as it was."""
     if combine not in ("concat", "sum"):
         raise ValueError(f"PARD combines its user rows by concat or sum, not {combine}")
+    if one_row and combine != "sum":
+        raise ValueError("one user row is read alone: combine by sum")
     rng = np.random.default_rng([seed, 0x70617264])
     out = dict(init)
     d = init[USER].shape[1]
     out[USER_RE] = rng.normal(0.0, 0.01, init[USER].shape).astype(np.float32)
+    if one_row:
+        out[USER_RE] = np.zeros_like(out[USER_RE])
     if combine == "concat":
         if ncf.W1 in init:
             hidden = init[ncf.W1].shape[1]
@@ -152,7 +159,10 @@ class PardLearner(BaseLearner):
             return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float32)
 
     def features(self) -> npt.NDArray[np.float32]:
-        """``[z^ir, mean item row over the positives]``: g^ir's input, and what the attack reads."""
+        """``[z^ir, mean item row over the positives]``: g^ir's input, and what the attack reads
+        (UC-FedRec's g^ir: ``[z^ir, 0]``, the user row alone)."""
+        if self.pard.one_row:
+            return np.concatenate((self.params[USER][0], np.zeros(self.dim, np.float32)))
         rows = self.params[ITEM][self._positives]
         mean = rows.mean(axis=0) if len(rows) else np.zeros(self.dim, np.float32)
         return np.concatenate((self.params[USER][0], mean)).astype(np.float32)
@@ -203,10 +213,12 @@ class PardLearner(BaseLearner):
             _, d_feats, d_re = self.estimators.encoders(feats, p[USER_RE][0], self.labels, self.pard)
             grads[USER] = grads[USER] + d_feats[None, :d]
             grads[USER_RE] = grads[USER_RE] + d_re[None, :]
-            if self.pard.lambda_ir and len(pos):  # L_re alone does not read the item rows
+            if self.pard.lambda_ir and len(pos) and not self.pard.one_row:  # L_re does not read them
                 rows = np.concatenate((idx, pos))
                 spread = np.broadcast_to(d_feats[d:] / np.float32(len(pos)), (len(pos), d))
                 g_rows = np.concatenate((g_rows, spread))
+        if self.pard.one_row:  # UC-FedRec: z^re stays 0
+            del grads[USER_RE]
         self.history.touch_rows(ITEM, rows)
         self._touch_dense()
         lr = self.train_config.lr

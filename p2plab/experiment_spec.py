@@ -443,6 +443,10 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     if config.learning.defence == "none":  # runs from before PARD existed keep their keys
         for name in PARD_ONLY:
             identity["learning"].pop(name, None)
+    if not config.learning.upload_noise:  # nor from before upload noise or the early stop
+        identity["learning"].pop("upload_noise", None)
+    if not config.stop_at:
+        identity.pop("stop_at", None)
     attack = identity["attack"]
     if not attack["colluders"]:  # what colluders send each other
         attack.pop("multicast", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
 def shared_names(config: RunConfig) -> tuple[str, ...]:
     """The parameters that leave the node: all of them, or Share less's subset; under PARD z^ir
     and the item rows (004 Alg. 1 line 20: z^re and the head stay home)."""
-    if config.learning.defence == "pard":
+    if config.learning.adversarial:
         return (gmf.USER, gmf.ITEM)
     if config.model == "prme":
         return prme.SHARE_LESS_NAMES if config.learning.share_less else prme.PARAM_NAMES
@@ -132,6 +133,8 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCF
     learner = _learner(prep, node_id)
     if prep.config.learning.personal_user:
         learner.personal = frozenset({prme.USER_P if prep.config.model == "prme" else gmf.USER})
+    if prep.config.learning.upload_noise > 0:  # 004's APM baseline
+        learner.upload_noise = (prep.config.learning.upload_noise, prep.config.seed * 1_000_003 + node_id)
     return learner
 
 
@@ -139,7 +142,7 @@ def _learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLear
     cfg = prep.config
     lc = cfg.learning
     rng = np.random.default_rng([cfg.seed, node_id, 2])
-    if lc.defence == "pard":
+    if lc.adversarial:
         return _pard_learner(prep, node_id, rng)
     tau = lc.share_less_tau if lc.share_less else 0.0
     dp = dp_config(cfg)
@@ -183,7 +186,10 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
         public_sample=lc.pard_public_sample,
         every=lc.pard_estimator_every,
         warmup=lc.pard_warmup,
+        one_row=lc.defence == "uc-fedrec",
     )
+    if pard.one_row:  # UC-FedRec: the adversarial term on the shared user row alone
+        pard = replace(pard, lambda_re=0.0)
     seed = cfg.seed * 1_000_003 + node_id  # the node's estimators' initial weights
     shared = shared_names(cfg)
     return PardLearner(prep.users[node_id], prep.init, train, pard, labels, classes, rng, shared, seed)
@@ -206,7 +212,7 @@ def public_board(prep: Prepared, node_id: int, learner: object | None) -> Public
     """A node's part in D_pub under PARD (protocols/public.py), None otherwise: the FedAvg
     server relays, its clients take rows from it alone, a gossip node takes first-hand rows."""
     cfg = prep.config
-    if cfg.learning.defence != "pard":
+    if not cfg.learning.adversarial:
         return None
     drawn = public_users(cfg.nodes, cfg.learning.public_share, cfg.seed)
     publishers = frozenset(int(u) for u in np.flatnonzero(drawn))
@@ -220,8 +226,10 @@ def public_board(prep: Prepared, node_id: int, learner: object | None) -> Public
         return PublicMessage((node_id,), rec.features, rec.user_re, rec.labels)
 
     def on_rows(rows: PublicMessage) -> None:
-        pard.public = PublicSet(rows.features, rows.user_re, rows.labels) if rows.users else empty_public(
-            pard.dim, len(pard.labels)
+        pard.public = (
+            PublicSet(rows.features, rows.user_re, rows.labels)
+            if rows.users
+            else empty_public(pard.dim, len(pard.labels))
         )
 
     server = server_id(cfg) if fedavg else None
@@ -231,7 +239,7 @@ def public_board(prep: Prepared, node_id: int, learner: object | None) -> Public
 def public_spec(prep: Prepared) -> PublicSpec | None:
     """The rows of D_pub a node takes under PARD (None: none)."""
     cfg = prep.config
-    if cfg.learning.defence != "pard":
+    if not cfg.learning.adversarial:
         return None
     attrs = pard_attributes(prep)
     dim = int(prep.init[gmf.USER].shape[1])

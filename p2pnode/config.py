@@ -92,7 +92,7 @@ _SHARE_LESS: Check = (lambda c: c.learning.share_less, "--share-less")
 _GMF: Check = (lambda c: c.model == "gmf", "--model gmf")
 _PRME: Check = (lambda c: c.model == "prme", "--model prme")
 _NCF: Check = (lambda c: c.model == "ncf", "--model ncf")
-_PARD: Check = (lambda c: c.learning.defence == "pard", "--defence pard")
+_PARD: Check = (lambda c: c.learning.adversarial, "--defence pard or uc-fedrec")
 #: the learning settings of PARD alone: off, a run's key is what it was before PARD existed
 PARD_ONLY = (
     "defence",
@@ -181,9 +181,10 @@ class LearningConfig:
         "none",
         "a defence against attribute inference: pard (paper 004: two user rows, the shared one "
         "trained to hide the attributes from estimators fitted on the public users' rows, the "
-        "other kept home; the head stays home too)",
+        "other kept home; the head stays home too) or uc-fedrec (004's UC-FedRec baseline: one "
+        "user row, shared, and the adversarial term on it alone)",
         group="learning",
-        choices=("none", "pard"),
+        choices=("none", "pard", "uc-fedrec"),
     )
     pard_lambda_ir: float = opt(
         0.5,
@@ -245,6 +246,13 @@ class LearningConfig:
         check=(lambda v: 0 < v < 1, "must be in (0, 1)"),
         needs=_PARD,
     )
+    upload_noise: float = opt(
+        0.0,
+        "Laplace noise of this scale on every value a node sends (0: none; 004's APM baseline: "
+        "0.017 or 0.033)",
+        group="learning",
+        check=_min(0),
+    )
     share_less_tau: float = opt(
         0.1,
         "Share less: τ of the item regulariser of eq. 2",
@@ -283,6 +291,11 @@ class LearningConfig:
     def dp(self) -> bool:
         """Whether nodes train with DP-SGD."""
         return self.dp_noise > 0 or self.dp_epsilon > 0
+
+    @property
+    def adversarial(self) -> bool:
+        """Whether nodes train against attribute estimators (PARD, or its UC-FedRec baseline)."""
+        return self.defence in ("pard", "uc-fedrec")
 
 
 @dataclass(frozen=True)
@@ -798,6 +811,13 @@ class RunConfig:
     )
     tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
     eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
+    stop_at: float = opt(
+        0.0,
+        "stop the run after the first evaluation whose HR@K (PRME: F1@K) reaches this, the attacks "
+        "evaluated there (0: never; 004's Early-stop baseline, set to another defence's utility)",
+        only="sim",
+        check=(lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    )
     learning: LearningConfig = field(default_factory=LearningConfig)
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
@@ -849,7 +869,7 @@ class RunConfig:
                 "aia-user",
                 "a fictive user is trained through the model's head, which --local-head keeps home",
             )
-        if lc.defence == "pard":
+        if lc.adversarial:
             _check(self.model in ("gmf", "ncf"), "defence", "PARD is built for --model gmf and ncf")
             _check(not lc.share_less, "defence", "PARD shares z^ir: it does not combine with --share-less")
             _check(not lc.dp, "defence", "PARD with DP-SGD is not built")

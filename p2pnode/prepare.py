@@ -82,8 +82,9 @@ def prepare(config: RunConfig) -> Prepared:
         init = ncf.init_params(data.n_items, config.learning.ncf_dim, config.learning.ncf_hidden, config.seed)
     else:
         init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
-    if config.learning.defence == "pard":  # z^re beside z^ir (learning/pard_learner.py)
-        init = init_user_re(init, config.seed, config.learning.pard_combine)
+    if config.learning.adversarial:  # z^re beside z^ir (learning/pard_learner.py)
+        one_row = config.learning.defence == "uc-fedrec"
+        init = init_user_re(init, config.seed, "sum" if one_row else config.learning.pard_combine, one_row)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
     if config.sampling == "pers":

@@ -81,6 +81,8 @@ class NodeProcess:
     def __init__(self, config: RunConfig, spec: ProcessSpec, prep: Prepared | None = None) -> None:
         self.config = config.validate()
         self.spec = spec
+        if self.config.stop_at:  # each process would stop on its own nodes' utility alone
+            raise StartupError("the early stop (stop_at) is simulated only")
         self.prep = prep or prepare(self.config)
         for u in spec.users:
             if not 0 <= u < self.config.nodes:

@@ -46,6 +46,7 @@ class RoundLog:
         self.extra = extra  #: the driver's own figures for each evaluation (the simulator's churn)
         self.history: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}  #: this run's latest evaluation
+        self.stopped: int | None = None  #: the round the early stop (``stop_at``) ended the run at
 
     def due(self, round_no: int) -> bool:
         """Whether round ``round_no`` is evaluated."""
@@ -55,6 +56,10 @@ class RoundLog:
         """Evaluate every hosted node and adversary after round ``round_no``; record and report it."""
         nodes = self.nodes.values()
         stats = round_stats(round_no, nodes, self.metric)
+        target = self.config.stop_at
+        if target and stats.get(self.metric.key, 0.0) >= target and round_no < (self.config.rounds or 0):
+            self.stopped = round_no  # the run's last round: the attacks are evaluated on it
+            stats["stopped"] = True
         cia = self.lab.evaluate(round_no, nodes)
         if cia is not None:
             stats["cia"] = cia
@@ -62,7 +67,9 @@ class RoundLog:
         if mia is not None:
             stats["mia"] = mia
         if self.aia is not None and (
-            round_no % self.config.attack.aia_every == 0 or round_no == self.config.rounds
+            round_no % self.config.attack.aia_every == 0
+            or round_no == self.config.rounds
+            or self.stopped == round_no
         ):
             stats["aia"] = self.evaluate_aia(round_no)
         if self.extra is not None:
@@ -151,6 +158,8 @@ class RoundRunner:
 
     def next_round(self) -> int | None:
         """The round whose end the driver waits for next; None when the run is over."""
+        if self.log.stopped is not None:
+            return None
         return self.round + 1 if self.rounds is None or self.round < self.rounds else None
 
     def end_round(self, round_no: int, seconds: float) -> None:

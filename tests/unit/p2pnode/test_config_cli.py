@@ -218,7 +218,7 @@ BRINGS = {
     "--churn exp|weibull": ["--churn", "exp", "--sampling", "cyclon"],
     "--churn weibull": ["--churn", "weibull", "--sampling", "cyclon"],
     "--dataset FILE": ["--dataset", "mine.csv"],
-    "--defence pard": ["--defence", "pard"],
+    "--defence pard or uc-fedrec": ["--defence", "pard"],
 }
 
 

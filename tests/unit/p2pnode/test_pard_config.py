@@ -35,3 +35,17 @@ def test_pard_settings_key_their_runs() -> None:
     plain = RunConfig(nodes=20, model="ncf")
     assert run_key(plain, "simulate") != run_key(_pard(), "simulate")
     assert run_key(_pard(), "simulate") != run_key(_pard(**{"learning.pard_lambda_ir": 0.9}), "simulate")
+
+
+def test_the_baselines_settings_key_their_runs_and_leave_older_keys_alone() -> None:
+    plain = RunConfig(nodes=20, model="ncf")
+    uc = RunConfig(nodes=20, model="ncf").replace(**{"learning.defence": "uc-fedrec"})
+    uc.validate()
+    noisy = plain.replace(**{"learning.upload_noise": 0.017})
+    stopped = plain.replace(stop_at=0.5)
+    keys = {run_key(c, "simulate") for c in (plain, uc, _pard(), noisy, stopped)}
+    assert len(keys) == 5
+    with pytest.raises(ConfigError, match="upload-noise"):
+        plain.replace(**{"learning.upload_noise": -1.0}).validate()
+    with pytest.raises(ConfigError, match="stop-at"):
+        plain.replace(stop_at=1.5).validate()

@@ -11,6 +11,8 @@ def test_the_round_runner_counts_evaluates_when_due_and_calls_hooks_in_order() -
     evaluated: list[int] = []
 
     class Log:
+        stopped = None
+
         def due(self, r: int) -> bool:
             return r % 2 == 0
 
