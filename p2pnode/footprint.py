@@ -65,6 +65,8 @@ class Footprint:
     #: (learning/workbench.py), and how many clients share them (the honest ones)
     workbench_bytes: int = 0
     workbench_clients: int = 0
+    #: what a node holds beside its model (:func:`pard_node_bytes`): PARD's estimators and D_pub
+    extra_node_bytes: int = 0
 
 
 def run_bytes(config: RunConfig, fp: Footprint) -> int:
@@ -92,7 +94,7 @@ def run_bytes(config: RunConfig, fp: Footprint) -> int:
     """
     model = fp.model_bytes
     delta = min(0.9 * model, config.wire.delta_budget_bytes) if config.wire.delta else 0.0
-    per_node = fp.copies * model + delta + NODE_BYTES
+    per_node = fp.copies * model + delta + NODE_BYTES + fp.extra_node_bytes
     heard = min(max(config.nodes - 1, 0), math.ceil(config.rounds * fp.heard_per_round))
     attack = fp.adversaries * heard * fp.observer_bytes
     # frames kept in a spill folder wait as page cache the kernel can write out (transport/spill.py)
@@ -187,9 +189,15 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     copies = STATE_COPIES[config.model]
     bench = sum(prep.init[k].nbytes for k in workbench_names(config))
     clients = config.nodes if bench else 0
+    extra = pard_node_bytes(prep)
     if plan is None:
         return Footprint(
-            model, in_flight=fed, copies=copies, workbench_bytes=bench, workbench_clients=clients
+            model,
+            in_flight=fed,
+            copies=copies,
+            workbench_bytes=bench,
+            workbench_clients=clients,
+            extra_node_bytes=extra,
         )
     clients -= sum(1 for a in plan.adversaries if a < config.nodes) if bench else 0
     observers = [s for s in plan.adversaries.values() if not s.forwarder]
@@ -206,7 +214,28 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
         kept *= 2
     partners = max((len(s.partners) for s in observers), default=0)
     heard = fed or (1 + partners) * SENDER_RATE  # the FedAvg server: every selected client a round
-    return Footprint(model, len(observers), kept, heard, fed, copies, bench, clients)
+    return Footprint(model, len(observers), kept, heard, fed, copies, bench, clients, extra)
+
+
+def pard_node_bytes(prep: Prepared) -> int:
+    """What a PARD node holds beside its model (0 without PARD): its estimators' weights and
+    momentum (learning/pard.py: per attribute an MLP on 2d values and one on d, and a d-wide
+    embedding per class) and its own copy of D_pub (a row of 3d float32 values and the classes
+    per public user). At ML-100k's shape (d 64, classes 3, 2, 21; 189 public users): 1.4 MB."""
+    from p2pnode.build import public_spec
+
+    spec = public_spec(prep)
+    if spec is None:
+        return 0
+    d, classes = spec.dim, spec.classes
+    weights = 0
+    for width in (2 * d, d):
+        half = max(1, width // 2)
+        per = 2 * (width * width + width) + width * half + half + (half + 1) * max(classes)
+        weights += per * len(classes)
+    weights += sum(classes) * d
+    public = spec.max_rows * (3 * d * 4 + len(classes) * 8)
+    return 2 * weights * 4 + public
 
 
 def launch_bytes(config: RunConfig, fp: Footprint, processes: int) -> int:

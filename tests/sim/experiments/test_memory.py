@@ -262,3 +262,23 @@ def test_a_prme_observers_estimate_counts_what_it_keeps_not_the_table_it_drops()
         kept_rows[model] = (fp.observer_bytes - 256 - sum(init[n].nbytes for n in whole)) / row
     # the same targets' rows of one item table for both models: nothing of PRME's sequential table
     assert kept_rows["prme"] == kept_rows["gmf"] and kept_rows["gmf"] == int(kept_rows["gmf"]) > 0
+
+
+def test_a_pard_nodes_estimate_counts_its_estimators_and_its_copy_of_d_pub() -> None:
+    """What a PARD node holds beside its model: every estimator weight and its momentum, and a
+    row of D_pub per public user (the estimate's count against the estimators' own arrays)."""
+    from learning.pard import Estimators
+    from p2pnode.footprint import footprint_of, pard_node_bytes, run_bytes
+    from p2pnode.prepare import prepare
+
+    plain = RunConfig(nodes=40, rounds=2, protocol="fedavg", model="ncf", dataset="synthetic").replace(
+        **{"learning.local_head": True, "learning.ncf_dim": 8}
+    )
+    pard = plain.replace(**{"learning.defence": "pard"})
+    prep = prepare(pard)
+    assert pard_node_bytes(prepare(plain)) == 0
+    est = Estimators(8, (2,), 0)  # the synthetic data's planted attribute
+    weights = sum(p.size for p in est.parameters())
+    assert pard_node_bytes(prep) == 2 * 4 * weights + 8 * (3 * 8 * 4 + 8)  # η = 0.2 of 40 publish
+    more = run_bytes(pard, footprint_of(pard, prep)) - run_bytes(plain, footprint_of(plain, prepare(plain)))
+    assert more >= 40 * pard_node_bytes(prep)
