@@ -67,9 +67,9 @@ def test_gossip_nodes_hold_first_hand_rows_only() -> None:
 
 def _planted(**more: object) -> dict:  # type: ignore[type-arg]
     """FedNCF (head and user row kept home) on 100 users with an attribute planted at strength
-    0.8, the FedAvg server attacking the last round's uploads (η = 0.2)."""
+    0.8, 14 rounds, the FedAvg server attacking the last round's uploads (η = 0.2)."""
     cfg = RunConfig(
-        nodes=100, rounds=20, seed=0, protocol="fedavg", model="ncf", dataset="synthetic"
+        nodes=100, rounds=14, seed=0, protocol="fedavg", model="ncf", dataset="synthetic"
     ).replace(
         **{
             "synthetic.attribute_strength": 0.8,
@@ -77,7 +77,7 @@ def _planted(**more: object) -> dict:  # type: ignore[type-arg]
             "learning.personal_user": True,
             "learning.local_head": True,
             "attack.kind": "aia",
-            "attack.aia_every": 20,
+            "attack.aia_every": 14,
             **more,
         }
     )
@@ -87,12 +87,13 @@ def _planted(**more: object) -> dict:  # type: ignore[type-arg]
 
 def test_pard_lowers_the_servers_attribute_inference_and_keeps_hr() -> None:
     """#60: against plain FedAvg on planted attributes, PARD (λ_ir 2: the default 0.5 moves this
-    data little, experiments/REPRODUCTION.md) takes the server's AUC down by 0.08 or more and
-    HR@20 down by no more than 0.03 (measured: 0.800 -> 0.639, HR 0.62 -> 0.63)."""
+    data little, REPRODUCTION.md finding 14) takes the server's AUC down by 0.06 or more and
+    HR@20 down by no more than 0.03 (measured: 0.792 -> 0.703, HR@20 0.63 both; at 20 rounds,
+    pard-planted's seed 0: 0.800 -> 0.639)."""
     plain = _planted()
     pard = _planted(**{"learning.defence": "pard", "learning.pard_lambda_ir": 2.0})
     assert plain["auc"] > 0.7  # the planted attribute leaks without a defence
-    assert pard["auc"] <= plain["auc"] - 0.08
+    assert pard["auc"] <= plain["auc"] - 0.06
     assert pard["hr"] >= plain["hr"] - 0.03
 
 

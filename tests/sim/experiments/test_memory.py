@@ -275,10 +275,10 @@ def test_a_pard_nodes_estimate_counts_its_estimators_and_its_copy_of_d_pub() -> 
         **{"learning.local_head": True, "learning.ncf_dim": 8}
     )
     pard = plain.replace(**{"learning.defence": "pard"})
-    prep = prepare(pard)
-    assert pard_node_bytes(prepare(plain)) == 0
+    prep, plain_prep = prepare(pard), prepare(plain)
+    assert pard_node_bytes(plain_prep) == 0
     est = Estimators(8, (2,), 0)  # the synthetic data's planted attribute
     weights = sum(p.size for p in est.parameters())
     assert pard_node_bytes(prep) == 2 * 4 * weights + 8 * (3 * 8 * 4 + 8)  # η = 0.2 of 40 publish
-    more = run_bytes(pard, footprint_of(pard, prep)) - run_bytes(plain, footprint_of(plain, prepare(plain)))
+    more = run_bytes(pard, footprint_of(pard, prep)) - run_bytes(plain, footprint_of(plain, plain_prep))
     assert more >= 40 * pard_node_bytes(prep)

@@ -17,7 +17,22 @@ from p2pnode.sim import simulate
 from tests.sim.experiments.helpers import TINY, simulator_as_real
 
 
-@pytest.mark.parametrize("name", [n for n in ex.names() if ex.load(n).kind == "runs"])
+def _uses_dp(name: str) -> bool:
+    exp = ex.load(name)
+    return any(exp.config(row, 0, TINY).learning.dp for row in exp.rows)
+
+
+#: the experiments with DP-SGD rows run on one worker, one after the other: their nodes' σ
+#: calibrations (a few seconds each, learning.dp.calibrate_noise) are then computed once for all
+#: of them, fig5 first, whose ε values cover the others' (fig5 alone 78 s, dp-probes after it 7 s)
+_RUNS = [n for n in ex.names() if ex.load(n).kind == "runs"]
+_DP = sorted((n for n in _RUNS if _uses_dp(n)), key=lambda n: n != "fig5")  # fig5's ε cover the rest
+_TINY_RUNS = [pytest.param(n, marks=pytest.mark.xdist_group("dp-calibrations")) for n in _DP] + [
+    n for n in _RUNS if n not in _DP
+]
+
+
+@pytest.mark.parametrize("name", _TINY_RUNS)
 def test_each_experiment_runs_tiny_and_writes_its_report(name: str, tmp_path: Path) -> None:
     exp = ex.load(name)
     tiny: dict[str, Any] = TINY
