@@ -3,9 +3,13 @@
 Same config and seed, run one after the other in this process: FedNCF with the head kept home
 (004's PFedRec-like backbone that PARD builds on), then ``--defence pard`` at its defaults and at
 each ``--sample`` share of D_pub an estimator step reads (004's code: 0.08) and each ``--every``
-(the estimators fitted at every local update, Algorithm 1, or every second, 004's code). Prints seconds per
-round and each run's ratio to the plain one; #60's goal is at most 3x. The first rounds of a PARD
-run have a small D_pub (the public clients publish after their first update).
+(the estimators fitted at every local update, Algorithm 1, or every second, 004's code), and once
+with the estimators in numpy calls (``--backend numpy``: the code before learning/pard_fused.py).
+Also PARD's own model with both terms at λ 0: the same round without the privacy terms (no
+estimator fitted, no term's gradient). Prints seconds per round and each run's ratio to the
+plain one and to PARD at λ 0; #60's goal is at most 3x the round without the privacy terms. The
+first rounds of a PARD run have a small D_pub (the public clients publish after their first
+update). The compiled kernels are loaded (or compiled) before any run is timed.
 
     .venv/bin/python -m bench.pard_cost [--nodes 943] [--rounds 4] [--sample 0.08,1] [--every 1,2]
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 from bench.whole_runs import print_ratios, seconds_per_round
+from learning import pard
 from p2pnode.config import RunConfig
 from p2pnode.process import tune_process
 
@@ -29,10 +34,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     tune_process()
+    pard.warm()
     base = RunConfig(nodes=args.nodes, rounds=args.rounds, protocol="fedavg", model="ncf", seed=1).replace(
         **{"learning.lr": 0.01, "learning.local_head": True, "learning.personal_user": True}
     )
     runs = {"plain": base}
+    #: PARD's own model (two user rows, its learner) with both terms weighing nothing: the same
+    #: round without the privacy terms, which fit no estimator and take no term's gradient
+    runs["pard, no privacy terms (λ 0)"] = base.replace(
+        **{"learning.defence": "pard", "learning.pard_lambda_ir": 0.0, "learning.pard_lambda_re": 0.0}
+    )
     for share in (float(x) for x in args.sample.split(",")):
         for every in (int(x) for x in args.every.split(",")):
             runs[f"pard, D_pub x{share:g}, estimators every {every}"] = base.replace(
@@ -42,11 +53,14 @@ def main() -> None:
                     "learning.pard_estimator_every": every,
                 }
             )
-    print_ratios(
-        f"FedAvg NCF, {args.nodes} clients, {args.rounds} rounds",
-        seconds_per_round(runs, args.rounds),
-        "plain",
+    #: the code before the compiled estimators (learning/pard_fused.py): the same run in numpy calls
+    runs["pard, numpy estimators (before)"] = base.replace(
+        **{"learning.defence": "pard", "learning.backend": "numpy"}
     )
+    seconds = seconds_per_round(runs, args.rounds)
+    title = f"FedAvg NCF, {args.nodes} clients, {args.rounds} rounds"
+    print_ratios(title, seconds, "plain")
+    print_ratios(title, seconds, "pard, no privacy terms (λ 0)")
 
 
 if __name__ == "__main__":

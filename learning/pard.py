@@ -57,6 +57,9 @@ class PardConfig:
     #: 004's UC-FedRec baseline: one user row (z^re held at 0 and never trained) and g^ir reading
     #: that row alone (the item half of its input held at 0), λ_re unused
     one_row: bool = False
+    #: the estimators' stage as one compiled call (learning/pard_fused.py) or in numpy calls
+    #: (the reference): the same draws and arithmetic, equal to float32 precision
+    fused: bool = True
 
     def __post_init__(self) -> None:
         if self.every < 1 or self.warmup < 0:
@@ -168,6 +171,8 @@ class Stack:
             self.valid[t, 0, :c] = 1.0
         self.pad = (1.0 - self.valid) * PAD  #: a two-class attribute's column 0 stays at 0
         self.counts = np.array(classes, np.float32)
+        #: each attribute's uniform distribution over its classes (L_ir's uniform form)
+        self.target = np.asarray(self.valid / self.counts[:, None, None], np.float32)
 
     def tensors(self) -> list[Array32]:
         """Every trained array, layer by layer (weights then biases)."""
@@ -192,7 +197,7 @@ class Stack:
         mask = None
         for k, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             if k == last and rng is not None:
-                mask = (rng.random(h.shape, dtype=np.float32) >= 0.5).astype(np.float32) * np.float32(2.0)
+                mask = self.dropout(len(x), rng)
                 h = h * mask
                 acts[-1] = h
             z = np.matmul(h, w) + b
@@ -203,6 +208,12 @@ class Stack:
             else:
                 logits = z * self.keep + self.pad
         return _Pass(x, hidden, acts, mask, _log_softmax(logits))
+
+    def dropout(self, n: int, rng: np.random.Generator) -> Array32:
+        """The dropout before the last layer for ``n`` rows: each unit's scale, 0 or 2 (p = 0.5),
+        ``(A, n, the last layer's input)``."""
+        shape = (len(self.classes), n, self.weights[-1].shape[1])
+        return (rng.random(shape, dtype=np.float32) >= 0.5).astype(np.float32) * np.float32(2.0)
 
     def cross_entropy(self, run: _Pass, labels: npt.NDArray[np.int64]) -> tuple[float, Array32]:
         """The summed over attributes mean cross-entropy of each estimator against ``labels``
@@ -218,7 +229,7 @@ class Stack:
         """The summed cross-entropy of each estimator's output against the uniform distribution
         over its attribute's classes, and its gradient in the logits."""
         n = len(run.x)
-        target = self.valid / self.counts[:, None, None]
+        target = self.target
         loss = -float((run.logp * target).sum()) / n
         return loss, (np.exp(run.logp) - target) * np.float32(1.0 / n)
 
@@ -320,6 +331,22 @@ class Estimators:
         if features.ndim == 1:
             loss, d_feats, d_re = self.encoders(features[None, :], user_re[None, :], labels[None, :], config)
             return loss, d_feats[0], d_re[0]
+        if config.fused:
+            from learning import pard_fused
+
+            four, g_ir, g_fp = pard_fused.four, self.ir, self.fp
+            return pard_fused.encoders_kernel(
+                np.ascontiguousarray(features, np.float32),
+                np.ascontiguousarray(user_re, np.float32),
+                np.ascontiguousarray(labels, np.int64),
+                (four(g_ir.weights), four(g_ir.biases), g_ir.keep, g_ir.pad, g_ir.target),
+                (four(g_fp.weights), four(g_fp.biases), g_fp.keep, g_fp.pad, g_fp.target),
+                config.ir_loss == "uniform",
+                float(config.lambda_ir),
+                float(config.lambda_re),
+                self.ip,
+                self.offsets,
+            )
         loss = 0.0
         d_feats = np.zeros_like(features)
         d_re = np.zeros_like(user_re)
@@ -365,6 +392,9 @@ class Estimators:
         n_pub = len(public)
         rng = np.random.default_rng(seed)
         take = min(n_pub, max(1, round(config.public_sample * n_pub))) if n_pub else 0
+        if config.fused:
+            self._fit_fused(feats, user_re, labels, take, config, rng)
+            return
         for _ in range(config.epochs):
             rows = np.append(rng.permutation(n_pub)[:take], n_pub) if take < n_pub else None
             f, r, y = (feats, user_re, labels) if rows is None else (feats[rows], user_re[rows], labels[rows])
@@ -385,6 +415,72 @@ class Estimators:
                 grads.append(None)
             self._clip(grads, config.clip)
             self._step(grads, config.lr)
+
+    def _fit_fused(
+        self,
+        feats: Array32,
+        user_re: Array32,
+        labels: npt.NDArray[np.int64],
+        take: int,
+        config: PardConfig,
+        rng: np.random.Generator,
+    ) -> None:
+        """:meth:`fit`'s epochs as one compiled call: the rows and dropout masks drawn here from
+        ``rng`` in the numpy path's order (each epoch: the sample of D_pub, g^ir's mask, g^FP's)."""
+        from learning import pard_fused  # numba compiles (or loads) it on first use
+
+        if config.epochs < 1:
+            return
+        n_pub = len(feats) - 1
+        use = (bool(config.lambda_ir), bool(config.lambda_re))
+        rows: list[npt.NDArray[np.int64]] = []
+        masks: tuple[list[Array32], list[Array32]] = ([], [])
+        for _ in range(config.epochs):
+            r = np.append(rng.permutation(n_pub)[:take], n_pub) if take < n_pub else np.arange(n_pub + 1)
+            rows.append(r.astype(np.int64))
+            for used, stack, out in zip(use, (self.ir, self.fp), masks, strict=True):
+                if used:
+                    out.append(stack.dropout(len(r), rng))
+        per = len(self.ir.tensors())
+        for j, (used, stack, drawn) in enumerate(zip(use, (self.ir, self.fp), masks, strict=True)):
+            if not used:
+                continue
+            bufs = []
+            for i in range(j * per, (j + 1) * per):
+                buf = self.bufs[i]
+                if buf is None:
+                    buf = self.bufs[i] = np.zeros_like(self.parameters()[i])
+                bufs.append(buf)
+            pard_fused.fit_stack(
+                np.ascontiguousarray(feats if j == 0 else user_re, np.float32),
+                np.ascontiguousarray(labels, np.int64),
+                np.stack(rows),
+                pard_fused.four(stack.weights),
+                pard_fused.four(stack.biases),
+                pard_fused.four(bufs[0::2]),
+                pard_fused.four(bufs[1::2]),
+                stack.keep,
+                stack.pad,
+                np.stack(drawn),
+                float(config.lr),
+                float(config.clip),
+            )
+        if take and use[1]:
+            if self.bufs[-1] is None:
+                self.bufs[-1] = np.zeros_like(self.ip)
+            buf = self.bufs[-1]
+            assert buf is not None
+            pard_fused.fit_ip(
+                np.ascontiguousarray(user_re, np.float32),
+                np.ascontiguousarray(labels, np.int64),
+                np.stack(rows)[:, :take],
+                self.ip,
+                buf,
+                self.offsets,
+                self._owner.astype(np.int64),
+                float(config.lr),
+                float(config.clip),
+            )
 
     def _clip(self, grads: list[Array32 | None], bound: float) -> None:
         """Scale each estimator's gradient to an L2 norm of at most ``bound`` in place: torch's
@@ -442,3 +538,19 @@ class Estimators:
         self.bufs = [
             np.array(state[f"m{i}"], np.float32) if f"m{i}" in state else None for i in range(len(params))
         ]
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel of the compiled estimators
+    (learning/pard_fused.py) on a tiny model, so that the processes of a run or a test suite do
+    not each compile them."""
+    est = Estimators(2, (2, 3), seed=0)
+    public = PublicSet(np.ones((2, 4), np.float32), np.ones((2, 2), np.float32), np.zeros((2, 2), np.int64))
+    own = (np.ones(4, np.float32), np.ones(2, np.float32), np.zeros(2, np.int64))
+    est.fit(public, *own, PardConfig(), 0)
+    for form in ("ce", "uniform"):
+        est.encoders(*own, PardConfig(ir_loss=form))
+
+
+if __name__ == "__main__":
+    warm()

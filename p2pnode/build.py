@@ -187,6 +187,7 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
         every=lc.pard_estimator_every,
         warmup=lc.pard_warmup,
         one_row=lc.defence == "uc-fedrec",
+        fused=lc.backend == "fused",
     )
     if pard.one_row:  # UC-FedRec: the adversarial term on the shared user row alone
         pard = replace(pard, lambda_re=0.0)

@@ -93,6 +93,10 @@ _GMF: Check = (lambda c: c.model == "gmf", "--model gmf")
 _PRME: Check = (lambda c: c.model == "prme", "--model prme")
 _NCF: Check = (lambda c: c.model == "ncf", "--model ncf")
 _PARD: Check = (lambda c: c.learning.adversarial, "--defence pard or uc-fedrec")
+_GMF_OR_PARD: Check = (
+    lambda c: c.model == "gmf" or c.learning.adversarial,
+    "--model gmf or --defence pard or uc-fedrec",
+)
 #: the learning settings of PARD alone: off, a run's key is what it was before PARD existed
 PARD_ONLY = (
     "defence",
@@ -148,11 +152,11 @@ class LearningConfig:
     top_k: int = opt(20, "K of HR@K (F1@K for PRME)", group="learning", check=_min(1))
     backend: str = opt(
         "fused",
-        "GMF training code: fused (compiled epochs, fastest) or numpy (one numpy call per "
-        "operation, as runs before the fused kernel; they round differently in the last bits)",
+        "GMF's training code and PARD's estimators: fused (compiled, fastest) or numpy (one numpy "
+        "call per operation, as runs before the fused kernels; they round differently in the last bits)",
         group="learning",
         choices=("fused", "numpy"),
-        needs=_GMF,
+        needs=_GMF_OR_PARD,
     )
     test_negatives: int = opt(
         100,

@@ -110,3 +110,21 @@ def test_the_early_stop_ends_the_run_at_its_utility_target_with_the_attacks_eval
     assert stopped["rounds"] == first and stopped["history"][-1]["stopped"]
     assert stopped["hit_ratio_at_20"] == curve[first - 1]  # the same run, up to its stop
     assert stopped["aia"]["server"]["last"]["round"] == first  # the attack reads where it stopped
+
+
+def test_the_compiled_and_numpy_estimators_give_the_same_run() -> None:
+    """--backend numpy runs PARD's estimators in numpy calls, the reference of the compiled ones
+    (learning/pard_fused.py): the same draws, so the same run to float32 precision."""
+    runs = {}
+    for backend in ("fused", "numpy"):
+        sim = Simulation(_config("fedavg").replace(**{"learning.backend": backend}))
+        for _ in range(3):
+            sim.run_round()
+        learners = _learners(sim)
+        assert {lr.pard.fused for lr in learners.values()} == {backend == "fused"}
+        runs[backend] = learners
+    for i, learner in runs["fused"].items():
+        other = runs["numpy"][i]
+        np.testing.assert_allclose(learner.params[USER_RE], other.params[USER_RE], rtol=1e-3, atol=1e-5)
+        for a, b in zip(learner.estimators.parameters(), other.estimators.parameters(), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)

@@ -5,6 +5,7 @@ stage, and the learner's two stages."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -379,3 +380,50 @@ def test_the_estimators_run_on_schedule_and_the_privacy_terms_from_their_first_f
         weights.append(learner.estimators.parameters()[0].copy())
     moved = [not np.array_equal(a, b) for a, b in itertools.pairwise(weights)]
     assert moved == [False, False, True, False]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        PardConfig(),
+        PardConfig(public_sample=1.0, ir_loss="uniform"),
+        PardConfig(lambda_re=0.0),
+        PardConfig(lambda_ir=0.0, clip=0.5),
+    ],
+    ids=["defaults", "all-rows-uniform", "ir-only", "re-only-tight-clip"],
+)
+@pytest.mark.parametrize("public_rows", [0, 30])
+def test_the_compiled_estimators_train_as_the_numpy_ones(config: PardConfig, public_rows: int) -> None:
+    """learning/pard_fused.py against the numpy reference: the same draws, the same weights and
+    momenta after several fits (to float32 precision), the same loss and gradients of eq. 38's
+    privacy part, for one user's row and for several."""
+    dim, classes = 6, (2, 3, 5)
+    rng = np.random.default_rng(5)
+    public = PublicSet(
+        rng.normal(size=(public_rows, 2 * dim)).astype(np.float32) * 3,
+        rng.normal(size=(public_rows, dim)).astype(np.float32),
+        np.stack([rng.integers(0, c, public_rows) for c in classes], axis=1).reshape(public_rows, 3),
+    )
+    own = (rng.normal(size=2 * dim).astype(np.float32), rng.normal(size=dim).astype(np.float32))
+    labels = np.array([1, 2, 4])
+    reference = replace(config, fused=False)
+    compiled, numpy_ = Estimators(dim, classes, seed=7), Estimators(dim, classes, seed=7)
+    for seed in range(4):
+        compiled.fit(public, *own, labels, config, seed)
+        numpy_.fit(public, *own, labels, reference, seed)
+    a, b = compiled.state(), numpy_.state()
+    assert a.keys() == b.keys()  # the same momenta exist: the same estimators were stepped
+    moved = Estimators(dim, classes, seed=7).state()
+    assert any(not np.array_equal(a[k], moved[k]) for k in moved)  # the fits changed something
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    feats = np.stack((own[0], own[0] * 0.5))
+    user_re = np.stack((own[1], -own[1]))
+    rows = np.stack((labels, np.array([0, 1, 3])))
+    for args in ((own[0], own[1], labels), (feats, user_re, rows)):
+        got = compiled.encoders(*args, config)
+        want = compiled.encoders(*args, reference)
+        assert got[0] == pytest.approx(want[0], rel=1e-5, abs=1e-7)
+        for g, w in zip(got[1:], want[1:], strict=True):
+            assert g.shape == w.shape and g.dtype == np.float32
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-7)
