@@ -109,7 +109,7 @@ class CIAObserver:
         self._ref_rows: Array | None = None
         self.keep_last = keep_last
         self.last: dict[int, Params] = {}  #: the latest observation of u (membership inference)
-        self._table: tuple[tuple[int, int], npt.NDArray[np.float32]] | None = None  #: relevance cache
+        self._table: tuple[tuple[int, int, int], npt.NDArray[np.float32]] | None = None  #: relevance cache
 
     # -- state updates --------------------------------------------------------------------------
 
@@ -133,9 +133,20 @@ class CIAObserver:
             np.copyto(view, kept[name], casting="same_kind")
         return self._fold_scratch(user)
 
+    @property
+    def needs_reference(self) -> bool:
+        """Whether the observer scores with something of its own node's model, refreshed by
+        :meth:`set_reference`: e_A (Share less) or its own head (PARD, models.OwnHead)."""
+        return self.fictive_user or self.model.needs_head
+
     def set_reference(self, params: Mapping[str, Array], rng: np.random.Generator) -> None:
         """Share less: (re)train e_A for every target against ``params`` (the adversary's own model,
-        or the FedAvg global model), warm-started from the previous e_A."""
+        or the FedAvg global model), warm-started from the previous e_A. PARD: borrow the head of
+        ``params`` (the adversary's own model)."""
+        if self.model.needs_head:
+            self.model.borrow(params)
+        if not self.fictive_user:
+            return
         refs = []
         for t, target in enumerate(self.targets):
             start = None if self._refs is None else self._refs[t]
@@ -247,7 +258,7 @@ class CIAObserver:
             ref = self._refs[target]
             rows = [self.model.relevance(state[u], ref, cols) for u in users]
             return users, np.stack(rows).astype(np.float32)
-        key = (self.observations, int(latest))
+        key = (self.observations, int(latest), getattr(self.model, "version", 0))
         if self._table is None or self._table[0] != key:
             every_row = np.arange(len(self.rows), dtype=np.int64)
             full = np.stack(
@@ -304,7 +315,7 @@ class CIAObserver:
             self._scratch *= np.float32(alpha)
             buf += self._scratch
         v = self.v[user]
-        if self.fictive_user:  # scored with the e_A of now
+        if self.needs_reference:  # scored with the e_A, or the observer's head, of now
             self._scores[user] = self._evaluate(v)
         else:
             self._unscored.add(user)

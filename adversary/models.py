@@ -27,6 +27,11 @@ class AttackModel(ABC):
     item_tables: tuple[str, ...]  #: item-indexed parameters, kept only at the target rows
     user_name: str  #: the user-side parameter (absent from Share-less models)
     probabilistic = False  #: relevance is an interaction probability (membership inference, mia.py)
+    needs_head = False  #: scores with the observer's own head (:class:`OwnHead`), borrowed
+
+    def borrow(self, params: Mapping[str, Array]) -> None:
+        """Take what the model scores with from the observer's own ``params`` (OwnHead only)."""
+        raise TypeError(f"{self.name} scores with what it receives: it borrows nothing")
 
     def keep(self, params: Mapping[str, Array], rows: Index) -> Params:
         """The part of a received model the observer stores: target rows of the item tables, and
@@ -195,6 +200,59 @@ def _negatives(rng: np.random.Generator, n_items: int, positives: Index, count: 
     if not len(pool):
         return np.zeros(0, np.int64)
     return np.asarray(pool[rng.integers(0, len(pool), count)], dtype=np.int64)
+
+
+class OwnHead(AttackModel):
+    """A model whose head stays home (``--local-head``; PARD, 004 Alg. 1 line 20: z^ir and the
+    item rows leave the node, z^re and the head do not). A gossip observer runs the same model,
+    so it scores what it receives with its own head, borrowed at each :meth:`borrow` (the node's
+    reference, as e_A is refreshed), and under PARD the sender's z^re at 0, which it never sees:
+    the head then reads z^ir alone (GMF's h cut to the z^ir half of eq. 35's side-by-side rows,
+    NCF's first layer without the z^re inputs; with 004's summed rows, z^ir + 0 is z^ir). The
+    attack on what PARD shares."""
+
+    needs_head = True
+
+    def __init__(self, base: AttackModel) -> None:
+        if base.name not in ("gmf", "ncf"):
+            raise ValueError(f"PARD trains GMF or NCF, not {base.name}")
+        self.base = base
+        self.name = f"{base.name}, own head"
+        self.item_tables = base.item_tables
+        self.user_name = base.user_name
+        self.dropped = base.dropped
+        self.probabilistic = base.probabilistic
+        self.head: Params = {}  #: the observer's head, cut to read z^ir alone
+        self.version = 0  #: how many times a head was borrowed
+
+    def borrow(self, params: Mapping[str, Array]) -> None:
+        """Take the observer's own head from its current model (``params``: every parameter of
+        a PARD node, z^re included)."""
+        d = int(np.shape(params[self.user_name])[1])
+        if self.base.name == "gmf":
+            h = np.asarray(params[gmf.H], np.float32)
+            self.head = {gmf.H: h[:d].copy(), gmf.B: np.array(params[gmf.B], np.float32)}
+        else:
+            w1 = np.asarray(params[ncf.W1], np.float32)
+            k = w1.shape[0] - int(np.shape(params[ncf.ITEM])[1])  # the user side's width: d or 2d
+            head = {n: np.array(params[n], np.float32) for n in (ncf.B1, ncf.W2, ncf.B2)}
+            head[ncf.W1] = np.concatenate((w1[:d], w1[k:])).astype(np.float32)
+            self.head = head
+        self.version += 1
+
+    def relevance(self, kept: Params, users: Array, rows: Index | slice) -> npt.NDArray[np.float32]:
+        if not self.head:
+            raise RuntimeError("the observer's head must be borrowed before it scores")
+        return self.base.relevance({**kept, **self.head}, users, rows)
+
+    def fit_user(
+        self, params: Mapping[str, Array], positives: Index, rng: np.random.Generator, start: Array | None
+    ) -> Array:
+        """e_A trained through the observer's own head (borrowed first: :meth:`borrow`) against
+        ``params``' item rows: under PARD a z^ir with z^re at 0."""
+        if not self.head:
+            raise RuntimeError("the observer's head must be borrowed before e_A is trained")
+        return self.base.fit_user({**params, **self.head}, positives, rng, start)
 
 
 def attack_model(name: str) -> AttackModel:

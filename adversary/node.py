@@ -17,9 +17,10 @@ runs and returns their effects unchanged, so its protocol traffic is exactly an 
   when it sends one, else alone, as ``CollusionMessage(u, {"aia": features})``; the read member
   pools what its ``aia_partners`` send;
 - under Share less (or ``fictive_user``), a refresh of the fictive user e_A against its own
-  current model every ``refresh_every`` wake-ups of a gossip node, and every round at the FedAvg
-  server (right after it aggregates, so the updates of a round are scored against that round's
-  global model), with its own RNG (the protocol's RNG stream is left alone).
+  current model (with a head kept home, of the head it scores with: models.OwnHead) every
+  ``refresh_every`` wake-ups of a gossip node, and every round at the FedAvg server (right after
+  it aggregates, so the updates of a round are scored against that round's global model), with
+  its own RNG (the protocol's RNG stream is left alone).
 """
 
 from __future__ import annotations
@@ -84,12 +85,12 @@ class AdversaryNode(GossipNode):
         self._wakes = 0
         self.refreshes = 0  #: how many times e_A was trained
         self._kept: tuple[int, float] | None = None  #: (model version, norm of its kept rows)
-        if observer is not None and observer.fictive_user:
+        if observer is not None and observer.needs_reference:
             self._refresh()
 
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         effects = super().on_timer(key, now, rng)
-        if self.observer is None or not self.observer.fictive_user:
+        if self.observer is None or not self.observer.needs_reference:
             return effects
         if key == WAKE_TIMER:
             self._wakes += 1

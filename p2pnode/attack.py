@@ -16,7 +16,7 @@ import numpy as np
 from adversary.aia import AttributeObserver
 from adversary.cia import CIAObserver, kept_rows
 from adversary.evaluation import AttackLab, Victim
-from adversary.models import attack_model
+from adversary.models import OwnHead, attack_model
 from adversary.node import AdversaryNode, ForwardingColluder
 from adversary.plan import (
     AttackPlan,
@@ -207,6 +207,8 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
             return GossipNode(protocol)
         return AdversaryNode(protocol, None, aia=aia, aia_partners=aia_partners, aia_send_to=aia_send_to)
     model = attack_model(cfg.model)
+    if cfg.learning.adversarial or cfg.learning.local_head:  # the head stays home: score with one's own
+        model = OwnHead(model)
     if spec.forwarder:
         return ForwardingColluder(protocol, model, kept_rows(spec.targets), spec.send_to or (), aia=aia)
     fictive = cfg.learning.share_less or cfg.attack.fictive_user  # Share less models have no user
@@ -225,7 +227,7 @@ def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -
         protocol,
         observer,
         spec.partners,
-        reference if fictive else None,
+        reference if observer.needs_reference else None,
         cfg.attack.refresh_every,
         seed=cfg.seed,
         multicast=cfg.attack.multicast,

@@ -858,9 +858,10 @@ class RunConfig:
         _check(self.model != "prme" or not lc.local_head, "local-head", "PRME has no head to keep")
         if lc.local_head:
             _check(
-                not self.attack.cia,
+                not self.attack.cia or self.protocol != "fedavg",
                 "local-head",
-                "the CIA scores models with their head, which --local-head keeps home: not built",
+                "the CIA scores models with a head, which --local-head keeps home: a gossip observer "
+                "scores with its own, but the FedAvg server holds none",
             )
             _check(
                 not (self.attack.aia and self.attack.aia_items == "inferred"),
@@ -878,9 +879,10 @@ class RunConfig:
             _check(not lc.share_less, "defence", "PARD shares z^ir: it does not combine with --share-less")
             _check(not lc.dp, "defence", "PARD with DP-SGD is not built")
             _check(
-                not self.attack.cia and not self.attack.mia,
+                self.protocol != "fedavg" or not (self.attack.cia or self.attack.mia),
                 "defence",
-                "the CIA and the membership attack score models with their head, which PARD keeps home",
+                "the CIA and the membership attack score models with a head, which PARD keeps home: "
+                "the FedAvg server holds none (in gossip an observer scores with its own)",
             )
             _check(
                 not (self.attack.aia and self.attack.aia_public != lc.public_share),

@@ -128,3 +128,33 @@ def test_the_compiled_and_numpy_estimators_give_the_same_run() -> None:
         np.testing.assert_allclose(learner.params[USER_RE], other.params[USER_RE], rtol=1e-3, atol=1e-5)
         for a, b in zip(learner.estimators.parameters(), other.estimators.parameters(), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+def test_gossip_observers_attack_what_pard_shares_with_their_own_heads() -> None:
+    """The CIA and the membership attack on PARD in gossip (adversary.models.OwnHead): colluders
+    score received (z^ir, item rows) with their own head, borrowed from their own model as it
+    trains, and tells the senders apart; the membership attack's relevance table reads the same."""
+    cfg = _config("base").replace(
+        rounds=4,
+        **{
+            "attack.kind": "cia",
+            "attack.target_k": 5,
+            "attack.colluders": 0.2,
+            "attack.refresh_every": 2,
+        },
+    )
+    cfg.validate()
+    sim = Simulation(cfg)
+    for _ in range(cfg.rounds):
+        sim.run_round()
+    adversaries = [n.node for n in sim.host.nodes.values() if getattr(n.node, "observer", None) is not None]
+    assert adversaries
+    read = [a for a in adversaries if a.observer.observed]
+    assert read and all(a.refreshes >= 2 for a in adversaries)  # heads borrowed again as they train
+    for a in read:
+        model = a.observer.model
+        assert model.needs_head and model.version == a.refreshes
+        scores = np.array([s[0] for s in a.observer.scores.values()])
+        assert np.isfinite(scores).all() and scores.std() > 0  # models told apart, not one constant
+        users, table = a.observer.relevance_table(0)  # what the membership attack reads
+        assert table.shape == (len(users), len(a.observer.targets[0])) and np.isfinite(table).all()

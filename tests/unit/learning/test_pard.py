@@ -427,3 +427,42 @@ def test_the_compiled_estimators_train_as_the_numpy_ones(config: PardConfig, pub
         for g, w in zip(got[1:], want[1:], strict=True):
             assert g.shape == w.shape and g.dtype == np.float32
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("model", ["gmf", "ncf"])
+@pytest.mark.parametrize("combine", ["concat", "sum"])
+def test_an_observer_scores_what_pard_shares_with_its_own_head_and_z_re_at_zero(
+    model: str, combine: str
+) -> None:
+    """adversary.models.OwnHead: a received (z^ir, item rows) scored with the observer's head is
+    the observer's own model's score with the sender's z^ir in place of its own and z^re at 0."""
+    from adversary.models import OwnHead, attack_model
+
+    observer = _learner(model, PardConfig(lambda_ir=0.0, lambda_re=0.0), user=1, combine=combine)
+    sender = _learner(model, PardConfig(lambda_ir=0.0, lambda_re=0.0), user=2, combine=combine)
+    for learner in (observer, sender):
+        learner.local_update()
+    observer.local_update()  # the two heads differ
+    attack = OwnHead(attack_model(model))
+    with pytest.raises(RuntimeError, match="borrowed"):
+        attack.relevance({}, np.zeros(8, np.float32), slice(None))
+    attack.borrow(observer.params)
+    shared = sender.snapshot()
+    assert set(shared) == {gmf.USER, gmf.ITEM}  # what PARD sends: no head, no z^re
+    items = np.arange(40)
+    got = attack.relevance(attack.keep(shared, items), attack.user_of(shared), slice(None))
+    # a fictive user (Share less's e_A) trained through the borrowed head likes its targets
+    targets = np.arange(10, 20)
+    rows = observer.params[gmf.ITEM] * 30  # item rows of a trained scale, the targets alike
+    rows[targets] += np.linspace(-0.5, 0.5, rows.shape[1], dtype=np.float32)
+    own = {**observer.params, gmf.ITEM: rows}
+    e_a = attack.fit_user(own, targets, np.random.default_rng(0), None)
+    assert e_a.shape == (8,) and np.isfinite(e_a).all() and np.abs(e_a).max() > 0.1
+    if model == "gmf":  # (this NCF's 4 hidden units all die as e_A pushes the negatives down)
+        liked = attack.relevance(attack.keep(own, np.arange(200)), e_a, slice(None))
+        assert liked[targets].mean() > np.delete(liked, targets).mean() + 0.05
+    observer.params[gmf.USER][...] = shared[gmf.USER]
+    observer.params[gmf.ITEM][...] = shared[gmf.ITEM]
+    observer.params[USER_RE][...] = 0.0
+    want = observer._scores(observer.params, items, 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)

@@ -19,7 +19,7 @@ def _pard(**more: object) -> RunConfig:
         ({"model": "prme"}, "defence"),
         ({"learning.share_less": True}, "defence"),
         ({"learning.dp_noise": 1.0}, "defence"),
-        ({"attack.kind": "cia"}, "defence"),
+        ({"attack.kind": "cia", "protocol": "fedavg"}, "defence"),
         ({"attack.kind": "aia", "attack.aia_public": 0.3}, "public-share"),
         ({"attack.kind": "aia", "attack.aia_items": "inferred"}, "aia-items"),
     ],
