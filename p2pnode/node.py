@@ -30,6 +30,8 @@ from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
 from p2pnode.transport.base import Memo, Outcome, SharesFrames, Transport
 from p2pnode.wire.codec import (
     PublicSpec,
+    decode_frame,
+    decode_public,
     encode_model_body,
     encode_model_frame,
     encode_public_frame,
@@ -39,7 +41,7 @@ from p2pnode.wire.codec import (
     pack_collusion_body,
 )
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
-from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType, SharedFrame
+from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType, SharedFrame, WireError
 from peer_sampling.messages import Leave
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage, PublicMessage
@@ -207,9 +209,33 @@ class NodeRuntime:
             "rng": [version, list(internal), gauss],
             "observer": node["observer"],
             **({"aia": node["aia"]} if node.get("aia") is not None else {}),  # attribute inference's
+            **self._public_state(),
             #: when it was taken (a real process's wall clock): a restart ages the views by the gap
             "saved_at": None if self.wall is None else self.wall(),
         }
+
+    def _public_state(self) -> dict[str, bytes]:
+        """PARD: the rows of D_pub this node holds, as the PUBLIC frame that would carry them
+        (restored through the same checks as one received)."""
+        board = self.node.board
+        if board is None or not board.rows:
+            return {}
+        return {"public": encode_public_frame(self.node_id, self.node_id, board.held())}
+
+    def _public_rows(self, state: dict[str, Any]) -> PublicMessage | None:
+        """The rows of D_pub a checkpoint holds, through a received frame's checks (None: none)."""
+        if "public" not in state:
+            return None
+        data = state["public"]
+        if self.node.board is None or not isinstance(data, bytes):
+            raise ValueError("checkpoint holds rows of D_pub this node cannot take")
+        try:
+            rows = decode_public(decode_frame(data, len(data)), self.public_spec)
+        except WireError as exc:
+            raise ValueError(f"checkpoint's rows of D_pub: {exc}") from exc
+        if not set(rows.users) <= self.node.board.publishers or self.node_id in rows.users:
+            raise ValueError("checkpoint's rows of D_pub name a user who does not publish")
+        return rows
 
     def away(self, ticks: float) -> None:
         """Its views aged by ``ticks`` while its process was down (a resume from a checkpoint)."""
@@ -222,9 +248,12 @@ class NodeRuntime:
         attacked = state["observer"] is not None or state.get("aia") is not None
         if attacked != (self.node.observed_users() is not None):
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
+        public = self._public_rows(state)  # checked before anything is restored
         learner: Any = self.learner
         learner.restore(state["learner"])
         self.node.restore(state)
+        if self.node.board is not None:
+            self.node.board.restore(public)
         self.last_version.load((int(s), int(v)) for s, v in state["last_version"])
         self.incarnation = max(self.incarnation, int(state.get("incarnation", 0)) + 1)
         version, internal, gauss = state["rng"]

@@ -80,6 +80,20 @@ class PublicBoard:
         if self.on_rows is not None:
             self.on_rows(self.held())
 
+    def restore(self, rows: PublicMessage | None) -> None:
+        """Hold ``rows`` (a checkpoint's, already checked as a received frame; None: nothing)
+        instead of what is held now, and tell the learner."""
+        users = () if rows is None else rows.users
+        if not set(users) <= self.publishers or self.node_id in users:
+            raise ValueError("checkpoint's rows of D_pub name a user who does not publish")
+        self.rows = {}
+        if rows is not None:
+            for i, user in enumerate(rows.users):
+                self.rows[user] = (rows.features[i], rows.user_re[i], rows.labels[i])
+        self._held = None
+        if self.on_rows is not None:
+            self.on_rows(self.held())
+
     def held(self) -> PublicMessage:
         """Every row held, by user id."""
         if self._held is None:

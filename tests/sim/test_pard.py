@@ -4,6 +4,7 @@ nodes that train on them, by the FedAvg server or first-hand in gossip, and z^re
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from adversary.aia import public_users
 from learning.pard import USER_RE
@@ -158,3 +159,31 @@ def test_gossip_observers_attack_what_pard_shares_with_their_own_heads() -> None
         assert np.isfinite(scores).all() and scores.std() > 0  # models told apart, not one constant
         users, table = a.observer.relevance_table(0)  # what the membership attack reads
         assert table.shape == (len(users), len(a.observer.targets[0])) and np.isfinite(table).all()
+
+
+def test_a_checkpoint_keeps_the_rows_of_d_pub_a_node_holds() -> None:
+    """A restarted PARD node trains on the rows it held (server and clients alike), and a
+    checkpoint whose rows fail a received frame's checks is refused before anything is restored."""
+    from p2pnode import checkpoint
+
+    cfg = _config("fedavg").replace(**{"sim.shared_tables": False})  # each client its own tables
+    sim = Simulation(cfg)
+    for _ in range(2):
+        sim.run_round()
+    saved = {i: checkpoint.loads(checkpoint.dumps(n.checkpoint_state())) for i, n in sim.host.nodes.items()}
+    assert sum("public" in s for s in saved.values()) >= 10  # the server and its selected clients
+    fresh = Simulation(cfg)
+    for i, node in fresh.host.nodes.items():
+        node.restore_state(saved[i])
+        before, after = sim.host.nodes[i].node.board, node.node.board
+        assert before is not None and after is not None and set(after.rows) == set(before.rows)
+        for user, row in before.rows.items():
+            for a, b in zip(row, after.rows[user], strict=True):
+                np.testing.assert_array_equal(a, b)
+    for i, learner in _learners(fresh).items():
+        np.testing.assert_array_equal(learner.public.user_re, _learners(sim)[i].public.user_re)
+    holder = next(i for i, s in saved.items() if "public" in s and i < 30)
+    bad = dict(saved[holder])
+    bad["public"] = bytes(bad["public"])[:-3]  # cut short
+    with pytest.raises(ValueError, match="D_pub"):
+        Simulation(cfg).host.nodes[holder].restore_state(bad)
