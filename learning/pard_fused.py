@@ -76,56 +76,92 @@ def _colsum(src: Array32, dst: Array32) -> None:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _stack_grads(
+def _attribute(
     x: Array32,
     labels: npt.NDArray[np.int64],
+    t: int,
     ws: Tensors,
     bs: Tensors,
     keep: Array32,
     pad: Array32,
     mask: Array32,
+    dropout: bool,
+    target: Array32,
+    uniform: bool,
+) -> tuple[float, Array32, tuple[Array32, Array32, Array32, Array32, Array32, Array32]]:
+    """Attribute ``t``'s estimator on the rows ``x``: its summed loss (cross-entropy against
+    ``labels``, or with ``uniform`` against ``target`` ``(A, 1, columns)``, each attribute's uniform
+    distribution over its classes), the loss's mean gradient in the logits, and what the
+    backward pass reads (each layer's pre-activation and output). Dropout ``mask[t]`` before the
+    last layer when ``dropout`` (pard.Stack.forward, cross_entropy and uniform)."""
+    z0 = np.dot(x, ws[0][t]) + bs[0][t, 0]
+    h0 = _leaky(z0)
+    z1 = np.dot(h0, ws[1][t]) + bs[1][t, 0]
+    h1 = _leaky(z1)
+    z2 = np.dot(h1, ws[2][t]) + bs[2][t, 0]
+    h2 = _leaky(z2) * mask[t] if dropout else _leaky(z2)
+    logits = (np.dot(h2, ws[3][t]) + bs[3][t, 0]) * keep[t, 0] + pad[t, 0]
+    n = x.shape[0]
+    inv = np.float32(1.0) / np.float32(n)
+    loss = 0.0
+    g = np.empty_like(logits)
+    for i in range(n):
+        top = logits[i].max()
+        total = np.float32(0.0)
+        for j in range(logits.shape[1]):
+            total += np.exp(logits[i, j] - top)
+        log_total = np.log(total)
+        for j in range(logits.shape[1]):
+            logp = logits[i, j] - top - log_total
+            p = np.exp(logp)
+            if uniform:
+                loss -= float(logp * target[t, 0, j])
+                p -= target[t, 0, j]
+            elif j == labels[i, t]:
+                loss -= float(logp)
+                p -= np.float32(1.0)
+            g[i, j] = p * inv * keep[t, 0, j]
+    return loss, g, (z0, h0, z1, h1, z2, h2)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _backward(
+    g: Array32,
+    x: Array32,
+    t: int,
+    ws: Tensors,
+    kept: tuple[Array32, Array32, Array32, Array32, Array32, Array32],
+    mask: Array32,
+    dropout: bool,
     gws: Tensors,
     gbs: Tensors,
-) -> None:
-    """Every attribute's gradient of its mean cross-entropy on ``x`` (``(m, in)``) and ``labels``
-    (``(m, A)``), dropout ``mask`` ``(A, m, half)`` before the last layer, written into ``gws`` and
-    ``gbs`` (the shapes of ``ws`` and ``bs``): pard.Stack.forward, cross_entropy and backward."""
-    m = x.shape[0]
-    inv = np.float32(1.0) / np.float32(m)
-    for t in range(ws[0].shape[0]):
-        z0 = np.dot(x, ws[0][t]) + bs[0][t, 0]
-        h0 = _leaky(z0)
-        z1 = np.dot(h0, ws[1][t]) + bs[1][t, 0]
-        h1 = _leaky(z1)
-        z2 = np.dot(h1, ws[2][t]) + bs[2][t, 0]
-        h2 = _leaky(z2) * mask[t]
-        logits = (np.dot(h2, ws[3][t]) + bs[3][t, 0]) * keep[t, 0] + pad[t, 0]
-        g = np.empty_like(logits)
-        for i in range(m):
-            top = logits[i].max()
-            total = np.float32(0.0)
-            for j in range(logits.shape[1]):
-                total += np.exp(logits[i, j] - top)
-            log_total = np.log(total)
-            for j in range(logits.shape[1]):
-                p = np.exp(logits[i, j] - top - log_total)
-                if j == labels[i, t]:
-                    p -= np.float32(1.0)
-                g[i, j] = p * inv * keep[t, 0, j]
+    weights: bool,
+) -> Array32:
+    """Back from the logits' gradient ``g`` through attribute ``t``'s layers: the weights' and
+    biases' gradients into ``gws[k][t]`` and ``gbs[k][t]`` when ``weights``; returns the input's
+    gradient (empty when ``weights``: fitting does not need it) (pard.Stack.backward)."""
+    z0, h0, z1, h1, z2, h2 = kept
+    if weights:
         _put(gws[3][t], np.dot(h2.T, g))
         _colsum(g, gbs[3][t, 0])
-        g2 = np.dot(g, ws[3][t].T) * mask[t]
-        _back_leaky(g2, z2)
+    g2 = np.dot(g, ws[3][t].T) * mask[t] if dropout else np.dot(g, ws[3][t].T)
+    _back_leaky(g2, z2)
+    if weights:
         _put(gws[2][t], np.dot(h1.T, g2))
         _colsum(g2, gbs[2][t, 0])
-        g1 = np.dot(g2, ws[2][t].T)
-        _back_leaky(g1, z1)
+    g1 = np.dot(g2, ws[2][t].T)
+    _back_leaky(g1, z1)
+    if weights:
         _put(gws[1][t], np.dot(h0.T, g1))
         _colsum(g1, gbs[1][t, 0])
-        g0 = np.dot(g1, ws[1][t].T)
-        _back_leaky(g0, z0)
+    g0 = np.dot(g1, ws[1][t].T)
+    _back_leaky(g0, z0)
+    if weights:
         _put(gws[0][t], np.dot(x.T, g0))
         _colsum(g0, gbs[0][t, 0])
+        return np.empty((0, 0), np.float32)
+    dx: Array32 = np.dot(g0, ws[0][t].T)
+    return dx
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})
@@ -204,9 +240,25 @@ def fit_stack(
         for i in range(r.shape[0]):
             xr[i] = x[r[i]]
             y[i] = labels[r[i]]
-        _stack_grads(xr, y, ws, bs, keep, pad, masks[e], gws, gbs)
+        for t in range(ws[0].shape[0]):  # each attribute's mean cross-entropy, with dropout
+            _, g, kept = _attribute(xr, y, t, ws, bs, keep, pad, masks[e], True, keep, False)
+            _backward(g, xr, t, ws, kept, masks[e], True, gws, gbs, True)
         _clip_stack(gws, gbs, bound)
         _step_stack(ws, bs, gws, gbs, bw, bb, lr)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _ip_gap(
+    user_re: Array32, labels: npt.NDArray[np.int64], ip: Array32, offsets: npt.NDArray[np.int64]
+) -> tuple[np.float32, Array32]:
+    """``‖z^re − g^IP(μ)‖₂`` of one user and ``z^re − g^IP(μ)`` (g^IP(μ): the mean of the user's
+    attributes' class embeddings; pard.Estimators._ip)."""
+    mean = np.zeros(ip.shape[1], np.float32)
+    for t in range(offsets.shape[0]):
+        mean += ip[labels[t] + offsets[t]]
+    mean /= np.float32(offsets.shape[0])
+    diff = user_re - mean
+    return np.float32(np.sqrt(np.sum(diff * diff))), diff
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -221,48 +273,27 @@ def fit_ip(
     lr: float,
     bound: float,
 ) -> None:
-    """Every epoch of g^IP's fit: epoch e reads the public rows ``rows[e]``."""
-    for e in range(rows.shape[0]):
-        _fit_ip(user_re, labels, rows[e], ip, ip_buf, offsets, owner, lr, bound)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _fit_ip(
-    user_re: Array32,
-    labels: npt.NDArray[np.int64],
-    rows: npt.NDArray[np.int64],
-    ip: Array32,
-    ip_buf: Array32,
-    offsets: npt.NDArray[np.int64],
-    owner: npt.NDArray[np.int64],
-    lr: float,
-    bound: float,
-) -> None:
-    """One step of g^IP on the public ``rows`` (eq. 34): the gradient of the mean
-    ``‖z^re − g^IP(μ)‖₂`` in the table, clipped per attribute, then SGD with momentum."""
+    """Every epoch of g^IP's fit (eq. 34): epoch e reads the public rows ``rows[e]``; the
+    gradient of the mean ``‖z^re − g^IP(μ)‖₂`` in the table, clipped per attribute, then SGD with
+    momentum."""
     n_attr = offsets.shape[0]
-    d = ip.shape[1]
-    grad = np.zeros_like(ip)
-    count = np.float32(len(rows))
     share = np.float32(n_attr)
-    for r in rows:
-        mean = np.zeros(d, np.float32)
-        for t in range(n_attr):
-            mean += ip[labels[r, t] + offsets[t]]
-        mean /= share
-        diff = user_re[r] - mean
-        norm = np.float32(np.sqrt(np.sum(diff * diff)))
-        if norm > 0:
-            step = -(diff / norm / count) / share
-            for t in range(n_attr):
-                grad[labels[r, t] + offsets[t]] += step
-    squares = np.zeros(n_attr, np.float64)
-    for i in range(ip.shape[0]):
-        squares[owner[i]] += _squares(grad[i : i + 1])
-    for i in range(ip.shape[0]):
-        coef = np.float32(min(bound / (np.sqrt(squares[owner[i]]) + 1e-6), 1.0))
-        grad[i] *= coef
-    _momentum(ip, grad, ip_buf, lr)
+    for e in range(rows.shape[0]):
+        grad = np.zeros_like(ip)
+        count = np.float32(rows.shape[1])
+        for r in rows[e]:
+            norm, diff = _ip_gap(user_re[r], labels[r], ip, offsets)
+            if norm > 0:
+                step = -(diff / norm / count) / share
+                for t in range(n_attr):
+                    grad[labels[r, t] + offsets[t]] += step
+        squares = np.zeros(n_attr, np.float64)
+        for i in range(ip.shape[0]):
+            squares[owner[i]] += _squares(grad[i : i + 1])
+        for i in range(ip.shape[0]):
+            coef = np.float32(min(bound / (np.sqrt(squares[owner[i]]) + 1e-6), 1.0))
+            grad[i] *= coef
+        _momentum(ip, grad, ip_buf, lr)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -281,41 +312,13 @@ def _input_grad(
     ``target`` ``(A, 1, columns)``, each attribute's uniform distribution over its classes
     (pard.Stack.forward, cross_entropy or uniform, and backward with ``weights=False``)."""
     n = x.shape[0]
-    inv = np.float32(1.0) / np.float32(n)
     loss = 0.0
     dx = np.zeros_like(x)
+    no_mask = np.empty((0, 0, 0), np.float32)
     for t in range(ws[0].shape[0]):
-        z0 = np.dot(x, ws[0][t]) + bs[0][t, 0]
-        h0 = _leaky(z0)
-        z1 = np.dot(h0, ws[1][t]) + bs[1][t, 0]
-        h1 = _leaky(z1)
-        z2 = np.dot(h1, ws[2][t]) + bs[2][t, 0]
-        h2 = _leaky(z2)
-        logits = (np.dot(h2, ws[3][t]) + bs[3][t, 0]) * keep[t, 0] + pad[t, 0]
-        g = np.empty_like(logits)
-        for i in range(n):
-            top = logits[i].max()
-            total = np.float32(0.0)
-            for j in range(logits.shape[1]):
-                total += np.exp(logits[i, j] - top)
-            log_total = np.log(total)
-            for j in range(logits.shape[1]):
-                logp = logits[i, j] - top - log_total
-                p = np.exp(logp)
-                if uniform:
-                    loss -= float(logp * target[t, 0, j])
-                    p -= target[t, 0, j]
-                elif j == labels[i, t]:
-                    loss -= float(logp)
-                    p -= np.float32(1.0)
-                g[i, j] = p * inv * keep[t, 0, j]
-        g2 = np.dot(g, ws[3][t].T)
-        _back_leaky(g2, z2)
-        g1 = np.dot(g2, ws[2][t].T)
-        _back_leaky(g1, z1)
-        g0 = np.dot(g1, ws[1][t].T)
-        _back_leaky(g0, z0)
-        dx += np.dot(g0, ws[0][t].T)
+        value, g, kept = _attribute(x, labels, t, ws, bs, keep, pad, no_mask, False, target, uniform)
+        loss += value
+        dx += _backward(g, x, t, ws, kept, no_mask, False, ws, bs, False)
     return loss / n, dx
 
 
@@ -348,16 +351,10 @@ def encoders_kernel(
     if lambda_re != 0.0:
         ws, bs, keep, pad, target = fp
         value, dx = _input_grad(user_re, labels, ws, bs, keep, pad, target, False)
-        n_attr = offsets.shape[0]
         n = user_re.shape[0]
         total = 0.0
         for r in range(n):
-            mean = np.zeros(user_re.shape[1], np.float32)
-            for t in range(n_attr):
-                mean += ip[labels[r, t] + offsets[t]]
-            mean /= np.float32(n_attr)
-            diff = user_re[r] - mean
-            norm = np.float32(np.sqrt(np.sum(diff * diff)))
+            norm, diff = _ip_gap(user_re[r], labels[r], ip, offsets)
             total += float(norm)
             if norm > 0:
                 dx[r] += diff / norm / np.float32(n)
