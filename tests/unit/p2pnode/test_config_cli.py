@@ -207,6 +207,7 @@ BRINGS = {
     "--dp-noise or --dp-epsilon": ["--dp-noise", "1"],
     "--share-less": ["--share-less"],
     "--model gmf": [],
+    "--model gmf or --defence pard or uc-fedrec": [],
     "--model prme": ["--model", "prme"],
     "--model ncf": ["--model", "ncf"],
     "--protocol fedavg": ["--protocol", "fedavg"],
