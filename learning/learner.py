@@ -21,7 +21,7 @@ from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_fused import FusedGMF, RowUndo, epoch_examples
 from learning.gmf_numpy import NumpyGMF, moments_state, reset_moments, restore_moments
 from learning.history import Base, ParamHistory
-from learning.metrics import hit_at_k
+from learning.metrics import ndcg_at_k, rank_of
 from learning.negatives import sample_negatives
 from learning.params import (
     Array,
@@ -173,8 +173,8 @@ class BaseLearner(ABC):
         ]
         #: the FedAvg clients' shared tables (learning/workbench.py), when this learner uses them
         self._bench: Workbench | None = None
-        #: while parked: (version, utility, norm of the shared tensors) at that version
-        self._parked: tuple[int, float, float] | None = None
+        #: while parked: (version, utility, norm of the shared tensors, NDCG@K) at that version
+        self._parked: tuple[int, float, float, float] | None = None
 
     # -- the workbench (learning/workbench.py) --------------------------------------------------
 
@@ -192,7 +192,8 @@ class BaseLearner(ABC):
     def park(self) -> None:
         """Give the workbench up (another client takes it): keep this version's utility and norm,
         and close the bases on tables that others will write."""
-        self._parked = (self.version, self._utility(self.params), l2_norm(self.params, self.shared_names))
+        utility, ndcg = self._figures(self.params)
+        self._parked = (self.version, utility, l2_norm(self.params, self.shared_names), ndcg)
         self._close_undo()
         for base in list(self.history.bases):
             self.history.close(base)
@@ -486,27 +487,42 @@ class BaseLearner(ABC):
         scores = self._scores(self.params, self._eval_items, self.data.test_time)
         return float(np.count_nonzero(scores[1:] >= scores[0])) / (len(scores) - 1)
 
+    def _rank(self, params: Mapping[str, Array]) -> int | None:
+        """The held-out item's 0-based rank among itself and its test negatives under ``params``
+        (learning.metrics.rank_of: ties and NaN count against it)."""
+        scores = self._scores(params, self._eval_items, self.data.test_time)
+        return rank_of(float(scores[0]), scores[1:])
+
     def hit(self, params: Mapping[str, Array] | None = None) -> bool:
         """Whether the held-out item ranks in the top K among itself and its test negatives
         (of ``params``: this model by default)."""
         if params is None:
             self._held("a hit")
             params = self.params
-        scores = self._scores(params, self._eval_items, self.data.test_time)
-        return hit_at_k(float(scores[0]), scores[1:], self.top_k)
+        rank = self._rank(params)
+        return rank is not None and rank < self.top_k
 
-    def _utility(self, params: Mapping[str, Array]) -> float:
-        """This node's utility of ``params``: HR@K (1.0 or 0.0) for GMF, F1@K for PRME."""
-        return 1.0 if self.hit(params) else 0.0
+    def _utility_of(self, hit: bool) -> float:
+        """This node's utility of one leave-one-out outcome: HR@K (1.0 or 0.0) for GMF and NCF."""
+        return 1.0 if hit else 0.0
 
-    def evaluate(self) -> float:
-        """This node's utility (:meth:`_utility`), of its parked figures while another client
-        holds the workbench."""
+    def _figures(self, params: Mapping[str, Array]) -> tuple[float, float]:
+        """This node's utility (:meth:`_utility_of`) and NDCG@K of ``params``, from one ranking."""
+        rank = self._rank(params)
+        return self._utility_of(rank is not None and rank < self.top_k), ndcg_at_k(rank, self.top_k)
+
+    def ranking(self) -> tuple[float, float]:
+        """This node's utility and NDCG@K (:meth:`_figures`), its parked figures while another
+        client holds the workbench."""
         params = self._readable()
         if params is not None:
-            return self._utility(params)
+            return self._figures(params)
         assert self._parked is not None
-        return self._parked[1]
+        return self._parked[1], self._parked[3]
+
+    def evaluate(self) -> float:
+        """This node's utility (HR@K or F1@K) alone (:meth:`ranking`)."""
+        return self.ranking()[0]
 
 
 class GMFLearner(BaseLearner):

@@ -126,6 +126,6 @@ class PRMELearner(BaseLearner):
         self.version += 1
         return steps
 
-    def _utility(self, params: Mapping[str, Array]) -> float:
+    def _utility_of(self, hit: bool) -> float:
         """F1@K of the held-out item: 2/(K+1) when it ranks in the top K, else 0."""
-        return f1_at_k(self.hit(params), self.top_k)
+        return f1_at_k(hit, self.top_k)

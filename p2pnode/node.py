@@ -60,6 +60,10 @@ class HostedModel(Protocol):
 
     def evaluate(self) -> float | None: ...
 
+    def ranking(self) -> tuple[float, float] | None:
+        """HR@K (F1@K for PRME) and NDCG@K on held-out data from one ranking, or None."""
+        ...
+
     def snapshot(self) -> dict[str, Array]: ...
 
     def epsilon(self) -> float | None:

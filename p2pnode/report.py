@@ -18,33 +18,39 @@ class Metric:
     key: str
     label: str
     random: float
+    #: the JSON key of the mean NDCG@K beside it (every model: one relevant item among the
+    #: sampled candidates, learning.metrics.ndcg_at_k)
+    ndcg_key: str = ""
 
 
 def metric_for(config: RunConfig) -> Metric:
-    """HR@K for GMF and NCF, F1@K for PRME (docs/design.md), with K = ``learning.top_k``."""
+    """HR@K for GMF and NCF, F1@K for PRME (docs/design.md), with K = ``learning.top_k``; NDCG@K
+    beside either."""
     k = config.learning.top_k
     hr = random_hit_ratio(k, config.learning.test_negatives)
     if config.model == "prme":
-        return Metric(f"f1_at_{k}", f"F1@{k}", hr * f1_at_k(True, k))
-    return Metric(f"hit_ratio_at_{k}", f"HR@{k}", hr)
+        return Metric(f"f1_at_{k}", f"F1@{k}", hr * f1_at_k(True, k), f"ndcg_at_{k}")
+    return Metric(f"hit_ratio_at_{k}", f"HR@{k}", hr, f"ndcg_at_{k}")
 
 
 def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> dict[str, Any]:
     """Evaluate every node and sum its counters; also syncs the protocol counters to metrics."""
-    total = 0.0
+    total = ndcg = 0.0
     n = 0
     msgs = nbytes = models = deltas = merges = steps = failures = recoveries = diverged = 0
     swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
     eps: list[float] = []
     for node in nodes:
-        value = node.learner.evaluate()
+        figures = node.learner.ranking()
+        value = None if figures is None else figures[0]
         spent = node.learner.epsilon()
         if spent is not None:
             eps.append(spent)
         node.record_round(round_no, value)
-        if value is not None:
-            total += value
+        if figures is not None:
+            total += figures[0]
+            ndcg += figures[1]
             n += 1
         c = node.counters
         msgs += c.messages_sent
@@ -69,6 +75,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         "round": round_no,
         "nodes": n,
         metric.key: total / max(n, 1),
+        metric.ndcg_key: ndcg / max(n, 1),
         "messages": msgs,
         "model_messages": models,
         "delta_messages": deltas,

@@ -87,6 +87,10 @@ class ParamStore:
         """The server holds no data, so it has no HR@K of its own."""
         return None
 
+    def ranking(self) -> None:
+        """The server holds no data, so it ranks nothing of its own."""
+        return None
+
     def epsilon(self) -> None:
         """The server trains nothing, so it spends no DP budget."""
         return None

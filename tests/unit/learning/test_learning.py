@@ -9,7 +9,7 @@ from learning import gmf
 from learning.dp import DPConfig
 from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
-from learning.metrics import hit_at_k, random_hit_ratio
+from learning.metrics import hit_at_k, ndcg_at_k, random_hit_ratio, rank_of
 from learning.negatives import sample_negatives
 from learning.split import leave_one_out
 
@@ -56,6 +56,30 @@ def test_hit_at_k_counts_ties_against_the_test_item() -> None:
     assert hit_at_k(0.9, np.array([0.1] * 100, np.float32), 1)
     assert not hit_at_k(0.5, np.array([0.5] * 100, np.float32), 20)
     assert random_hit_ratio(20, 100) == pytest.approx(20 / 101)
+
+
+def test_ndcg_at_k_of_one_held_out_item_is_one_over_log2_of_its_position() -> None:
+    assert rank_of(0.9, np.array([0.1, 0.95, 0.9, 0.2], np.float32)) == 2  # a tie counts against it
+    assert rank_of(0.9, np.array([0.1, float("nan")], np.float32)) is None
+    assert rank_of(float("nan"), np.array([0.1], np.float32)) is None
+    # 1-based positions 1, 2, 10: DCG 1, 1/log2(3) = 0.6309, 1/log2(11) = 0.2891; the ideal DCG is 1
+    assert ndcg_at_k(0, 10) == 1.0
+    assert ndcg_at_k(1, 10) == pytest.approx(0.63093, abs=1e-5)
+    assert ndcg_at_k(9, 10) == pytest.approx(0.28906, abs=1e-5)
+    assert ndcg_at_k(10, 10) == 0.0 and ndcg_at_k(None, 10) == 0.0
+
+
+@pytest.mark.parametrize("model", ["gmf", "prme"])
+def test_a_learners_ndcg_comes_from_the_same_ranking_as_its_utility(model: str) -> None:
+    from tests.unit.learning.test_workbench import learners
+
+    for learner in learners(model, bench=False)[0][:4]:
+        learner.local_update()
+        utility, ndcg = learner.ranking()
+        negatives = len(learner._eval_items) - 1
+        rank = round(learner.test_rank() * negatives)  # test_rank: the share of negatives at or above it
+        assert ndcg == ndcg_at_k(rank, learner.top_k)
+        assert utility == learner.evaluate() and (utility > 0) == (rank < learner.top_k)
 
 
 @pytest.mark.parametrize(("sparse", "tau"), [(True, 0.0), (False, 0.0), (True, 0.05), (False, 0.05)])

@@ -82,14 +82,14 @@ def test_clients_on_the_workbench_give_the_numbers_of_clients_with_their_own_tab
 def test_a_parked_client_answers_its_utility_and_norm_and_nothing_else() -> None:
     (a, b, *_), init, wb = learners("gmf", bench=True)
     assert wb is not None and wb.holder is None
-    at_init = (a.evaluate(), a.norm(a.shared_names))  # before any turn: θ_0's tables
+    at_init = (a.evaluate(), a.norm(a.shared_names), a.ranking())  # before any turn: θ_0's tables
     a.load(init)
     a.local_update()
-    mine = (a.evaluate(), a.norm(a.shared_names))
+    mine = (a.evaluate(), a.norm(a.shared_names), a.ranking())
     b.load(init)
     b.local_update()  # b's turn writes the shared tables
     assert wb.holder is b
-    assert (a.evaluate(), a.norm(a.shared_names)) == mine != at_init
+    assert (a.evaluate(), a.norm(a.shared_names), a.ranking()) == mine != at_init
     for what in (a.snapshot, a.local_update, a.test_rank, a.catalogue_scores, a.state, a.recover):
         with pytest.raises(WorkbenchError):
             what()
