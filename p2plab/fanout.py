@@ -143,6 +143,36 @@ def _simulate_on_ray(config: RunConfig) -> tuple[dict[str, Any], float, str, str
     return summary, seconds, code_digest(), socket.gethostname()
 
 
+def _digest_on_ray() -> tuple[str, str]:
+    return code_digest(), socket.gethostname()
+
+
+def _check_machines(ray: Any, here: str) -> None:
+    """Ask every live machine of the cluster for its :func:`code_digest` before any run is
+    submitted: one that runs other code is refused by name now, not after it spent a run's
+    hours. (Each result is checked again, for machines that join later.)"""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(_digest_on_ray)
+    refs = [
+        probe.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote()
+        for node in ray.nodes()
+        if node["Alive"]
+    ]
+    for digest, host in ray.get(refs):
+        if digest != here:
+            raise ConfigError(_other_code(host, digest, here))
+
+
+def _other_code(host: str, digest: str, here: str) -> str:
+    return (
+        f"--ray: {host} runs other p2pnode code or libraries (digest {digest}, here {here}); "
+        "install this checkout there, or its results would not be this machine's"
+    )
+
+
 def run_on_ray(
     tasks: Sequence[tuple[str, RunConfig]],
     address: str,
@@ -195,6 +225,7 @@ def _ray_runs(
             )
     limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     here = code_digest()
+    _check_machines(ray, here)
     remote = ray.remote(_simulate_on_ray)
     queue = list(tasks)
     in_flight: dict[Any, str] = {}
@@ -207,8 +238,5 @@ def _ray_runs(
         key = in_flight.pop(done[0])
         summary, seconds, digest, host = ray.get(done[0])
         if digest != here:
-            raise ConfigError(
-                f"--ray: {host} runs other p2pnode code or libraries (digest {digest}, here {here}); "
-                "install this checkout there, or its results would not be this machine's"
-            )
+            raise ConfigError(_other_code(host, digest, here))
         yield key, summary, seconds
