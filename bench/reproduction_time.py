@@ -49,7 +49,16 @@ from p2pnode.sim import ROUND_TICKS, Simulation
 EXPERIMENTS = (
     *("mixing", "table2", "table3", "samo-vs-base", "static-vs-dynamic", "table8", "fig3", "table7"),
     *("table6", "table4", "table5", "fig5", "colluder-probes", "fl-probes", "dp-probes", "eq4-readings"),
-    *("churn", "aia-fl", "aia-gossip", "pard-table3", "pard-planted", "pard-ablation", "pard-eta"),
+    *(
+        "churn",
+        "aia-fl",
+        "aia-gossip",
+        "pard-table3",
+        "pard-planted",
+        "pard-ablation",
+        "pard-eta",
+        "pard-lambda",
+    ),
 )
 
 
