@@ -98,7 +98,8 @@ def node_rows(
     """One row per hosted node at the end of a run, for tables of nodes (``per_node`` in the
     summary; ``p2pnode.simulate(...).nodes`` as a DataFrame): its utility at the last
     evaluation, its traffic and refusals, its merges and local steps, the times its model went
-    non-finite and went back to its last good state (``recoveries``), its ε under DP-SGD and,
+    non-finite and went back to its last good state (``recoveries``), its ε under DP-SGD, the
+    rows of D_pub it holds under PARD (``public_rows``) and,
     for an evaluated adversary, its CIA accuracy and upper bound (CIA paper §V-C)."""
     rows = []
     for node in nodes:
@@ -125,6 +126,9 @@ def node_rows(
         spent = node.learner.epsilon()
         if spent is not None:
             row["dp_epsilon"] = spent
+        board = node.node.board
+        if board is not None:  # PARD: the rows of D_pub this node holds (protocols/public.py)
+            row["public_rows"] = len(board.rows)
         if node.last_attack is not None:
             row["cia_accuracy"], row["cia_upper_bound"] = node.last_attack
         rows.append(row)
