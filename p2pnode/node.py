@@ -27,6 +27,7 @@ from p2pcore.effects import (
 )
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
+from p2pnode.refusals import failure_label
 from p2pnode.transport.base import Memo, Outcome, SharesFrames, Transport
 from p2pnode.wire.codec import (
     PublicSpec,
@@ -498,7 +499,7 @@ class NodeRuntime:
         if outcome.ok or self.stopped:
             return
         self.counters.send_failures += 1
-        self._metrics.send_failures.labels(self._label, outcome.reason or str(outcome.status)).inc()
+        self._metrics.send_failures.labels(self._label, failure_label(outcome.status, outcome.reason)).inc()
         if outcome.status == 0:
             self.execute(self.node.handle(Unreachable(peer), self.clock.now(), self.rng))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from p2pnode.metrics import Metrics
+from p2pnode.transport.base import UNREACHABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +153,13 @@ def markdown_table() -> str:
         note = "" if reason.counted else " (answered, not counted)"
         lines.append(f"| `{name}` | {status} | {reason.step} | {reason.meaning}{note} |")
     return "\n".join(lines) + "\n"
+
+
+def failure_label(status: int, reason: str) -> str:
+    """The ``reason`` label of ``p2pnode_send_failures_total`` for a send that failed with
+    ``status`` and ``reason``: a reason of :data:`REASONS` as it is; for a peer that never
+    answered (status 0) the local error's type, which this process names; anything else a peer
+    answered (a reason it made up, a bare status) is ``other``, so a peer cannot add labels."""
+    if status == UNREACHABLE:
+        return reason or "unreachable"
+    return reason if reason in REASONS else "other"
