@@ -13,6 +13,11 @@ node of the same process) goes through :func:`take`, whose steps alternate betwe
 4. **parse body** (``decode_body``): every field and tensor against the node's own model;
 5. **node vet**: the ids a message names exist, a model or multicast is not too far from the node's.
 
+A model frame the node admitted and then refused (a body that does not parse, a model too far)
+costs its sender a token of the sender gate as a taken one does (``Inbox.charge``), so the bound
+cannot be probed for free; a delta whose base is gone (``no-base``) does not, since honest
+senders meet it and send the model again whole.
+
 A refusal is a ``WireError`` whose reason is one of ``p2pnode.refusals.REASONS``; the host counts it.
 """
 
@@ -86,6 +91,13 @@ class Inbox(Protocol):
     def vet_public(self, sender: int, message: PublicMessage) -> str | None:
         """Why parsed rows of D_pub must be refused (rows of another user than the sender's), or None."""
 
+    def charge(self, sender: int) -> None:
+        """A model frame from ``sender`` that was admitted was then refused: it costs a token."""
+
+
+#: refusals after admission that cost the sender nothing: an honest sender meets them
+FREE_REFUSALS = frozenset({"no-base"})
+
 
 def take(
     data: bytes | memoryview | SharedFrame,
@@ -106,8 +118,13 @@ def take(
     frame = decode_frame(data, max_bytes, memo)
     check_route(frame, inbox.node_id, channel, sender, certified)
     admit(frame, inbox)
-    message = decode_body(frame, inbox.spec, inbox.decoder, inbox.collusion_spec, memo, inbox.public_spec)
-    vet(frame, message, inbox)
+    try:
+        message = decode_body(frame, inbox.spec, inbox.decoder, inbox.collusion_spec, memo, inbox.public_spec)
+        vet(frame, message, inbox)
+    except WireError as err:
+        if frame.type in MODEL_TYPES and err.reason not in FREE_REFUSALS:
+            inbox.charge(frame.sender)
+        raise
     return frame, message
 
 

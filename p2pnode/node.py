@@ -531,6 +531,10 @@ class NodeRuntime:
         """The pure node's verdict on a decoded message (p2pnode.intake asks it)."""
         return self.node.vet(message)
 
+    def charge(self, sender: int) -> None:
+        """A model from ``sender`` admitted and then refused costs it as a taken one does."""
+        self.node.charge(sender, self.clock.now())
+
     def admit_public(self, sender: int) -> str | None:
         """The pure node's verdict on rows of D_pub from ``sender``, before their body is read."""
         return self.node.admit_public(sender)

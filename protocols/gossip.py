@@ -243,6 +243,13 @@ class GossipNode:
         checks; a refusal changes nothing. An honest node takes no multicasts."""
         return "not-colluder" if collusion else self.protocol.admit(sender, now)
 
+    def charge(self, sender: NodeId, now: float) -> None:
+        """A model from ``sender`` passed the sender gate and was then refused (its body did not
+        parse, or it was too far): it costs the sender a token as a taken model does, so a member
+        cannot probe the distance bound for free (issue #61)."""
+        if self.protocol.gate is not None:
+            self.protocol.gate.spend(sender, now)
+
     def vet(self, message: object) -> str | None:
         """Why a decoded message must be refused before the node takes it (None: take it).
         Asked by the driver between decoding and delivery, so a refusal changes nothing."""

@@ -63,8 +63,8 @@ class SenderGate:
         return None
 
     def spend(self, sender: NodeId, now: float) -> None:
-        """A model from ``sender`` was taken: one of its tokens is spent (a model refused later,
-        by the decoder or the distance bound, and sent again costs the sender nothing)."""
+        """A model from ``sender`` was taken, or admitted and then refused by the decoder or the
+        distance bound (``GossipNode.charge``): one of its tokens is spent."""
         self._buckets[sender] = (self._tokens(sender, now) - 1.0, now)
         self._buckets.move_to_end(sender)
         if len(self._buckets) > self.senders:

@@ -57,6 +57,35 @@ def test_the_intake_checks_route_identity_freshness_and_body() -> None:
     assert reason(inbox=Inbox(7, model(items=40))) == "shape"
 
 
+def test_an_admitted_model_refused_later_costs_its_sender_but_a_lost_base_does_not() -> None:
+    p = model()
+    inbox = Inbox(7, p)
+    whole = encode_model_frame(3, 7, DeltaEncoder().encode(7, 5, p))
+    take(whole, LIMIT, inbox, Channel.GOSSIP)
+    assert inbox.charged == []  # a taken model is charged by the node when it takes it
+    inbox.refuse = "too-far"
+    with pytest.raises(WireError, match="too-far"):
+        take(whole, LIMIT, inbox, Channel.GOSSIP)
+    assert inbox.charged == [3]  # probing the bound is not free
+    with pytest.raises(WireError, match="shape"):
+        take(whole, LIMIT, Inbox(7, model(items=40)), Channel.GOSSIP)  # a body that does not fit
+    narrow = Inbox(7, model(items=40))
+    with pytest.raises(WireError):
+        take(whole, LIMIT, narrow, Channel.GOSSIP)
+    assert narrow.charged == [3]
+    enc = DeltaEncoder()
+    enc.acknowledged(7, 5, enc.encode(7, 5, p).view)
+    q = {k: v.copy() for k, v in p.items()}
+    q["item"][0] += 1  # one row changed: sent as a delta on version 5
+    encoded = enc.encode(7, 6, q)
+    assert encoded.is_delta
+    delta = encode_model_frame(3, 7, encoded)
+    fresh = Inbox(7, p)  # never saw version 5: the delta's base is not there
+    with pytest.raises(WireError, match="base"):
+        take(delta, LIMIT, fresh, Channel.GOSSIP)
+    assert fresh.charged == []  # an honest sender meets this and sends the model whole
+
+
 def test_sampling_messages_naming_ids_outside_the_network_are_refused() -> None:
 
     inbox = Inbox(7, model())

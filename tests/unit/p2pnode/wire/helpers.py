@@ -43,12 +43,16 @@ class Inbox:
         self.refuse: str | None = None
         self.public_spec = None
         self.board = None  #: a protocols.public.PublicBoard: the node's rules for rows of D_pub
+        self.charged: list[int] = []  #: senders charged a token for a refused model
 
     def admit(self, sender: int, collusion: bool = False) -> str | None:
         return None
 
     def vet(self, message: object) -> str | None:
         return self.refuse
+
+    def charge(self, sender: int) -> None:
+        self.charged.append(sender)
 
     def admit_public(self, sender: int) -> str | None:
         return "not-public" if self.board is None else self.board.admit(sender)

@@ -1,0 +1,67 @@
+"""What one member can do with its own ids, bounded (issue #61), over real HTTP: a peer that
+answers every frame with a reason of its own making adds no label to /metrics; probing the
+distance bound with refused models costs the prober its sender-gate tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from p2pnode.refusals import REASONS
+from p2pnode.transport import http
+from p2pnode.transport.base import Outcome
+from p2pnode.wire.schema import MsgType
+from p2pnode.wire.tensors import pack_tensor
+from tests.functional.helpers import failed_sends
+from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
+
+pytestmark = pytest.mark.functional
+
+
+async def test_made_up_refusal_reasons_become_one_other_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    made_up = (f"{i:04d}-" + "x" * 2000 for i in itertools.count())  # 2 kB and new every time
+    answer = http._answer
+
+    def refuse_with_a_new_reason(outcome: Outcome, close: bool = False) -> web.Response:
+        if outcome.ok:  # every frame the process would take is refused with a reason never seen before
+            return answer(Outcome(403, next(made_up)), close)
+        return answer(outcome, close)
+
+    monkeypatch.setattr(http, "_answer", refuse_with_a_new_reason)
+    config = cfg(nodes=12, rounds=3).replace(**{"wire.batch": False})
+    procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
+    await finish(procs)
+    failed = failed_sends(procs)
+    assert failed.get("other", 0) >= 10, failed  # the refusals were counted, under one label
+    assert set(failed) <= set(REASONS) | {"other"}, sorted(failed)[:5]
+
+
+async def test_probing_the_distance_bound_spends_the_probers_tokens() -> None:
+    config = cfg(nodes=6, rounds=1000, sampling="static")
+    procs, addrs = await run_cluster(config, [tuple(range(6))])
+    proc = procs[0]
+    try:
+        for n in proc.host.nodes.values():
+            n.pause()
+        await asyncio.sleep(1.0)  # in flight lands; every bucket refills (1 token per 60 ticks of 4 ms)
+        dest = proc.host.nodes[1]
+        gate = dest.node.protocol.gate
+        assert gate is not None
+        now = dest.clock.now()
+        sender = next(s for s in range(6) if s != 1 and gate.expects is not None and gate.expects(s, now))
+        far = {k: pack_tensor(v * 1000) for k, v in dest.learner.snapshot().items()}  # past the bound
+        version = dest.last_version.get(sender, 0) + 1
+        answers = []
+        async with aiohttp.ClientSession() as s:
+            for _ in range(4):
+                body = frame(MsgType.MODEL, sender, 1, {"ver": version, "p": far})
+                async with s.post(f"http://{addrs[0]}/v1/nodes/1/gossip", data=body) as r:
+                    answers.append((r.status, r.headers.get("X-P2P-Reason")))
+        # the burst of 2 is spent on refused probes as on taken models: then the gate says no unread
+        assert answers == [(422, "too-far"), (422, "too-far"), (429, "too-often"), (429, "too-often")]
+    finally:
+        await proc.shutdown()
