@@ -292,6 +292,15 @@ class NodeProcess:
         if first_hand or node not in self.addresses:
             self.addresses[node] = hostport
 
+    def _claims(self, peer: str, listed: list[int], why: str, keep: Callable[[int], bool]) -> list[int]:
+        """The entries of ``peer``'s members page that ``keep`` accepts; the others are left out
+        with one warning (a page is the peer's word: it may not place nodes it cannot hold)."""
+        kept = [u for u in listed if keep(u)]
+        if len(kept) < len(listed):
+            left = sorted(set(listed) - set(kept))
+            log.warning("%s lists %d node(s) %s: left out (first: %s)", peer, len(left), why, left[:5])
+        return kept
+
     async def _bootstrap(self) -> list[tuple[int, str]]:
         """Learn who hosts which node; returns Cyclon seeds (the nodes of the seed processes)."""
         fedavg = self.config.protocol == "fedavg"
@@ -313,18 +322,18 @@ class NodeProcess:
                         params = {"challenge": challenge} if trust is not None else None
                         async with session.get(f"{scheme}://{peer}/v1/members", params=params) as resp:
                             body = await resp.json()
+                        listed = [int(u) for u in body["nodes"]]
                         if trust is not None:  # only the nodes the peer proves it holds
                             cred = trust.check_proof(body, challenge, peer)
                             if cred is None or cred.serial in trust.revoked:
                                 raise StartupError(
                                     f"{peer} could not prove a credential of this cluster's authority"
                                 )
-                            unproven = [u for u in body["nodes"] if not cred.names(int(u))]
-                            if unproven:
-                                raise StartupError(
-                                    f"{peer} lists node(s) {unproven[:5]} its credential does not name"
-                                )
-                        for u in body["nodes"]:
+                            listed = self._claims(peer, listed, "its credential does not name", cred.names)
+                        # a page lists another process's nodes (a member's lie, or a stale page):
+                        # never this process's own, which would stop it from starting (issue #61)
+                        listed = self._claims(peer, listed, "hosted here", lambda u: u not in self.hosted)
+                        for u in listed:
                             if u in self.addresses and self.addresses[u] != peer:
                                 raise StartupError(
                                     f"node {u} is hosted by both {peer} and {self.addresses[u]}"

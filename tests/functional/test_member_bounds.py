@@ -1,23 +1,27 @@
 """What one member can do with its own ids, bounded (issue #61), over real HTTP: a peer that
 answers every frame with a reason of its own making adds no label to /metrics; probing the
-distance bound with refused models costs the prober its sender-gate tokens."""
+distance bound with refused models costs the prober its sender-gate tokens; a members page that
+lists another process's nodes places none of them and stops no start."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.refusals import REASONS
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.helpers import failed_sends
+from tests.functional.helpers import failed_sends, free_ports
 from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
+from tests.functional.test_identities_http import cluster_files
 
 pytestmark = pytest.mark.functional
 
@@ -65,3 +69,27 @@ async def test_probing_the_distance_bound_spends_the_probers_tokens() -> None:
         assert answers == [(422, "too-far"), (422, "too-far"), (429, "too-often"), (429, "too-often")]
     finally:
         await proc.shutdown()
+
+
+@pytest.mark.parametrize("identities", [True, False])
+async def test_a_members_page_that_lists_another_process_nodes_places_none_of_them(
+    tmp_path: Path, identities: bool
+) -> None:
+    key, _authority, ids = cluster_files(tmp_path)
+    config = cfg(nodes=12, rounds=3, sampling="static")
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    procs = []
+    for k in range(2):
+        host, port = addrs[k].split(":")
+        extra = {"key_file": key, "identity_file": ids[k]} if identities else {}
+        spec = ProcessSpec(tuple(range(6 * k, 6 * k + 6)), host, int(port), (addrs[1 - k],), **extra)
+        procs.append(NodeProcess(config, spec))
+    # B's page also claims A's nodes 0 and 1 (with identities B's credential names 6-11 only):
+    # A used to refuse to start ("lists node(s) ... its credential does not name", or "hosted by both")
+    procs[1].members = lambda: {"address": addrs[1], "nodes": [0, 1, *range(6, 12)]}  # type: ignore[method-assign]
+    await asyncio.gather(*(p.start() for p in procs))
+    results = await finish(procs)
+    a = procs[0]
+    assert all(a.addresses.get(u) != addrs[1] for u in (0, 1))  # A's own nodes stay A's
+    assert {u for u in range(6, 12) if a.addresses.get(u) == addrs[1]} == set(range(6, 12))
+    assert all(r["model_messages"] > 0 for r in results)
