@@ -59,6 +59,12 @@ class Limits:
     max_inflight_per_address: int = _limit(
         48, "POSTs one remote address may have in flight (a sender opens at most 32 per destination)", 1
     )
+    max_inflight_per_member: int = _limit(
+        32,
+        "POSTs one member (one credential, with identities) may have in flight from all its addresses "
+        "(a process opens at most 32 at once to one destination)",
+        1,
+    )
     max_get_inflight: int = _limit(4, "GET /status, /metrics, /v1/members served at once; more get 503", 1)
     header_timeout_s: float = _limit(10.0, "a connection must complete a request's headers within this")
     body_timeout_s: float = _limit(
@@ -98,6 +104,33 @@ class _CappedCounts:
             self.counts[key] = n
         else:
             self.counts.pop(key, None)
+
+
+class MemberGuard:
+    """Per member (its credential, with identities): requests in flight, from all its addresses.
+
+    The per-address cap holds a member that uses one address; one with several would hold the
+    process's whole gate with slow uploads (issue #61: 96 at 1 byte a second from 4 addresses took
+    the honest intake to x0.48). A process sends at most ``CLIENT_PER_HOST`` requests at once to
+    one destination, so an honest member never meets this cap. Members are forgotten when their
+    last request ends.
+    """
+
+    def __init__(self, max_inflight: int) -> None:
+        self._inflight = _CappedCounts(max_inflight)
+
+    def enter(self, member: str) -> bool:
+        return self._inflight.take(member)
+
+    def leave(self, member: str) -> None:
+        self._inflight.give_back(member)
+
+    def inflight(self, member: str) -> int:
+        return self._inflight.counts.get(member, 0)
+
+    @property
+    def refused(self) -> int:
+        return self._inflight.refused
 
 
 class AddressGuard:

@@ -9,8 +9,9 @@ requests the earlier ones let through):
 1. ``authenticate``: with a cluster key, the headers alone (MAC, identity, replay: p2pnode.auth),
    401/403/409, then the per-(sender, node) rate limit, 429. A stranger's body is never read.
 2. ``enter``: the process is accepting (503 ``starting``, after the headers so a stranger learns
-   nothing), the requests in flight from the remote address, the event loop's lag for a
-   model-sized body, the requests in flight in the whole process (503 ``busy``).
+   nothing), the requests in flight from the remote address and (with identities) from the
+   member's credential at any address, the event loop's lag for a model-sized body, the requests
+   in flight in the whole process (503 ``busy``).
 3. ``check_length``: the declared length (413 ``too-large``).
 4. the body, read by the server within ``body_timeout_s``: ``body_failed`` names what went wrong
    (413, 408 ``slow-body``, 400 ``truncated``); ``check_body`` matches it against the signed
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from p2pnode.auth import KeyHolder, Verdict, body_matches
-from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, RateLimiter
+from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, MemberGuard, RateLimiter
 from p2pnode.transport.base import Memo, Outcome, Payload
 from p2pnode.transport.batch import SMALL_SHARE
 from p2pnode.wire.schema import Channel, SharedFrame
@@ -72,6 +73,7 @@ class Admission:
         self.limits = limits
         self.gate = Gate(limits.max_inflight)
         self.guard = AddressGuard(limits.max_connections_per_address, limits.max_inflight_per_address)
+        self.members = MemberGuard(limits.max_inflight_per_member)
         self.rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
         self.shedder = LagShedder(limits.max_lag_s)
 
@@ -94,6 +96,18 @@ class Admission:
         then the per-(sender, node) rate limit. ``vouched``: for a batch entry, the batch's
         verified credential (its signature covers the entry). Returns the refusal (counted) or
         None, and the authenticated sender (None in an open cluster)."""
+        refused, verdict = self._authenticate(path, headers, dest, now, frame, vouched)
+        return refused, None if verdict is None else verdict.sender
+
+    def _authenticate(
+        self,
+        path: str,
+        headers: Mapping[str, str],
+        dest: int,
+        now: float,
+        frame: bytes | None = None,
+        vouched: str | None = None,
+    ) -> tuple[Outcome | None, Verdict | None]:
         if self.keys is None:  # an open cluster: the sender is whatever the frame claims
             return None, None
         verdict = self.keys.verifier.check_headers("POST", path, headers, int(now * 1000), vouched)
@@ -104,25 +118,34 @@ class Admission:
         sender = verdict.sender
         if sender is not None and dest >= 0 and not self.rate.allow(sender, dest, now):
             return self.refuse(dest, Outcome(429, "rate-limited")), None
-        return None, sender
+        return None, verdict
 
     def authenticate_request(
         self, path: str, headers: Mapping[str, str], dest: int, now: float
-    ) -> tuple[Outcome | None, int | None]:
+    ) -> tuple[Outcome | None, int | None, str | None]:
         """Step 1 for a request off the network: the keyring is brought up to ``now`` first (a
-        rotation's grace ends), then :meth:`authenticate` from the headers."""
+        rotation's grace ends), then :meth:`authenticate` from the headers. Returns the refusal
+        or None, the authenticated sender and the member (its credential's serial, with
+        identities; None otherwise), which :meth:`enter` caps."""
         if self.keys is not None:
             self.keys.refresh(now)
-        return self.authenticate(path, headers, dest, now)
+        refused, verdict = self._authenticate(path, headers, dest, now)
+        if verdict is None:
+            return refused, None, None
+        member = None if verdict.serial is None else f"serial {verdict.serial}"
+        return refused, verdict.sender, member
 
-    def enter(self, dest: int, address: str, length: int | None) -> Outcome | None:
-        """Step 2: a slot for a request from ``address`` with declared ``length`` (None: not
-        declared), or the refusal. Lag sheds model-sized bodies, the work that makes a loop late;
-        a small frame (a swap's lock request, a batch of them) costs less to serve than to refuse
-        and retry."""
+    def enter(self, dest: int, address: str, length: int | None, member: str | None = None) -> Outcome | None:
+        """Step 2: a slot for a request from ``address`` (and from ``member``, the authenticated
+        credential, with identities) with declared ``length`` (None: not declared), or the
+        refusal. Lag sheds model-sized bodies, the work that makes a loop late; a small frame (a
+        swap's lock request, a batch of them) costs less to serve than to refuse and retry."""
         if not self.host.accepting:
             return self.refuse(dest, Outcome(503, "starting"))
         if not self.guard.enter(address):
+            return self.refuse(dest, Outcome(503, "busy"))
+        if member is not None and not self.members.enter(member):
+            self.guard.leave(address)
             return self.refuse(dest, Outcome(503, "busy"))
         overloaded = self.shedder.overloaded() and (
             length is None or length * SMALL_SHARE > self.host.max_frame_bytes
@@ -130,13 +153,17 @@ class Admission:
         if overloaded or not self.gate.enter():
             self.shedder.shed += overloaded
             self.guard.leave(address)
+            if member is not None:
+                self.members.leave(member)
             return self.refuse(dest, Outcome(503, "busy"))
         return None
 
-    def leave(self, address: str) -> None:
-        """The slot :meth:`enter` gave a request from ``address`` is free again."""
+    def leave(self, address: str, member: str | None = None) -> None:
+        """The slot :meth:`enter` gave a request from ``address`` (and ``member``) is free again."""
         self.gate.leave()
         self.guard.leave(address)
+        if member is not None:
+            self.members.leave(member)
 
     def check_length(self, dest: int, length: int | None) -> Outcome | None:
         """Step 3: a declared length past the largest frame is refused before the body is read."""

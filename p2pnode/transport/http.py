@@ -383,11 +383,11 @@ async def _serve(
 ) -> web.StreamResponse:
     """A POST through admission's steps (``dest`` -1: a batch, rate-limited per frame), then
     ``deliver``; every refusal answers and closes the connection."""
-    refused, sender = admission.authenticate_request(request.path, request.headers, dest, time.time())
+    refused, sender, member = admission.authenticate_request(request.path, request.headers, dest, time.time())
     if refused is not None:
         return _answer(refused, close=True)
     address = request.remote or "?"
-    refused = admission.enter(dest, address, request.content_length)
+    refused = admission.enter(dest, address, request.content_length, member)
     if refused is not None:
         return _answer(refused, close=True)
     try:
@@ -403,7 +403,7 @@ async def _serve(
             allowed = certified_nodes(transport.get_extra_info("peercert") if transport is not None else None)
         return deliver(data, sender, allowed)
     finally:
-        admission.leave(address)
+        admission.leave(address, member)
 
 
 async def _read_body(admission: Admission, request: web.Request, dest: int) -> bytes | Outcome:

@@ -1,18 +1,24 @@
 """What one member can do with its own ids, bounded (issue #61), over real HTTP: a peer that
 answers every frame with a reason of its own making adds no label to /metrics; probing the
 distance bound with refused models costs the prober its sender-gate tokens; a members page that
-lists another process's nodes places none of them and stops no start."""
+lists another process's nodes places none of them and stops no start; a member's slow uploads
+hold at most its share of the process's slots, from however many addresses."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from p2pnode.auth import load_keyring, sign
+from p2pnode.identity import load_identity
+from p2pnode.limits import Limits
 from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.refusals import REASONS
 from p2pnode.transport import http
@@ -93,3 +99,52 @@ async def test_a_members_page_that_lists_another_process_nodes_places_none_of_th
     assert all(a.addresses.get(u) != addrs[1] for u in (0, 1))  # A's own nodes stay A's
     assert {u for u in range(6, 12) if a.addresses.get(u) == addrs[1]} == set(range(6, 12))
     assert all(r["model_messages"] > 0 for r in results)
+
+
+async def test_a_members_slow_uploads_from_two_addresses_hold_only_its_share(tmp_path: Path) -> None:
+    key, _authority, ids = cluster_files(tmp_path)
+    config = cfg(nodes=12, rounds=1000, sampling="static")
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    procs = []
+    for k in range(2):
+        host, port = addrs[k].split(":")
+        users = tuple(range(6 * k, 6 * k + 6))
+        spec = ProcessSpec(users, host, int(port), (addrs[1 - k],), key_file=key, identity_file=ids[k])
+        procs.append(NodeProcess(config, spec))
+    await asyncio.gather(*(p.start() for p in procs))
+    member = load_identity(ids[1])  # the operator of process B, with its own credential
+    keyring = load_keyring(key)
+    a = procs[0]
+    good = {k: pack_tensor(v) for k, v in a.host.nodes[0].learner.snapshot().items()}
+    share = Limits().max_inflight_per_member
+
+    async def trickle(body: bytes) -> AsyncIterator[bytes]:
+        yield body[:1]
+        await asyncio.sleep(60)  # then nothing: the upload holds its slot
+        yield body[1:]
+
+    async def slow_upload(session: aiohttp.ClientSession, n: int) -> int:
+        sender, dest = 6 + n % 6, n % 6
+        path = f"/v1/nodes/{dest}/gossip"
+        body = frame(MsgType.MODEL, sender, dest, {"ver": (int(time.time()) << 32) + n, "p": good})
+        headers = sign(keyring, "POST", path, sender, body, int(time.time() * 1000), identity=member)
+        headers["Content-Length"] = str(len(body))
+        async with session.post(f"http://{addrs[0]}{path}", data=trickle(body), headers=headers) as r:
+            return r.status
+
+    sessions = [
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(ip, 0), limit=0))
+        for ip in ("127.0.0.2", "127.0.0.3")  # two addresses, each under the per-address cap of 48
+    ]
+    uploads = [asyncio.create_task(slow_upload(sessions[n % 2], n)) for n in range(share + 8)]
+    try:
+        done, _ = await asyncio.wait(uploads, timeout=3.0)
+        # the member's share is held; every upload past it is refused at once, before its body
+        assert sorted(t.result() for t in done) == [503] * 8
+    finally:
+        for t in uploads:
+            t.cancel()
+        await asyncio.gather(*uploads, return_exceptions=True)
+        for session in sessions:
+            await session.close()
+        await asyncio.gather(*(p.shutdown() for p in procs))

@@ -58,7 +58,7 @@ def test_a_good_post_passes_every_step_and_names_its_sender() -> None:
     host = FakeHost()
     adm = Admission(host, keys(), Limits())
     headers = signed()
-    assert adm.authenticate_request(PATH, headers, 4, NOW) == (None, 3)
+    assert adm.authenticate_request(PATH, headers, 4, NOW) == (None, 3, None)
     assert adm.enter(4, "10.0.0.1", len(BODY)) is None
     assert adm.gate.inflight == 1
     assert adm.check_length(4, len(BODY)) is None
@@ -70,20 +70,20 @@ def test_a_good_post_passes_every_step_and_names_its_sender() -> None:
 def test_step_1_headers_then_rate_each_refusal_counted_once() -> None:
     host = FakeHost()
     adm = Admission(host, keys(), Limits(rate_per_s=1.0, burst=2.0))
-    assert adm.authenticate_request(PATH, {}, 4, NOW) == (Outcome(401, "no-auth"), None)
+    assert adm.authenticate_request(PATH, {}, 4, NOW) == (Outcome(401, "no-auth"), None, None)
     theirs = sign(Keyring("lab", {"k1": b"b" * 32}, "k1"), "POST", PATH, 3, BODY, int(NOW * 1000))
-    refused, _ = adm.authenticate_request(PATH, theirs, 4, NOW)
+    refused, _, _ = adm.authenticate_request(PATH, theirs, 4, NOW)
     assert refused is not None and refused.status == 401
     stranger = signed(sender=42)
-    refused, _ = adm.authenticate_request(PATH, stranger, 4, NOW)
+    refused, _, _ = adm.authenticate_request(PATH, stranger, 4, NOW)
     assert refused is not None and refused.status == 403
     headers = signed()
-    assert adm.authenticate_request(PATH, headers, 4, NOW) == (None, 3)
+    assert adm.authenticate_request(PATH, headers, 4, NOW) == (None, 3, None)
     assert adm.authenticate_request(PATH, headers, 4, NOW)[0] == Outcome(409, "replay")
     # the rate: a burst of 2 per (sender, node), then refused; another node has its own bucket
     assert adm.authenticate_request(PATH, signed(at=NOW + 0.001), 4, NOW + 0.001)[0] is None
     third = adm.authenticate_request(PATH, signed(at=NOW + 0.002), 4, NOW + 0.002)
-    assert third == (Outcome(429, "rate-limited"), None)
+    assert third == (Outcome(429, "rate-limited"), None, None)
     other = "/v1/nodes/5/gossip"
     assert adm.authenticate_request(other, signed(at=NOW + 0.003, path=other), 5, NOW + 0.003)[0] is None
     reasons = [r for _d, r in host.refused]
@@ -110,7 +110,7 @@ def test_an_open_cluster_authenticates_nobody_and_limits_no_sender() -> None:
     host = FakeHost()
     adm = Admission(host, None, Limits(rate_per_s=1.0, burst=1.0))
     for _ in range(5):
-        assert adm.authenticate_request(PATH, {}, 4, NOW) == (None, None)
+        assert adm.authenticate_request(PATH, {}, 4, NOW) == (None, None, None)
     assert adm.check_body(4, {}, BODY) is None and host.refused == []
 
 
@@ -133,6 +133,25 @@ def test_step_2_starting_then_the_address_then_the_loops_lag_then_the_process() 
     adm.leave("b")
     assert adm.gate.inflight == 0
     assert [r for _d, r in host.refused] == ["starting", "busy", "busy", "busy"]
+
+
+def test_step_2_a_member_holds_at_most_its_share_from_all_its_addresses() -> None:
+    host = FakeHost()
+    limits = Limits(max_inflight=10, max_inflight_per_address=3, max_inflight_per_member=4)
+    adm = Admission(host, keys(), limits)
+    # member "serial 7" spreads its slow uploads over three addresses: 4 slots, then busy
+    entered = [adm.enter(4, addr, 10, "serial 7") for addr in ("a", "a", "b", "b", "c", "c")]
+    assert entered == [None] * 4 + [Outcome(503, "busy")] * 2
+    assert adm.guard.inflight("c") == 0 and adm.members.inflight("serial 7") == 4
+    assert adm.enter(4, "c", 10, "serial 8") is None  # another member, and the process, have room
+    assert adm.enter(4, "d", 10) is None  # a request with no credential (an open cluster) is not capped
+    adm.leave("a", "serial 7")
+    assert adm.enter(4, "c", 10, "serial 7") is None  # a slot given back is taken again
+    for addr in ("a", "b", "b", "c"):
+        adm.leave(addr, "serial 7")
+    adm.leave("c", "serial 8")
+    adm.leave("d")
+    assert adm.gate.inflight == 0 and adm.members.inflight("serial 7") == 0
 
 
 def test_steps_3_and_4_length_then_the_body() -> None:
