@@ -58,6 +58,7 @@ EXPERIMENTS = (
         "pard-ablation",
         "pard-eta",
         "pard-lambda",
+        "defences-gossip",
     ),
 )
 

@@ -501,7 +501,8 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]], siz
         ax.set_ylabel(cy.label + (" (%)" if cy.percent else ""))
         ax.set_title(f"{exp.title}\n{spread}{sub}", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        if ax.get_legend_handles_labels()[0]:  # an optional column may have no point yet
+            ax.legend(fontsize=7, ncol=2)
         written.append(save_figure(fig, out / "tradeoff.png"))
     for col in exp.columns:
         fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(table)), 4.8))
