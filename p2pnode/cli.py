@@ -598,6 +598,7 @@ def _run(args: argparse.Namespace) -> int:
         limits=settings.limits,
         state_dir=path(settings.state_dir),
         checkpoint_every=settings.checkpoint_every,
+        bootstrap_timeout_s=settings.peer_wait,
         tls=_tls(settings),
         forever=forever,
     )

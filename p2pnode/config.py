@@ -984,8 +984,13 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {path} is a directory") from None
+    except PermissionError:
+        raise ConfigError(f"config file {path} cannot be read (permission denied)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not text: --config reads TOML") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+        hint = " (a JSON file? --config reads TOML)" if path.suffix.lower() == ".json" else ""
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}{hint}") from None
 
 
 def load_toml(path: Path, base: RunConfig | None = None) -> RunConfig:

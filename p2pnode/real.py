@@ -226,14 +226,17 @@ class NodeProcess:
             address=self.spec.address,
         )
         server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
-        self.runner, self.listener = await listen(
-            app,
-            self.spec.listen_host,
-            self.spec.listen_port,
-            server_ssl,
-            limits,
-            on_refused=self.metrics.refused_connections.inc,
-        )
+        try:
+            self.runner, self.listener = await listen(
+                app,
+                self.spec.listen_host,
+                self.spec.listen_port,
+                server_ssl,
+                limits,
+                on_refused=self.metrics.refused_connections.inc,
+            )
+        except OSError as exc:  # the port in use, an address not of this machine, no permission
+            raise StartupError(f"cannot listen on {self.spec.address}: {exc.strerror or exc}") from None
         if self.round >= self.config.rounds:  # resumed after its last round: nothing left to run,
             self._t0 = time.perf_counter()  # and its peers may be gone; run() writes the result
             self.host.accepting = True
@@ -307,6 +310,7 @@ class NodeProcess:
         need_all = fedavg or self.config.sampling in ("static", "peerswap")
         deadline = time.monotonic() + self.spec.bootstrap_timeout_s
         pending = [p for p in self.spec.peers if p != self.spec.address]
+        said = 0  #: the last wait, in s, a line was printed for
         seeds: list[tuple[int, str]] = []
         scheme = "https" if self._client_ssl is not None else "http"
         connector = aiohttp.TCPConnector(ssl=self._client_ssl if self._client_ssl is not None else True)
@@ -348,7 +352,17 @@ class NodeProcess:
                     break
                 if pending:
                     if time.monotonic() > deadline:
-                        raise StartupError(f"peers not reachable: {', '.join(pending)}")
+                        raise StartupError(
+                            f"peers not reachable after {self.spec.bootstrap_timeout_s:g} s: "
+                            f"{', '.join(pending)} (--peer-wait sets how long to wait)"
+                        )
+                    waited = time.monotonic() - (deadline - self.spec.bootstrap_timeout_s)
+                    if waited >= said + 10:
+                        said = int(waited // 10) * 10
+                        log.warning(
+                            "waiting for peers: %s not reachable yet (%d s of %g)",
+                            ", ".join(pending), said, self.spec.bootstrap_timeout_s,
+                        )  # fmt: skip
                     with contextlib.suppress(asyncio.TimeoutError):  # SIGTERM ends the wait
                         await asyncio.wait_for(self._stop.wait(), 0.2)
                     if self._stop.is_set():

@@ -65,6 +65,15 @@ class ProcessConfig:
     checkpoint_every: int = opt(
         10, "rounds between checkpoints", group="process", commands=_RUN, check=min_check(1)
     )
+    peer_wait: float = opt(
+        60.0,
+        "seconds to wait at the start for the --peers to answer (a line every 10 s says who is "
+        "still missing); then the process gives up",
+        group="process",
+        commands=_RUN,
+        check=min_check(0),
+        metavar="SECONDS",
+    )
     memory_check: bool = opt(
         True,
         "start even where the estimate says the run will not fit in free memory (cap it from outside, "

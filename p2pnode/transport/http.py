@@ -625,9 +625,13 @@ async def listen(
     assert factory is not None
     guard = app[GUARD]
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: _Guarded(factory(), guard, on_refused), host, port, ssl=ssl_context, reuse_address=True
-    )
+    try:
+        server = await loop.create_server(
+            lambda: _Guarded(factory(), guard, on_refused), host, port, ssl=ssl_context, reuse_address=True
+        )
+    except OSError:
+        await runner.cleanup()
+        raise
     return runner, server
 
 
