@@ -238,6 +238,11 @@ def _experiment_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def plural(n: int, word: str) -> str:
+    """``1 row``, ``3 rows``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _experiment_summary(args: argparse.Namespace) -> int:
     from p2plab.experiment_summary import render, summarize, write_into
 
@@ -245,6 +250,12 @@ def _experiment_summary(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise ConfigError(f"{folder}: no such folder (the experiments' --out parent, default results)")
     text = render(summarize(folder))
+    if text.startswith("No finished experiment"):  # name the folder, and where kept reports are
+        text = (
+            f"No finished experiment with a paper number in {folder}/ (an experiment's --out folder "
+            "goes there). The reports kept with the repository: "
+            "p2pnode experiment summary experiments/reports\n"
+        )
     if args.write is not None:
         write_into(args.write, text)
         print(f"summary of {folder} written into {args.write}", file=sys.stderr)
@@ -336,7 +347,8 @@ def _experiment_run(args: argparse.Namespace) -> int:
         )
     if progress:
         progress(
-            f"{exp.name}: {len(doc['rows'])} rows in {doc['seconds']:.0f} s; report in {out / 'report.md'}"
+            f"{exp.name}: {plural(len(doc['rows']), 'row')} in {doc['seconds']:.0f} s; "
+            f"report in {out / 'report.md'}"
         )
     return 0
 

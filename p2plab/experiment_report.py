@@ -148,7 +148,7 @@ def _changed_note(overrides: Mapping[str, Any]) -> str:
         elif key not in ("nodes", "rounds"):  # the line above names them already
             flat.append(f"{key}={Path(value).name if key == 'dataset' else value}")
     changed = f"changed: {', '.join(flat)}; " if flat else ""
-    return f"\n{changed}title and paper bars: the file's setting, not these runs'"
+    return f"\n{changed}the title and the paper's bars are the file's setting, not that of these runs"
 
 
 def aggregate(

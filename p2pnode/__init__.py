@@ -41,6 +41,9 @@ __version__ = "0.1.0"
 #: the names the lab registers (entry point group ``p2pnode.api``)
 API_GROUP = "p2pnode.api"
 _API = ("simulate", "launch", "Result")
+#: what ``from p2pnode import *`` gives, and what ``help(p2pnode)`` lists (the API above, loaded
+#: from the lab on first use)
+__all__ = [*_API, "__version__"]
 
 
 def __getattr__(name: str) -> object:

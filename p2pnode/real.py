@@ -135,7 +135,6 @@ class NodeProcess:
             file=sys.stderr,
             flush=True,
         )
-        log.warning("running without authentication")
         return None
 
     # -- HTTP views ----------------------------------------------------------------------------
@@ -267,7 +266,11 @@ class NodeProcess:
             if reached is not None and reached[0] > self.round:
                 resume["reached"], resume["reached_time"] = reached  # the rounds this resume replays
             self.resumes = [*saved.get("resumes", []), resume]
-            log.warning("resumed %d node(s) from %s at round %d", len(rounds), self.state.path, self.round)
+            print(  # what a restart did, said once as the cluster-key line is: not a warning
+                f"p2pnode: resumed {len(rounds)} node(s) from {self.state.path} at round {self.round}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _checkpoint(self) -> None:
         if self.state is not None:

@@ -153,3 +153,18 @@ def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path:
     assert target.read_text() == "# no block\n"
     assert lab_main(["experiment", "summary", str(tmp_path / "results")]) == 0
     assert lab_main(["experiment", "table4", str(tmp_path)]) == 2  # a folder is only for summary
+
+
+def test_the_lab_says_where_nothing_is_and_counts_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from p2plab.cli import main as lab_main
+    from p2plab.cli import plural
+
+    (tmp_path / "results").mkdir()
+    assert lab_main(["experiment", "summary", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert f"in {tmp_path / 'results'}/" in out and "p2pnode experiment summary experiments/reports" in out
+    assert (plural(1, "row"), plural(3, "row")) == ("1 row", "3 rows")
+    line = experiment_report._changed_note({"nodes": 40, "learning": {"lr": 0.05}})
+    assert line.endswith("not that of these runs") and "learning.lr=0.05" in line

@@ -150,6 +150,7 @@ def test_the_daemon_package_loads_the_lab_only_when_the_api_is_used() -> None:
 
     assert p2pnode.simulate is p2plab.simulate and p2pnode.Result is p2plab.Result  # type: ignore[attr-defined]
     assert {"simulate", "launch", "Result"} <= set(dir(p2pnode)) and set(p2plab.__all__) <= set(dir(p2plab))
+    assert p2pnode.__all__ == ["simulate", "launch", "Result", "__version__"]
     with pytest.raises(AttributeError, match="no attribute 'simulat'"):
         p2pnode.simulat  # type: ignore[attr-defined]  # noqa: B018
 
