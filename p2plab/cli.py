@@ -346,11 +346,23 @@ def _experiment_run(args: argparse.Namespace) -> int:
             settings.memory_check,
         )
     if progress:
+        for line in report_table(out / "report.md"):  # the numbers, not only where they are
+            progress(line)
         progress(
             f"{exp.name}: {plural(len(doc['rows']), 'row')} in {doc['seconds']:.0f} s; "
             f"report in {out / 'report.md'}"
         )
     return 0
+
+
+def report_table(report: Path) -> list[str]:
+    """The first table of a written report (its rows against the paper), as printed lines."""
+    lines = report.read_text().splitlines() if report.is_file() else []
+    start = next((i for i, line in enumerate(lines) if line.startswith("| setting |")), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return ["", *lines[start:end], ""]
 
 
 def _as_typed(argv: Sequence[str]) -> list[str]:

@@ -158,16 +158,16 @@ class _Bar:
     def update(self, round_no: int, latest: Mapping[str, Any]) -> None:
         if self.bar is None:
             return
-        self.bar.update(round_no - self.done)
-        self.done = round_no
         post = {}
         if self.metric.key in latest:
             post[self.metric.label] = f"{latest[self.metric.key]:.3f}"
         aac = (latest.get("cia") or {}).get("aac")
         if aac is not None:
             post["CIA AAC"] = f"{aac:.3f}"
-        if post:
+        if post:  # before the update that draws the bar: it shows this round's figures, not the last's
             self.bar.set_postfix(post, refresh=False)
+        self.bar.update(round_no - self.done)
+        self.done = round_no
 
     def __enter__(self) -> _Bar:
         return self

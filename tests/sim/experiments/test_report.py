@@ -168,3 +168,19 @@ def test_the_lab_says_where_nothing_is_and_counts_in_words(
     assert (plural(1, "row"), plural(3, "row")) == ("1 row", "3 rows")
     line = experiment_report._changed_note({"nodes": 40, "learning": {"lr": 0.05}})
     assert line.endswith("not that of these runs") and "learning.lr=0.05" in line
+
+
+def test_an_experiment_prints_its_table_at_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from p2plab.cli import main as lab_main
+
+    kept = Path(__file__).resolve().parents[3] / "experiments" / "reports" / "pard-planted" / "runs"
+    shutil.copytree(kept, tmp_path / "runs")
+    assert lab_main(["experiment", "pard-planted", "--out", str(tmp_path), "--report-only"]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("|")]
+    rows = [r.label for r in ex.load("pard-planted").rows]
+    assert table[0].startswith("| setting |") and len(table) == 2 + len(rows)
+    assert all(label in "\n".join(table) for label in rows)
+    assert out.rstrip().splitlines()[-1].startswith(f"pard-planted: {len(rows)} rows in")

@@ -130,9 +130,13 @@ def test_the_result_is_the_command_lines_summary_with_tables(tmp_path: Path) -> 
 
 
 def test_progress_bar_counts_every_round(capsys: pytest.CaptureFixture[str]) -> None:
-    p2pnode.simulate(nodes=20, rounds=4, seed=1)  # type: ignore[attr-defined]
+    r = p2pnode.simulate(nodes=20, rounds=4, seed=1)  # type: ignore[attr-defined]
     err = capsys.readouterr().err
     assert "4/4" in err and "round" in err and "HR@20=" in err
+    # each draw shows the round it counts: the bar at 1/4 carries round 1's HR@20 (it had none)
+    draws = [d for d in err.replace("\r", "\n").splitlines() if " 1/4 " in d]
+    hr = dict(zip(r.history["round"], r.history["hit_ratio_at_20"], strict=True))
+    assert draws and all(f"HR@20={hr[1]:.3f}" in d for d in draws), (draws, hr)
 
 
 def test_the_daemon_package_loads_the_lab_only_when_the_api_is_used() -> None:
