@@ -139,8 +139,9 @@ async def launch(
     finally:
         for path in secrets_made:
             path.unlink(missing_ok=True)
-    if out is None:  # a temporary folder: nothing of it is kept (--out keeps logs and results)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if out is None:  # a temporary folder: nothing of it is kept, also after Ctrl-C or a failure
+            shutil.rmtree(workdir, ignore_errors=True)  # (--out keeps logs and results)
+    if out is None:
         total["out"] = None
     return total
 

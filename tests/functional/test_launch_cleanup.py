@@ -27,3 +27,21 @@ def test_launch_removes_the_keys_it_made_and_its_temporary_folder(tmp_path: Path
     files = {p.name for p in (tmp_path / "run").rglob("*")}
     assert kept["out"] == str(tmp_path / "run") and "result.json" in files and "summary.json" in files
     assert not files & {"cluster.key", "authority.key", "proc0.identity", "proc1.identity"}
+
+
+def test_a_launch_cancelled_midway_removes_its_temporary_folder_and_stops_its_processes() -> None:
+    before = _temporary_folders()
+    long_run = CONFIG.replace(rounds=1000)
+
+    async def cancelled() -> None:  # Ctrl-C and SIGTERM cancel the launch (p2plab.launch)
+        task = asyncio.create_task(launch(long_run, 2, None))
+        await asyncio.sleep(8)  # the processes started and are running rounds
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("the launch ended before it was cancelled")
+
+    asyncio.run(cancelled())
+    assert _temporary_folders() == before  # it used to stay, with the processes' logs in it
