@@ -90,24 +90,13 @@ class Admission:
         now: float,
         frame: bytes | None = None,
         vouched: str | None = None,
-    ) -> tuple[Outcome | None, int | None]:
+    ) -> tuple[Outcome | None, Verdict | None]:
         """Step 1, for a post and for each entry of a batch: the authentication from the headers
         alone, the body against their digest when it is already at hand (a batch entry's frame),
         then the per-(sender, node) rate limit. ``vouched``: for a batch entry, the batch's
         verified credential (its signature covers the entry). Returns the refusal (counted) or
-        None, and the authenticated sender (None in an open cluster)."""
-        refused, verdict = self._authenticate(path, headers, dest, now, frame, vouched)
-        return refused, None if verdict is None else verdict.sender
-
-    def _authenticate(
-        self,
-        path: str,
-        headers: Mapping[str, str],
-        dest: int,
-        now: float,
-        frame: bytes | None = None,
-        vouched: str | None = None,
-    ) -> tuple[Outcome | None, Verdict | None]:
+        None, and the verdict that let it in (its sender and, with identities, its credential's
+        serial; None in an open cluster or on a refusal)."""
         if self.keys is None:  # an open cluster: the sender is whatever the frame claims
             return None, None
         verdict = self.keys.verifier.check_headers("POST", path, headers, int(now * 1000), vouched)
@@ -129,7 +118,7 @@ class Admission:
         identities; None otherwise), which :meth:`enter` caps."""
         if self.keys is not None:
             self.keys.refresh(now)
-        refused, verdict = self._authenticate(path, headers, dest, now)
+        refused, verdict = self.authenticate(path, headers, dest, now)
         if verdict is None:
             return refused, None, None
         member = None if verdict.serial is None else f"serial {verdict.serial}"

@@ -489,7 +489,8 @@ def make_app(
         """One frame of a batch, judged as its own post would be (authenticated with its own
         path and headers, and its frame as the body), then ``Host.receive``."""
         path = f"/v1/nodes/{dst}/{_PATH[channel]}"
-        refused, sender = admission.authenticate(path, auth, dst, time.time(), frame, vouched)
+        refused, verdict = admission.authenticate(path, auth, dst, time.time(), frame, vouched)
+        sender = None if verdict is None else verdict.sender
         if refused is not None:
             return refused
         return host.receive(dst, channel, frame, sender, allowed)

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from p2pnode.auth import Keyring, load_keyring, save_keyring, sign
+from p2pnode.config import RunConfig
 from p2pnode.identity import Authority, Identity, save_identity
 from p2pnode.real import NodeProcess, ProcessSpec, StartupError
 from p2pnode.transport.base import Outcome
@@ -33,6 +34,21 @@ def cluster_files(tmp: Path) -> tuple[Path, Authority, list[Path]]:
     return key, authority, paths
 
 
+def two_processes(
+    config: RunConfig, key: Path | None = None, identities: list[Path] | None = None
+) -> tuple[list[NodeProcess], list[str]]:
+    """Process A (nodes 0-5) and B (6-11) on loopback, each the other's peer, with the cluster
+    key and their identities when given (not started)."""
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    procs = []
+    for k in range(2):
+        host, port = addrs[k].split(":")
+        extra = {} if identities is None else {"key_file": key, "identity_file": identities[k]}
+        spec = ProcessSpec(tuple(range(6 * k, 6 * k + 6)), host, int(port), (addrs[1 - k],), **extra)
+        procs.append(NodeProcess(config, spec))
+    return procs, addrs
+
+
 async def post(
     session: aiohttp.ClientSession,
     url: str,
@@ -52,13 +68,7 @@ async def test_a_member_speaks_only_for_its_own_nodes_and_models_go_only_to_thei
 ) -> None:
     key, _authority, identities = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=8, sampling="static")  # node 1's in-neighbours: 8 and 10 of B
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
-    procs = []
-    for k in range(2):
-        host, port = addrs[k].split(":")
-        users = tuple(range(6 * k, 6 * k + 6))
-        spec = ProcessSpec(users, host, int(port), (addrs[1 - k],), key_file=key, identity_file=identities[k])
-        procs.append(NodeProcess(config, spec))
+    procs, addrs = two_processes(config, key, identities)
     await asyncio.gather(*(p.start() for p in procs))
     node = procs[0].host.nodes[1]
     good = {k: pack_tensor(v) for k, v in node.learner.snapshot().items()}

@@ -19,15 +19,14 @@ from aiohttp import web
 from p2pnode.auth import load_keyring, sign
 from p2pnode.identity import load_identity
 from p2pnode.limits import Limits
-from p2pnode.real import NodeProcess, ProcessSpec
 from p2pnode.refusals import REASONS
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
-from tests.functional.helpers import failed_sends, free_ports
+from tests.functional.helpers import failed_sends
 from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
-from tests.functional.test_identities_http import cluster_files
+from tests.functional.test_identities_http import cluster_files, two_processes
 
 pytestmark = pytest.mark.functional
 
@@ -83,13 +82,7 @@ async def test_a_members_page_that_lists_another_process_nodes_places_none_of_th
 ) -> None:
     key, _authority, ids = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=3, sampling="static")
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
-    procs = []
-    for k in range(2):
-        host, port = addrs[k].split(":")
-        extra = {"key_file": key, "identity_file": ids[k]} if identities else {}
-        spec = ProcessSpec(tuple(range(6 * k, 6 * k + 6)), host, int(port), (addrs[1 - k],), **extra)
-        procs.append(NodeProcess(config, spec))
+    procs, addrs = two_processes(config, key, ids if identities else None)
     # B's page also claims A's nodes 0 and 1 (with identities B's credential names 6-11 only):
     # A used to refuse to start ("lists node(s) ... its credential does not name", or "hosted by both")
     procs[1].members = lambda: {"address": addrs[1], "nodes": [0, 1, *range(6, 12)]}  # type: ignore[method-assign]
@@ -104,13 +97,7 @@ async def test_a_members_page_that_lists_another_process_nodes_places_none_of_th
 async def test_a_members_slow_uploads_from_two_addresses_hold_only_its_share(tmp_path: Path) -> None:
     key, _authority, ids = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=1000, sampling="static")
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
-    procs = []
-    for k in range(2):
-        host, port = addrs[k].split(":")
-        users = tuple(range(6 * k, 6 * k + 6))
-        spec = ProcessSpec(users, host, int(port), (addrs[1 - k],), key_file=key, identity_file=ids[k])
-        procs.append(NodeProcess(config, spec))
+    procs, addrs = two_processes(config, key, ids)
     await asyncio.gather(*(p.start() for p in procs))
     member = load_identity(ids[1])  # the operator of process B, with its own credential
     keyring = load_keyring(key)
