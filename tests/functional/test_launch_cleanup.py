@@ -7,21 +7,38 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from p2plab.launch import launch
 from p2pnode.config import RunConfig
+
+pytestmark = pytest.mark.functional
 
 CONFIG = RunConfig(nodes=12, rounds=2, seed=1, tick_seconds=0.004).replace(**{"learning.lr": 0.01})
 
 
-def _temporary_folders() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("p2pnode-launch-*"))
+def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The temporary folders the launches of this test make (the other xdist worker's tests may
+    launch too, so a glob of the temporary directory would see theirs)."""
+    made: list[Path] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recording(*args: object, **kw: object) -> str:
+        path = mkdtemp(*args, **kw)  # type: ignore[call-overload]
+        made.append(Path(path))
+        return str(path)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording)
+    return made
 
 
-def test_launch_removes_the_keys_it_made_and_its_temporary_folder(tmp_path: Path) -> None:
-    before = _temporary_folders()
+def test_launch_removes_the_keys_it_made_and_its_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _recorded(monkeypatch)
     total = asyncio.run(launch(CONFIG, 2, None))
     assert total["round"] == 2 and total["out"] is None
-    assert _temporary_folders() == before
+    assert len(made) == 1 and not made[0].exists()
 
     kept = asyncio.run(launch(CONFIG, 2, tmp_path / "run"))
     files = {p.name for p in (tmp_path / "run").rglob("*")}
@@ -29,8 +46,10 @@ def test_launch_removes_the_keys_it_made_and_its_temporary_folder(tmp_path: Path
     assert not files & {"cluster.key", "authority.key", "proc0.identity", "proc1.identity"}
 
 
-def test_a_launch_cancelled_midway_removes_its_temporary_folder_and_stops_its_processes() -> None:
-    before = _temporary_folders()
+def test_a_launch_cancelled_midway_removes_its_temporary_folder_and_stops_its_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = _recorded(monkeypatch)
     long_run = CONFIG.replace(rounds=1000)
 
     async def cancelled() -> None:  # Ctrl-C and SIGTERM cancel the launch (p2plab.launch)
@@ -44,4 +63,4 @@ def test_a_launch_cancelled_midway_removes_its_temporary_folder_and_stops_its_pr
         raise AssertionError("the launch ended before it was cancelled")
 
     asyncio.run(cancelled())
-    assert _temporary_folders() == before  # it used to stay, with the processes' logs in it
+    assert len(made) == 1 and not made[0].exists()  # it used to stay, with the processes' logs in it
