@@ -82,8 +82,13 @@ class Limits:
         return replace(self, body_timeout_s=self.body_timeout_s + transfer_time(frame_bytes))
 
 
-class _CappedCounts:
-    """A count per key, each at most ``cap``; keys whose count falls to 0 are forgotten."""
+class CappedCounts:
+    """A count per key, each at most ``cap``; keys whose count falls to 0 are forgotten. Per
+    member (its credential, with identities) it caps requests in flight from all the member's
+    addresses (p2pnode.transport.admission): a member with several addresses would otherwise
+    hold the process's whole gate with slow uploads (issue #61: 96 at 1 byte a second from 4
+    addresses took the honest intake to x0.48); a process opens at most ``CLIENT_PER_HOST``
+    connections to one destination, so an honest member never meets that cap."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -106,33 +111,6 @@ class _CappedCounts:
             self.counts.pop(key, None)
 
 
-class MemberGuard:
-    """Per member (its credential, with identities): requests in flight, from all its addresses.
-
-    The per-address cap holds a member that uses one address; one with several would hold the
-    process's whole gate with slow uploads (issue #61: 96 at 1 byte a second from 4 addresses took
-    the honest intake to x0.48). A process sends at most ``CLIENT_PER_HOST`` requests at once to
-    one destination, so an honest member never meets this cap. Members are forgotten when their
-    last request ends.
-    """
-
-    def __init__(self, max_inflight: int) -> None:
-        self._inflight = _CappedCounts(max_inflight)
-
-    def enter(self, member: str) -> bool:
-        return self._inflight.take(member)
-
-    def leave(self, member: str) -> None:
-        self._inflight.give_back(member)
-
-    def inflight(self, member: str) -> int:
-        return self._inflight.counts.get(member, 0)
-
-    @property
-    def refused(self) -> int:
-        return self._inflight.refused
-
-
 class AddressGuard:
     """Per remote address: connections open and requests in flight, each under its own cap.
 
@@ -143,8 +121,8 @@ class AddressGuard:
     """
 
     def __init__(self, max_connections: int, max_inflight: int) -> None:
-        self._open = _CappedCounts(max_connections)
-        self._inflight = _CappedCounts(max_inflight)
+        self._open = CappedCounts(max_connections)
+        self._inflight = CappedCounts(max_inflight)
 
     def connect(self, address: str) -> bool:
         return self._open.take(address)

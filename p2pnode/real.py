@@ -298,6 +298,12 @@ class NodeProcess:
         if first_hand or node not in self.addresses:
             self.addresses[node] = hostport
 
+    def _in_network(self, node: int) -> bool:
+        """A node id of this network: a user's, or the FedAvg server's."""
+        return 0 <= node < self.config.nodes or (
+            self.config.protocol == "fedavg" and node == server_id(self.config)
+        )
+
     def _claims(self, peer: str, listed: list[int], why: str, keep: Callable[[int], bool]) -> list[int]:
         """The entries of ``peer``'s members page that ``keep`` accepts; the others are left out
         with one warning (a page is the peer's word: it may not place nodes it cannot hold)."""
@@ -338,8 +344,10 @@ class NodeProcess:
                                 )
                             listed = self._claims(peer, listed, "its credential does not name", cred.names)
                         # a page lists another process's nodes (a member's lie, or a stale page):
-                        # never this process's own, which would stop it from starting (issue #61)
+                        # never this process's own, which would stop it from starting (issue #61),
+                        # nor ids outside the network
                         listed = self._claims(peer, listed, "hosted here", lambda u: u not in self.hosted)
+                        listed = self._claims(peer, listed, "outside the network", self._in_network)
                         for u in listed:
                             if u in self.addresses and self.addresses[u] != peer:
                                 raise StartupError(

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from p2pnode.auth import KeyHolder, Verdict, body_matches
-from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits, MemberGuard, RateLimiter
+from p2pnode.limits import AddressGuard, CappedCounts, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.transport.base import Memo, Outcome, Payload
 from p2pnode.transport.batch import SMALL_SHARE
 from p2pnode.wire.schema import Channel, SharedFrame
@@ -73,7 +73,7 @@ class Admission:
         self.limits = limits
         self.gate = Gate(limits.max_inflight)
         self.guard = AddressGuard(limits.max_connections_per_address, limits.max_inflight_per_address)
-        self.members = MemberGuard(limits.max_inflight_per_member)
+        self.members = CappedCounts(limits.max_inflight_per_member)  #: in flight per member
         self.rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
         self.shedder = LagShedder(limits.max_lag_s)
 
@@ -133,7 +133,7 @@ class Admission:
             return self.refuse(dest, Outcome(503, "starting"))
         if not self.guard.enter(address):
             return self.refuse(dest, Outcome(503, "busy"))
-        if member is not None and not self.members.enter(member):
+        if member is not None and not self.members.take(member):
             self.guard.leave(address)
             return self.refuse(dest, Outcome(503, "busy"))
         overloaded = self.shedder.overloaded() and (
@@ -143,7 +143,7 @@ class Admission:
             self.shedder.shed += overloaded
             self.guard.leave(address)
             if member is not None:
-                self.members.leave(member)
+                self.members.give_back(member)
             return self.refuse(dest, Outcome(503, "busy"))
         return None
 
@@ -152,7 +152,7 @@ class Admission:
         self.gate.leave()
         self.guard.leave(address)
         if member is not None:
-            self.members.leave(member)
+            self.members.give_back(member)
 
     def check_length(self, dest: int, length: int | None) -> Outcome | None:
         """Step 3: a declared length past the largest frame is refused before the body is read."""

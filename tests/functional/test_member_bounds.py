@@ -83,13 +83,15 @@ async def test_a_members_page_that_lists_another_process_nodes_places_none_of_th
     key, _authority, ids = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=3, sampling="static")
     procs, addrs = two_processes(config, key, ids if identities else None)
-    # B's page also claims A's nodes 0 and 1 (with identities B's credential names 6-11 only):
+    # B's page also claims A's nodes 0 and 1 and an id past the network (with identities B's
+    # credential names 6-11 only):
     # A used to refuse to start ("lists node(s) ... its credential does not name", or "hosted by both")
-    procs[1].members = lambda: {"address": addrs[1], "nodes": [0, 1, *range(6, 12)]}  # type: ignore[method-assign]
+    procs[1].members = lambda: {"address": addrs[1], "nodes": [0, 1, *range(6, 12), 999]}  # type: ignore[method-assign]
     await asyncio.gather(*(p.start() for p in procs))
     results = await finish(procs)
     a = procs[0]
     assert all(a.addresses.get(u) != addrs[1] for u in (0, 1))  # A's own nodes stay A's
+    assert 999 not in a.addresses  # an id outside the network is placed nowhere
     assert {u for u in range(6, 12) if a.addresses.get(u) == addrs[1]} == set(range(6, 12))
     assert all(r["model_messages"] > 0 for r in results)
 
