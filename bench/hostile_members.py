@@ -13,9 +13,16 @@ the clean run's:
 - ``escalate``: the same, each round's frames 1.5x farther than the last (from 10x);
 - ``poison-10%``: B's ids 36-39 each post one 90x model a round to a random node of the network;
 - ``swap-forgery``: a SwapPropose then a SwapAdopt handing views of 37-39, as 37, to every A node;
-- ``pin-renewal``: zero models as every A id with an incarnation 4 s ahead (version pins).
+- ``pin-renewal``: zero models as every A id with an incarnation 4 s ahead (version pins);
+- ``neighbour-90x``: every B id that is an in-neighbour of an A node (B's own views say which)
+  posts a 90x model to it each round: the member in honest neighbour places;
+- ``neighbour-escalate``: the same with escalating frames (10x, then 1.5x farther each round);
+- ``lock-flood``: every B id asks A's nodes 0-4 for their PeerSwap lock each round with its
+  best-ranked transactions and never commits (A's swaps committed and aborted are printed).
 
     .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
+
+``--clip-factor 0`` gives the papers' plain merge (the daemon clips at 1 by default, issue #61).
 
 Issue #31's targets: no attack moves mean HR@20 by more than 5 points from the clean run, or A's
 honest intake by more than 20%.
@@ -47,10 +54,29 @@ from p2pnode.identity import Authority, Identity, load_identity, save_identity
 from p2pnode.prepare import prepare
 from p2pnode.wire.codec import encode_model_frame, encode_sampling_frame
 from p2pnode.wire.delta import DeltaEncoder
-from peer_sampling.messages import SwapAdopt, SwapPropose
+from peer_sampling.messages import LockRequest, SwapAdopt, SwapPropose
+from peer_sampling.peerswap import _rank
 
 A, B = range(20), range(20, 40)
-ATTACKS = ("clean", "as-A's-id", "flood-90x", "escalate", "poison-10%", "swap-forgery", "pin-renewal")
+ATTACKS = (
+    "clean",
+    "as-A's-id",
+    "flood-90x",
+    "escalate",
+    "poison-10%",
+    "swap-forgery",
+    "pin-renewal",
+    "neighbour-90x",
+    "neighbour-escalate",
+    "lock-flood",
+)
+LOCKED = range(5)  #: the A nodes the lock flood asks
+
+
+def best_ranked(sender: int, count: int = 64) -> list[int]:
+    """Transaction counters of ``sender`` whose wait-die rank is in the top of 20,000: requests
+    that wait for a lock rather than die (peer_sampling.peerswap._rank)."""
+    return sorted(range(1, 20_000), key=lambda c: _rank((sender, c)), reverse=True)[:count]
 
 
 class Member:
@@ -64,6 +90,13 @@ class Member:
         self.life = (int(time.time()) << 32) + 1_000  # an incarnation of now
         self.version = 0
         self.taken = 0  #: models the attacked nodes took
+        self.lock_counters: dict[int, list[int]] = {}
+        self.b_address = addresses[B[0]]
+
+    def b_views(self) -> dict[int, list[int]]:
+        """B's nodes' out-views now (the attacker operates B, so it reads its own status)."""
+        nodes = json.loads(get(self.b_address, "/status"))["nodes"]
+        return {int(n["node"]): [int(v) for v in n["view"]] for n in nodes}
 
     def post(self, sender: int, dest: int, channel: str, frame: bytes) -> int:
         path = f"/v1/nodes/{dest}/{channel}"
@@ -123,6 +156,18 @@ def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, ra
                 m.post(37, dst, "sampling", encode_sampling_frame(37, dst, SwapPropose(txn)))
                 adopt = SwapAdopt(txn, (37, 38, 39), (37, 38, 39))
                 m.post(37, dst, "sampling", encode_sampling_frame(37, dst, adopt))
+        elif name.startswith("neighbour-"):
+            factor = 90.0 if name == "neighbour-90x" else 10 * 1.5**r
+            frame = {k: v * factor for k, v in init.items()}
+            for src, view in m.b_views().items():
+                for dst in set(view) & set(A):
+                    m.model(src, dst, frame)
+        elif name == "lock-flood":
+            for src in B:
+                counters = m.lock_counters.setdefault(src, best_ranked(src))
+                txn = (src, counters[r % len(counters)])
+                for dst in LOCKED:
+                    m.post(src, dst, "sampling", encode_sampling_frame(src, dst, LockRequest(txn)))
         elif name == "pin-renewal":
             ahead = ((int(time.time()) + 4) << 32) + r
             zero = {k: np.zeros_like(v) for k, v in init.items()}
@@ -166,6 +211,7 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
         act = actions(name, init)
         rng = random.Random(7)
         t0, start_models = time.time(), counter(procs[0], "p2pnode_models_received_total")
+        swaps0 = swaps(procs[0])
         views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
         done = 0
         while True:
@@ -178,6 +224,7 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
                 act(member, current, rng)
             time.sleep(0.05)
         models = counter(procs[0], "p2pnode_models_received_total") - start_models
+        swaps1 = swaps(procs[0])
         seconds = time.time() - t0
         nodes = [n for s in status for n in s["nodes"]]
         views_after = [n["view"] for n in status[0]["nodes"]]
@@ -188,7 +235,20 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
         "intake": (models - member.taken) / seconds,
         "answers": dict(member.answers),
         "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
+        "swaps": {k: swaps1[k] - swaps0[k] for k in swaps1},
     }
+
+
+def swaps(address: str) -> dict[str, float]:
+    """The PeerSwap transactions the process's nodes initiated so far, by outcome."""
+    text = get(address, "/metrics")
+    out = {"committed": 0.0, "aborted": 0.0}
+    for line in text.splitlines():
+        if line.startswith("p2pnode_view_swaps_total{"):
+            for k in out:
+                if f'outcome="{k}"' in line:
+                    out[k] += float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -196,15 +256,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--tick-seconds", type=float, default=0.01)
     parser.add_argument("--attacks", nargs="+", default=list(ATTACKS), choices=ATTACKS)
-    parser.add_argument("--clip-factor", type=float, default=0.0, help="the processes' --clip-factor")
+    parser.add_argument(
+        "--clip-factor", type=float, default=1.0, help="the processes' --clip-factor (daemon default: 1)"
+    )
     args = parser.parse_args(argv)
     print(
         f"2 x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
         f"--clip-factor {args.clip_factor}; attacker: B's operator"
     )
     clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor)
-    print(f"{'attack':<14} {'HR@20':>6} {'Δ':>6}  {'A intake/s':>10} {'ratio':>6}  answers to the attack")
-    print(f"{'clean':<14} {clean['hr']:6.3f} {0:6.3f}  {clean['intake']:10.1f} {1:6.2f}  -", flush=True)
+    print(
+        f"{'attack':<18} {'HR@20':>6} {'Δ':>6}  {'A intake/s':>10} {'ratio':>6}  {'A swaps ok/aborted':>18}"
+        "  answers to the attack"
+    )
+    sw = clean["swaps"]
+    print(
+        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f}  {clean['intake']:10.1f} {1:6.2f}  "
+        f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  -",
+        flush=True,
+    )
     for name in args.attacks:
         if name == "clean":
             continue
@@ -214,9 +284,11 @@ def main(argv: list[str] | None = None) -> None:
             if name == "swap-forgery"
             else ""
         )
+        sw = r["swaps"]
         print(
-            f"{name:<14} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f}  {r['intake']:10.1f} "
-            f"{r['intake'] / clean['intake']:6.2f}  {json.dumps(r['answers'], sort_keys=True)}{extra}",
+            f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f}  {r['intake']:10.1f} "
+            f"{r['intake'] / clean['intake']:6.2f}  {sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
+            f"{json.dumps(r['answers'], sort_keys=True)}{extra}",
             flush=True,
         )
 

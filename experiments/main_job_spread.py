@@ -27,6 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from p2pnode.config import defaults
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,6 +44,15 @@ def readme_main_job(readme: Path = ROOT / "README.md") -> list[str]:
             if word.endswith("p2pnode") and words[i + 1 : i + 2] == ["launch"]:
                 return words[i + 2 :]
     raise SystemExit(f"{readme}: the first bash block has no `p2pnode launch`")
+
+
+def simulator_flags(flags: Sequence[str]) -> list[str]:
+    """The launch's flags as ``simulate`` takes them for the same configuration: ``launch`` starts
+    from the daemon's safe defaults (the clip on, issue #61), ``simulate`` from the papers' plain
+    merge, so the daemon's clip is given unless the command names the clip or a preset itself."""
+    if any(f in ("--clip-factor", "--preset") or f.startswith(("--clip-factor=", "--preset=")) for f in flags):
+        return list(flags)
+    return [*flags, "--clip-factor", str(defaults(daemon=True).clip_factor)]
 
 
 def run_once(command: str, flags: Sequence[str], seed: int) -> dict[str, float]:
@@ -92,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"  ({time.monotonic() - start:.0f} s)",
                 flush=True,
             )
-        sim = run_once("simulate", flags, seed)
+        sim = run_once("simulate", simulator_flags(flags), seed)
         print(
             f"seed {seed} simulator: Max AAC {sim['max_aac']:.1f}%  HR@20 {sim['hit_ratio_at_20']:.3f}",
             flush=True,

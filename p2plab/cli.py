@@ -191,7 +191,7 @@ def _launch(args: argparse.Namespace) -> int:
     from p2pnode.process import tune_process
 
     tune_process()
-    config = cli.config_from_args(args)
+    config = cli.config_from_args(args, daemon=True)
     settings = cli.settings_from_args(args, "launch")
     key_file = settings.path(settings.cluster_key_file)
     check_launch(config, args.processes, key_file, args.open, settings.memory_check)

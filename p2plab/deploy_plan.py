@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from p2plab.monitoring import ScrapeTls, Target
-from p2pnode.config import ConfigError, RunConfig, from_mapping
+from p2pnode.config import ConfigError, RunConfig, defaults, from_mapping
 
 GROUP = "p2pnode"
 DEFAULT_PORT = 7070
@@ -168,7 +168,7 @@ def plan_from_inventory(inventory: Mapping[str, Any]) -> Plan:
         )
     settings = {"nodes": next_id, **{k: v for k, v in settings.items() if k != "nodes"}}
     try:
-        config = from_mapping(settings, RunConfig(), source="p2pnode_settings")
+        config = from_mapping(settings, defaults(daemon=True), source="p2pnode_settings")
     except ConfigError as exc:
         raise ConfigError(str(exc).replace("--", "p2pnode_settings: ", 1)) from None
     text = to_toml(settings)  # checks that every value can be written

@@ -211,6 +211,9 @@ class Verifier:
     _nonces: OrderedDict[str, int] = field(default_factory=OrderedDict)
     _floor_ms: int = 0
     trust: Trust | None = None  #: set from the keyring's authorities (see :meth:`use`)
+    #: with identities, the serial of the credential each sender id last signed with (ids are
+    #: the network's, so at most one entry each): who stands behind an id (``holder``)
+    _holders: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._floor_ms = self.not_before_ms
@@ -226,6 +229,11 @@ class Verifier:
             self.trust.revoked = keyring.revoked
         else:
             self.trust = Trust(keyring.cluster, keyring.authorities, keyring.revoked)
+
+    def holder(self, sender: int) -> int | None:
+        """The serial of the credential ``sender`` last signed a request with (None: none seen,
+        or no identities)."""
+        return self._holders.get(sender)
 
     def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
         """Headers, then the body against their digest (the server does the two steps apart)."""
@@ -266,6 +274,7 @@ class Verifier:
                 return Verdict(judged.status, judged.reason, sender)
             assert judged.credential is not None
             serial = judged.credential.serial
+            self._holders[sender] = serial
         self._expire(now_ms)
         if now_ms - ts_ms > self.window_ms or ts_ms - now_ms > self.max_future_ms or ts_ms < self._floor_ms:
             return Verdict(409, "stale", sender)

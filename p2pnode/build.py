@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -58,6 +58,14 @@ def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tup
         swap = PeerSwap(node_id, prep.out_views[node_id], prep.in_views[node_id], ps)
         return Personalized(swap, cfg.view_size, cfg.exploration) if cfg.sampling == "pers" else swap
     return Cyclon(node_id, address, seeds, CyclonConfig(capacity=cfg.view_size))
+
+
+def set_owner(sampler: PeerSampler, owner: Callable[[int], Hashable]) -> None:
+    """Tell a PeerSwap sampler (alone or under Pers-Gossip) who stands behind each node id, so
+    that one member's ids share its lock limit (``peer_sampling.peerswap.LockShare``)."""
+    inner = sampler.inner if isinstance(sampler, Personalized) else sampler
+    if isinstance(inner, PeerSwap):
+        inner.owner = owner
 
 
 def server_id(config: RunConfig) -> int:

@@ -28,6 +28,7 @@ from p2pnode.config import (
     RunConfig,
     changes_from_mapping,
     config_fields,
+    defaults,
     from_mapping,
     get_path,
     load_toml,
@@ -74,12 +75,12 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = Fal
         help="named starting configuration: "
         + "; ".join(f"{k} = {_preset_text(v)}" for k, v in sorted(PRESETS.items())),
     )
-    defaults = RunConfig()
+    start = defaults(daemon=real)
     for path, f in config_fields():
         flag: Flag | None = f.metadata.get("flag")
         if flag is None or not flag.offered(real, network):
             continue
-        _field_flag(groups[flag.group], path, f, defaults.get(path), _dest(path))
+        _field_flag(groups[flag.group], path, f, start.get(path), _dest(path))
     output_flags(p)
 
 
@@ -193,11 +194,14 @@ def _preset_text(changes: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in changes.items()) or "the defaults (the paper's setting)"
 
 
-def config_from_args(args: argparse.Namespace, keys: Mapping[str, Any] | None = None) -> RunConfig:
+def config_from_args(
+    args: argparse.Namespace, keys: Mapping[str, Any] | None = None, daemon: bool = False
+) -> RunConfig:
     """Defaults ← preset ← config file ← ``keys`` ← flags, then validation (once, in
     ``RunConfig``). ``keys``: dotted configuration keys (``{"learning.lr": 0.05}``), as the
-    Python API (``p2pnode.simulate``) takes them for the fields that have no flag."""
-    cfg = RunConfig()
+    Python API (``p2pnode.simulate``) takes them for the fields that have no flag. ``daemon``:
+    the defaults are the daemon's safe ones (``run``, ``launch``; p2pnode/config.py ``SAFE``)."""
+    cfg = defaults(daemon)
     if getattr(args, "preset", None):
         cfg = cfg.replace(**PRESETS[args.preset])
     if getattr(args, "config_json", None):
@@ -567,7 +571,7 @@ def _run(args: argparse.Namespace) -> int:
     from p2pnode.real import ProcessSpec, parse_hostport, parse_users, run_process
 
     tune_process()
-    config = config_from_args(args)
+    config = config_from_args(args, daemon=True)
     settings = settings_from_args(args, "run")
     host, port = parse_hostport(settings.listen)
     users = parse_users(settings.users) if settings.users else tuple(range(config.nodes))

@@ -801,7 +801,7 @@ class RunConfig:
         0.0,
         "ClippedGossip: clip a received model's difference from the own model to C x the median "
         "distance of the last 16 models taken, 4 at most per sender (Base GL, SAMO; 0: off; "
-        "--preset hostile: 1)",
+        "run, launch and deploy: 1 unless --preset paper)",
         metavar="C",
         check=_min(0),
         needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
@@ -968,12 +968,25 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
+#: what the daemon's commands (``run``, ``launch``, ``deploy``) start from, on top of the fields'
+#: defaults (issue #61, THREAT_MODEL.md): a member's models are clipped to the radius the honest ones
+#: set (ClippedGossip on top of the sender gate). The lab's commands (``simulate``, ``experiment``,
+#: ``p2pnode.simulate``) start from the fields' defaults, the papers' plain merge, so every
+#: reproduced number stays where the papers' setting puts it.
+SAFE: dict[str, Any] = {"clip_factor": 1.0}
+
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {},
+    "paper": {"clip_factor": 0.0},  # the papers' plain merge, on any command
     "quick": {"nodes": 100, "rounds": 10, "learning.lr": 0.01},
-    # members who may poison (issue #31, THREAT_MODEL.md): ClippedGossip on top of the sender gate
-    "hostile": {"clip_factor": 1.0},
+    "safe": SAFE,
+    "hostile": SAFE,  # the name of "safe" before it was the daemon's default
 }
+
+
+def defaults(daemon: bool = False) -> RunConfig:
+    """The configuration a command starts from: the fields' defaults, and for the daemon's
+    commands :data:`SAFE` on top."""
+    return RunConfig().replace(**SAFE) if daemon else RunConfig()
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from aiohttp import web
 
 from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
-from p2pnode.build import make_node, make_server, server_id
+from p2pnode.build import make_node, make_server, server_id, set_owner
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig
 from p2pnode.host import Host, body_limit
@@ -244,9 +244,19 @@ class NodeProcess:
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
         for runtime in self.host.nodes.values():
             runtime.node.sampler.add_seeds(seeds)
+            set_owner(runtime.node.sampler, self._owner)
             runtime.start()
         self.host.accepting = True
         self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds
+
+    def _owner(self, sender: int) -> Hashable:
+        """Who stands behind a node id, for the limits a member's ids share (PeerSwap's
+        ``LockShare``): None for a node hosted here, the member whose credential signed for it
+        (with identities), else the id itself."""
+        if sender in self.host.nodes:
+            return None
+        serial = self.keys.verifier.holder(sender) if self.keys is not None else None
+        return sender if serial is None else f"serial {serial}"
 
     def _resume(self) -> None:
         """Restore every hosted node that has a checkpoint in ``state_dir``; rounds continue."""

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +88,10 @@ class PeerSwapConfig:
     #: (its initiator aborts as for a busy node and retries) rather than left to hold the
     #: initiator's other locks until its transaction times out
     max_wait_share: float = 0.4
+    #: the share of the time one owner's transactions may hold this node's lock, long-run (issue
+    #: #61: a member's lock requests that never commit would otherwise keep a node locked and its
+    #: swaps stalled); ``LockShare``. 0 turns the limit off
+    lock_share: float = 0.2
 
 
 @dataclass
@@ -112,6 +116,53 @@ class SwapStats:
     aborted_partner_busy: int = 0
     aborted_neighbour_busy: int = 0
     aborted_timeout: int = 0
+
+
+class LockShare:
+    """How long each owner's transactions may hold one node's lock (issue #61).
+
+    An owner is who stands behind a requesting initiator: with process identities the member
+    whose credential names it, else the initiator id (``PeerSwap.owner``). Each owner has a
+    credit of lock ticks, earned at ``share`` per tick up to two leases; a lock is granted only
+    while the owner's credit covers a whole lease, and the ticks it was held are paid when it is
+    released (committed, unlocked or run out). An honest transaction holds a lock for a network
+    round trip or two, so an honest owner never runs short; a member whose requests never commit
+    holds each lock for its whole lease and so holds a node's lock at most about ``share`` of the
+    time, whatever number of ids it holds.
+    """
+
+    def __init__(self, share: float, lease: float, owners: int = 1024) -> None:
+        self.share = share
+        self.lease = lease
+        self.cap = 2 * lease
+        self.owners = owners
+        self._credit: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()  #: (ticks, at)
+        self.refused = 0  #: lock requests refused for their owner's share
+
+    def allows(self, owner: Hashable, now: float) -> bool:
+        if self.share <= 0 or owner is None:
+            return True
+        if self._at(owner, now) >= self.lease:
+            return True
+        self.refused += 1
+        return False
+
+    def pay(self, owner: Hashable, held: float, now: float) -> None:
+        """``owner``'s lock was held ``held`` ticks until ``now``."""
+        if self.share <= 0 or owner is None:
+            return
+        self._credit[owner] = (self._at(owner, now) - max(0.0, held), now)
+        self._credit.move_to_end(owner)
+        while len(self._credit) > self.owners:
+            self._credit.popitem(last=False)
+
+    def _at(self, owner: Hashable, now: float) -> float:
+        ticks, at = self._credit.get(owner, (self.cap, now))
+        return min(self.cap, ticks + self.share * max(0.0, now - at))
+
+
+def _own(sender: NodeId) -> Hashable:
+    return sender
 
 
 class PeerSwap(PeerSampler):
@@ -149,6 +200,11 @@ class PeerSwap(PeerSampler):
         #: lock requests waiting for this node's lock: (initiator, transaction, as the partner)
         self._queue: list[tuple[NodeId, Txn, bool, float]] = []
         self._max_wait = config.max_wait_share * config.txn_timeout_ticks
+        #: who stands behind an initiator id (the process sets it: the member whose credential
+        #: names it, None for the process's own nodes); the id itself by default
+        self.owner: Callable[[NodeId], Hashable] = _own
+        self.lock_share = LockShare(config.lock_share, config.lease_ticks)
+        self._holder: tuple[Hashable, float] | None = None  #: the granted lock's owner, since when
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -188,6 +244,7 @@ class PeerSwap(PeerSampler):
         self.lock = None
         self._pending = None
         self._queue = []
+        self._holder = None
 
     # -- timers ---------------------------------------------------------------------------------
 
@@ -284,6 +341,8 @@ class PeerSwap(PeerSampler):
             # in-neighbour of this node may not swap with it (and hand it views, issue #31)
             self.ignored += 1
             return [Send(sender, LockReply(txn, granted=False))]
+        if not self.lock_share.allows(self.owner(sender), now):
+            return [Send(sender, LockReply(txn, granted=False))]  # its owner held our lock enough
         if self.lock is not None:
             if (
                 _rank(txn) > _rank(self.lock)
@@ -299,6 +358,7 @@ class PeerSwap(PeerSampler):
 
     def _grant(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
         self.lock = txn
+        self._holder = (self.owner(sender), now)
         self._granted[txn] = accept_with_views
         while len(self._granted) > GRANTED_MEMORY:
             self._granted.popitem(last=False)
@@ -396,10 +456,16 @@ class PeerSwap(PeerSampler):
         if self.lock != txn:
             return []
         self.lock = None
+        if self._holder is not None:
+            self.lock_share.pay(self._holder[0], now - self._holder[1], now)
+            self._holder = None
         if not self._queue:
             return []
         queue, self._queue = self._queue, []
-        best = max(queue, key=lambda w: _rank(w[1]))
+        fits = [w for w in queue if self.lock_share.allows(self.owner(w[0]), now)]
+        if not fits:
+            return [Send(w[0], LockReply(w[1], granted=False)) for w in queue]
+        best = max(fits, key=lambda w: _rank(w[1]))
         effects = self._grant(best[0], best[1], now, best[2])  # a later QUEUE_TIMER finds none
         effects += [Send(w[0], LockReply(w[1], granted=False)) for w in queue if w is not best]
         return effects

@@ -26,6 +26,22 @@ def test_reproduction_md_summary_is_the_summary_of_the_committed_reports() -> No
     assert "| table3 | Rand-Gossip GMF | Max AAC | 14.6 |" in block  # the headline row is there
 
 
+def test_every_experiment_with_a_gossip_row_states_the_papers_plain_merge() -> None:
+    """Issue #61: the daemon clips by default, the lab does not; an experiment file does not lean
+    on that difference but says ``clip_factor`` itself wherever one of its rows gossips, so a
+    change of either default moves no reproduced number."""
+    from p2plab.experiment_spec import load, names
+
+    gossip = []
+    for name in names():
+        exp = load(name)
+        rows = [(row, exp.config(row, exp.seeds[0], {})) for row in exp.rows] if exp.rows else []
+        if any(cfg.protocol != "fedavg" for _, cfg in rows):
+            gossip.append(name)
+            assert "clip_factor" in exp.base, f"{name}: a gossip row and no clip_factor in [base]"
+    assert len(gossip) >= 15  # the loop saw the gossip files (17 today)
+
+
 def test_the_main_job_spread_script_runs_the_readmes_own_command() -> None:
     """experiments/main_job_spread.py measures the README's first command, read from the README,
     so the spread the README quotes cannot drift from the command it quotes it for."""
@@ -38,6 +54,10 @@ def test_the_main_job_spread_script_runs_the_readmes_own_command() -> None:
     assert first.endswith("p2pnode launch " + " ".join(flags))
     config = config_from_args(_parser("launch").parse_args(flags), {})  # as the command takes them
     assert config.nodes == 100 and config.attack.kind == "cia" and config.attack.fictive_user
+    # its simulator leg runs the launch's configuration (the daemon's defaults clip, the lab's not)
+    launched = config_from_args(_parser("launch").parse_args(flags), {}, daemon=True)
+    simulated = config_from_args(_parser("simulate").parse_args(script["simulator_flags"](flags)), {})
+    assert launched.clip_factor == 1.0 and simulated.to_dict() == launched.to_dict()
     assert script["spread"]([24.0, 38.0, 28.0]) == "30.0 ± 7.2 (24–38)"
 
 

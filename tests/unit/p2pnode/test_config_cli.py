@@ -12,6 +12,7 @@ import pytest
 from p2plab.cli import main as lab_main
 from p2pnode.cli import build_parser, config_from_args
 from p2pnode.config import ConfigError, Flag, RunConfig, config_fields, load_toml
+from p2pnode.config import defaults as start_of
 from p2pnode.real import parse_users, split_users
 
 
@@ -227,7 +228,8 @@ BRINGS = {
 def test_every_flag_is_generated_from_its_field_and_reaches_it(command: str) -> None:
     """Each configuration field that declares a flag has it, with its help and default, and the
     value given on the command line lands in that field (nothing else maps flags)."""
-    defaults = RunConfig()
+    daemon = command == "run"
+    defaults = start_of(daemon)
     parser = build_parser()
     helptext = parser._subparsers._group_actions[0].choices[command].format_help()  # type: ignore[union-attr]
     seen = 0
@@ -238,10 +240,10 @@ def test_every_flag_is_generated_from_its_field_and_reaches_it(command: str) -> 
         argv, value = _other_value(f, flag, defaults.get(path))
         assert flag.flag_name(f.name) in helptext
         context = [*NEEDS.get(path, []), *(BRINGS[flag.needs[1]] if flag.needs else [])]
-        got = config_from_args(parser.parse_args([command, *argv, *context])).get(path)
+        got = config_from_args(parser.parse_args([command, *argv, *context]), daemon=daemon).get(path)
         if flag.needs is not None and context:  # without what it needs, the flag is refused
             with pytest.raises(ConfigError, match="has no effect without"):
-                config_from_args(parser.parse_args([command, *argv]))
+                config_from_args(parser.parse_args([command, *argv]), daemon=daemon)
         assert got == value, (path, got, value)
         seen += 1
     assert seen >= 60  # the loop ran over every flagged field (simulate 76, run 67 today)
@@ -304,3 +306,52 @@ def test_checks_that_depend_on_nodes_use_the_users_of_a_dataset_file(tmp_path: P
         config_from_args(build_parser().parse_args([*base, "--colluders", "0.3", "--colluder-groups", "4"]))
     with pytest.raises(ConfigError, match="got 500 with nodes 400"):
         config_from_args(build_parser().parse_args([*base, "--target-k", "500"]))
+
+
+def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #61: ``run``, ``launch`` and ``deploy`` start from the safe defaults (ClippedGossip at
+    C = 1); ``simulate`` and the Python API from the papers' plain merge; ``--preset paper`` and
+    ``--preset safe`` cross over; a config file that does not name the clip keeps the command's."""
+    import p2pnode.real
+    import p2plab.launch
+    from p2plab.deploy_plan import plan_from_inventory
+
+    parser = build_parser()
+
+    def cfg(*argv: str) -> RunConfig:
+        return config_from_args(parser.parse_args(list(argv)), daemon=argv[0] == "run")
+
+    assert cfg("run").clip_factor == 1.0
+    assert cfg("run", "--preset", "paper").clip_factor == 0.0
+    assert cfg("run", "--clip-factor", "0").clip_factor == 0.0
+    assert cfg("run", "--preset", "quick").clip_factor == 1.0  # a preset that does not name it
+    assert cfg("simulate").clip_factor == 0.0
+    assert cfg("simulate", "--preset", "safe").clip_factor == 1.0
+    f = tmp_path / "c.toml"
+    f.write_text("rounds = 3\n")
+    assert cfg("run", "--config", str(f)).clip_factor == 1.0
+    assert cfg("simulate", "--config", str(f)).clip_factor == 0.0
+    assert "default: 1.0" in parser._subparsers._group_actions[0].choices["run"].format_help()  # type: ignore[union-attr]
+
+    # the commands themselves pass the daemon's defaults on (what they hand to the runner)
+    seen: list[RunConfig] = []
+
+    async def fake_run(config: RunConfig, *rest: Any, **kw: Any) -> dict[str, Any]:
+        seen.append(config)
+        return {}
+
+    monkeypatch.setattr(p2pnode.real, "run_process", fake_run)
+    monkeypatch.setattr(p2plab.launch, "launch", fake_run)
+    monkeypatch.setattr(p2plab.launch, "check_launch", lambda *a, **k: None)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from p2pnode.cli import main
+
+    assert main(["run", "--rounds", "1"]) == 0
+    assert lab_main(["launch", "--rounds", "1", "--processes", "1"]) == 0
+    assert [c.clip_factor for c in seen] == [1.0, 1.0]
+
+    # a deployed cluster's hosts run `p2pnode run --config` with the inventory's settings only
+    hosts = {"_meta": {"hostvars": {"a": {"p2pnode_nodes": 4}}}, "p2pnode": {"hosts": ["a"]}}
+    assert plan_from_inventory(hosts).config.clip_factor == 1.0

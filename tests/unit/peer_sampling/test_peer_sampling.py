@@ -382,3 +382,61 @@ def test_peerswap_refuses_a_request_that_waited_too_long() -> None:
     assert first == [Send(above[0][0], LockReply(above[0], granted=False)), SetTimer(QUEUE_TIMER, 25.0)]
     assert node.on_timer(QUEUE_TIMER, 25.0, rng) == [Send(above[1][0], LockReply(above[1], granted=False))]
     assert node.lock == holder and node.on_timer(QUEUE_TIMER, 30.0, rng) == []
+
+
+def _lock_flood(share: float, ticks: int = 3000) -> tuple[float, int, int]:
+    """One node; a member behind ids 20-39 asks for its lock whenever it is free, with fresh
+    transactions it never commits (each runs out its lease), while an honest neighbour (9) runs a
+    short transaction every 40 ticks (granted, committed 2 ticks later). Returns the share of the
+    ticks the member held the lock, and the honest requests granted and sent."""
+    from peer_sampling.messages import LockReply, LockRequest, SwapCommit
+
+    rng = random.Random(0)
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 9], PeerSwapConfig(lock_share=share))
+    node.owner = lambda s: "member" if 20 <= s < 40 else s
+    timers: dict[str, float] = {}
+    counter = {"member": 0, "honest": 0}
+    held = granted = asked = 0
+    commit_at: dict[tuple[int, int], float] = {}
+
+    def apply(effects: list[Effect], now: float) -> None:
+        nonlocal granted
+        for e in effects:
+            if isinstance(e, SetTimer):
+                timers[e.key] = e.at
+            elif isinstance(e, Send) and e.to == 9 and isinstance(e.message, LockReply) and e.message.granted:
+                granted += 1
+                commit_at[e.message.txn] = now + 2
+
+    for t in range(ticks):
+        now = float(t)
+        for key, at in list(timers.items()):
+            if at <= now:
+                del timers[key]
+                apply(node.on_timer(key, now, rng), now)
+        for txn, at in list(commit_at.items()):
+            if at <= now:
+                del commit_at[txn]
+                apply(node.on_message(9, SwapCommit(txn, 9, 1), now, rng), now)
+        if t % 40 == 0:
+            counter["honest"] += 1
+            asked += 1
+            apply(node.on_message(9, LockRequest((9, counter["honest"])), now, rng), now)
+        if node.lock is None:
+            counter["member"] += 1
+            sender = 20 + counter["member"] % 20
+            apply(node.on_message(sender, LockRequest((sender, counter["member"])), now, rng), now)
+        held += node.lock is not None and 20 <= node.lock[0] < 40
+    return held / ticks, granted, asked
+
+
+def test_peerswap_one_member_holds_a_nodes_lock_at_most_its_share() -> None:
+    """Issue #61, the lock flood: lock requests that never commit, from any number of one
+    member's ids, hold a node's lock at most about ``lock_share`` of the time (plus the two
+    leases of its starting credit), and an honest neighbour's short transactions go through;
+    without the limit the member holds the lock nearly always."""
+    held, granted, asked = _lock_flood(0.2)
+    assert 0.1 <= held <= 0.2 + 2 * 100 / 3000, held
+    assert granted >= 0.6 * asked, (granted, asked)
+    held_off, granted_off, _ = _lock_flood(0.0)
+    assert held_off > 0.9 and granted_off < granted, (held_off, granted_off)
