@@ -17,8 +17,9 @@ the clean run's:
 - ``neighbour-90x``: every B id that is an in-neighbour of an A node (B's own views say which)
   posts a 90x model to it each round: the member in honest neighbour places;
 - ``neighbour-escalate``: the same with escalating frames (10x, then 1.5x farther each round);
-- ``lock-flood``: every B id asks A's nodes 0-4 for their PeerSwap lock each round with its
-  best-ranked transactions and never commits (A's swaps committed and aborted are printed).
+- ``lock-flood``: every B id asks A's nodes 0-4 for their PeerSwap lock with its best-ranked
+  transactions, from 8 threads without pause, and never commits (A's swaps committed and
+  aborted are printed).
 
     .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
 
@@ -37,11 +38,12 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +92,26 @@ class Member:
         self.life = (int(time.time()) << 32) + 1_000  # an incarnation of now
         self.version = 0
         self.taken = 0  #: models the attacked nodes took
-        self.lock_counters: dict[int, list[int]] = {}
+        self._mutex = threading.Lock()
         self.b_address = addresses[B[0]]
+
+    def _count(self, answer: str) -> None:
+        with self._mutex:  # the lock flood posts from several threads
+            self.answers[answer] += 1
+
+    def flood_locks(self, ids: Sequence[int], stop: threading.Event) -> None:
+        """Ask A's nodes 0-4 for their lock as ``ids``, with best-ranked transactions, without
+        pause until ``stop`` (one of 8 threads). B's own honest nodes answer a grant for a
+        transaction they never began with an Unlock, so a lock is held about a round trip each
+        time: the flood's weight is its rate."""
+        ranked = {src: best_ranked(src) for src in ids}
+        n = 0
+        while not stop.is_set():
+            for src in ids:
+                txn = (src, ranked[src][n % len(ranked[src])])
+                for dst in LOCKED:
+                    self.post(src, dst, "sampling", encode_sampling_frame(src, dst, LockRequest(txn)))
+            n += 1
 
     def b_views(self) -> dict[int, list[int]]:
         """B's nodes' out-views now (the attacker operates B, so it reads its own status)."""
@@ -108,13 +128,13 @@ class Member:
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
-                self.answers[f"{r.status} {r.headers.get('X-P2P-Reason') or 'taken'}"] += 1
+                self._count(f"{r.status} {r.headers.get('X-P2P-Reason') or 'taken'}")
                 return int(r.status)
         except urllib.error.HTTPError as err:
-            self.answers[f"{err.code} {err.headers.get('X-P2P-Reason', '')}"] += 1
+            self._count(f"{err.code} {err.headers.get('X-P2P-Reason', '')}")
             return int(err.code)
         except OSError:
-            self.answers["no answer"] += 1
+            self._count("no answer")
             return 0
 
     def model(
@@ -162,12 +182,6 @@ def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, ra
             for src, view in m.b_views().items():
                 for dst in set(view) & set(A):
                     m.model(src, dst, frame)
-        elif name == "lock-flood":
-            for src in B:
-                counters = m.lock_counters.setdefault(src, best_ranked(src))
-                txn = (src, counters[r % len(counters)])
-                for dst in LOCKED:
-                    m.post(src, dst, "sampling", encode_sampling_frame(src, dst, LockRequest(txn)))
         elif name == "pin-renewal":
             ahead = ((int(time.time()) + 4) << 32) + r
             zero = {k: np.zeros_like(v) for k, v in init.items()}
@@ -214,6 +228,14 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
         swaps0 = swaps(procs[0])
         views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
         done = 0
+        stop_flood = threading.Event()
+        flood = [
+            threading.Thread(target=member.flood_locks, args=(ids, stop_flood), daemon=True)
+            for ids in (B[k::8] for k in range(8))
+            if name == "lock-flood"
+        ]
+        for t in flood:
+            t.start()
         while True:
             status = [json.loads(get(p, "/status")) for p in procs]
             current = min(int(s["round"]) for s in status)
@@ -223,6 +245,9 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
                 done = current
                 act(member, current, rng)
             time.sleep(0.05)
+        stop_flood.set()
+        for t in flood:
+            t.join()
         models = counter(procs[0], "p2pnode_models_received_total") - start_models
         swaps1 = swaps(procs[0])
         seconds = time.time() - t0

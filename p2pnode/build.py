@@ -60,12 +60,16 @@ def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tup
     return Cyclon(node_id, address, seeds, CyclonConfig(capacity=cfg.view_size))
 
 
-def set_owner(sampler: PeerSampler, owner: Callable[[int], Hashable]) -> None:
-    """Tell a PeerSwap sampler (alone or under Pers-Gossip) who stands behind each node id, so
-    that one member's ids share its lock limit (``peer_sampling.peerswap.LockShare``)."""
-    inner = sampler.inner if isinstance(sampler, Personalized) else sampler
+def set_owner(node: GossipNode, owner: Callable[[int], Hashable]) -> None:
+    """Tell a node who stands behind each node id, so that one member's ids share one member's
+    limits: a PeerSwap sampler's lock share (``peer_sampling.peerswap.LockShare``; alone or under
+    Pers-Gossip) and the clip's places in its window (``protocols.robust.ClipRadius``)."""
+    inner = node.sampler.inner if isinstance(node.sampler, Personalized) else node.sampler
     if isinstance(inner, PeerSwap):
         inner.owner = owner
+    clip = getattr(node.protocol, "clip", None)
+    if isinstance(clip, ClipRadius):
+        clip.owner = owner
 
 
 def server_id(config: RunConfig) -> int:

@@ -244,7 +244,7 @@ class NodeProcess:
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
         for runtime in self.host.nodes.values():
             runtime.node.sampler.add_seeds(seeds)
-            set_owner(runtime.node.sampler, self._owner)
+            set_owner(runtime.node, self._owner)
             runtime.start()
         self.host.accepting = True
         self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds

@@ -12,15 +12,15 @@ Two parts, each pure and per node (the distance bound, ``GossipProtocol.vet``, i
   learning via ClippedGossip", 2022): a taken model θ_j enters the merge as
   θ_i + min(1, τ / ‖θ_j − θ_i‖)·(θ_j − θ_i), its difference clipped to an adaptive radius τ.
   The guarantee of that paper holds when the Byzantine share of each node's *neighbours* is small,
-  which is what the gate provides. It is off unless ``--clip-factor`` (``--preset hostile``):
-  THREAT_MODEL.md has why.
+  which is what the gate provides. The daemon's commands turn it on (C = 1), the lab's leave it
+  off unless ``--clip-factor`` (``--preset safe``): THREAT_MODEL.md has why.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from p2pcore.effects import NodeId
 
@@ -75,13 +75,20 @@ class SenderGate:
         return min(self.burst, tokens + max(0.0, now - at) / self.interval)
 
 
+def _itself(sender: NodeId) -> Hashable:
+    return sender
+
+
 class ClipRadius:
     """ClippedGossip's adaptive radius τ for one node.
 
     τ = ``factor`` × the median of the last ``window`` distances ‖θ_j − θ_i‖ of taken models, in
-    which one sender holds at most ``per_sender`` places (its newest replace its oldest): a member
-    flooding from its few ids, or from the one in-neighbour place it holds, cannot fill the
-    window, so it moves the median by a few places at most, either way. The distances kept are the
+    which one sender holds at most ``per_sender`` places (its newest replace its oldest), and with
+    process identities one *member* (``owner``: all the ids its credential names) does: a member
+    flooding from its ids, or from the in-neighbour places they hold, cannot fill the window, so
+    it moves the median by a few places at most, either way (issue #61: keyed by id, a member
+    with 20 ids in half of a node's in-neighbour places filled the window with its own 90x
+    distances and nothing was clipped). The distances kept are the
     raw ones (before clipping), so escalating frames do not raise the next radius and frames just
     under any fixed bound end at τ.
 
@@ -104,15 +111,18 @@ class ClipRadius:
         self.per_sender = per_sender
         self.warmup = warmup
         self.min_senders = min_senders
-        self._recent: deque[tuple[NodeId, float]] = deque()
+        #: who stands behind a sender id (the process sets it: with identities, the member whose
+        #: credential names it, so that one member's ids share ``per_sender`` places; None: the id)
+        self.owner: Callable[[NodeId], Hashable] = _itself
+        self._recent: deque[tuple[Hashable, NodeId, float]] = deque()  #: (owner, sender, distance)
         self.clipped = 0  #: models clipped
 
     def radius(self, own_norm: float) -> float:
         """τ now, for a node whose own model has norm ``own_norm``."""
-        senders = {s for s, _ in self._recent}
+        senders = {o for o, _, _ in self._recent}
         if len(self._recent) < self.warmup or len(senders) < self.min_senders:
             return self.factor * own_norm
-        ranked = sorted(d for _, d in self._recent)
+        ranked = sorted(d for _, _, d in self._recent)
         mid = len(ranked) // 2
         median = ranked[mid] if len(ranked) % 2 else 0.5 * (ranked[mid - 1] + ranked[mid])
         return self.factor * median
@@ -122,10 +132,11 @@ class ClipRadius:
         distance); then the distance joins the window."""
         tau = self.radius(own_norm)
         if math.isfinite(dist):
-            mine = [i for i, (s, _) in enumerate(self._recent) if s == sender]
+            key = self._key(sender)
+            mine = [i for i, (o, _, _) in enumerate(self._recent) if o == key]
             if len(mine) >= self.per_sender:
                 del self._recent[mine[0]]
-            self._recent.append((sender, dist))
+            self._recent.append((key, sender, dist))
             while len(self._recent) > self.window:
                 self._recent.popleft()
         if math.isfinite(dist) and dist <= tau:
@@ -133,8 +144,12 @@ class ClipRadius:
         self.clipped += 1
         return tau / dist if math.isfinite(dist) and dist > 0 else 0.0
 
+    def _key(self, sender: NodeId) -> Hashable:
+        owner = self.owner(sender)
+        return sender if owner is None else owner
+
     def state(self) -> list[list[float]]:
-        return [[float(s), d] for s, d in self._recent]
+        return [[float(s), d] for _, s, d in self._recent]
 
     def restore(self, state: list[list[float]]) -> None:
-        self._recent = deque((int(s), float(d)) for s, d in state[-self.window :])
+        self._recent = deque((self._key(int(s)), int(s), float(d)) for s, d in state[-self.window :])

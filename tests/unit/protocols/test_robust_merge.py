@@ -265,6 +265,32 @@ def test_escalating_frames_do_not_raise_the_radius() -> None:
     assert clip.radius(own_norm=1.0) == 1.0  # the member's frames hold 4 places of 16, the oldest go
 
 
+def test_one_members_many_ids_share_its_places_in_the_clip_window() -> None:
+    """Issue #61: keyed by sender id, a member with 20 ids (two thirds of what a node takes)
+    fills the window with its far distances and the radius follows them;
+    keyed by its owner (the member whose credential names the ids), its ids share 4 places, the
+    median stays honest and its frames are clipped."""
+    from protocols.robust import ClipRadius
+
+    def flood(clip: ClipRadius) -> float:
+        for rnd in range(10):
+            for s in range(10):  # honest senders, one model a round each; the member's 20 ids too
+                clip.scale(s, 1.0 + 0.01 * rnd, own_norm=1.0)
+                clip.scale(20 + s, 500.0, own_norm=1.0)
+                clip.scale(30 + s, 500.0, own_norm=1.0)
+        return clip.scale(25, 500.0, own_norm=1.0)
+
+    assert flood(ClipRadius(1.0)) == 1.0  # by id: the member's distances set the radius
+    by_member = ClipRadius(1.0)
+    by_member.owner = lambda s: "member B" if s >= 20 else None  # None: the id itself
+    assert flood(by_member) == pytest.approx(1.09 / 500.0)
+    assert by_member.radius(own_norm=1.0) == pytest.approx(1.09)
+    restored = ClipRadius(1.0)
+    restored.owner = by_member.owner
+    restored.restore(by_member.state())  # a checkpoint keeps the senders; their owners are asked again
+    assert restored.radius(own_norm=1.0) == by_member.radius(own_norm=1.0)
+
+
 def test_sender_gate_takes_in_neighbours_at_an_honest_rate_only() -> None:
     from protocols.robust import SenderGate
 
