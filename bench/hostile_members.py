@@ -19,7 +19,9 @@ the clean run's:
 - ``neighbour-escalate``: the same with escalating frames (10x, then 1.5x farther each round);
 - ``lock-flood``: every B id asks A's nodes 0-4 for their PeerSwap lock with its best-ranked
   transactions, from 8 threads without pause, and never commits (A's swaps committed and
-  aborted are printed).
+  aborted are printed);
+- ``slow-uploads``: 96 signed model posts as B's ids from 4 addresses, each body at 1 byte a
+  second and posted again when it ends (A's honest intake is the figure to read).
 
     .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
 
@@ -32,6 +34,7 @@ honest intake by more than 20%.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import random
@@ -43,10 +46,11 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import numpy as np
 
 from bench.hostile_outsiders import counter, free_port, get, stop, wait_for_round
@@ -71,6 +75,7 @@ ATTACKS = (
     "neighbour-90x",
     "neighbour-escalate",
     "lock-flood",
+    "slow-uploads",
 )
 LOCKED = range(5)  #: the A nodes the lock flood asks
 
@@ -112,6 +117,49 @@ class Member:
                 for dst in LOCKED:
                     self.post(src, dst, "sampling", encode_sampling_frame(src, dst, LockRequest(txn)))
             n += 1
+
+    def slow_uploads(self, params: dict[str, np.ndarray], stop: threading.Event) -> None:
+        """96 signed model posts as B's ids to A's nodes from 4 addresses (127.0.0.2-5), each
+        body sent at 1 byte a second, each posted again when it ends, until ``stop``."""
+        asyncio.run(self._slow_uploads(params, stop))
+
+    async def _slow_uploads(self, params: dict[str, np.ndarray], stop: threading.Event) -> None:
+        sessions = [
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(f"127.0.0.{k}", 0), limit=0))
+            for k in range(2, 6)
+        ]
+
+        async def trickle(body: bytes) -> AsyncIterator[bytes]:
+            for i in range(len(body)):
+                if stop.is_set():
+                    return
+                yield body[i : i + 1]
+                await asyncio.sleep(1.0)
+
+        async def one(n: int) -> None:
+            sender, dest = B[n % 20], A[n % 20]
+            path = f"/v1/nodes/{dest}/gossip"
+            while not stop.is_set():
+                self.version += 1
+                frame = DeltaEncoder(False).encode(dest, self.life + self.version, params)
+                body = bytes(encode_model_frame(sender, dest, frame))
+                headers = sign(
+                    self.keyring, "POST", path, sender, body, int(time.time() * 1000), identity=self.identity
+                )
+                headers["Content-Length"] = str(len(body))
+                url = f"http://{self.addresses[dest]}{path}"
+                try:
+                    async with sessions[n % 4].post(url, data=trickle(body), headers=headers) as r:
+                        self._count(f"{r.status} {r.headers.get('X-P2P-Reason') or 'taken'}")
+                except (aiohttp.ClientError, OSError):
+                    self._count("cut")
+                await asyncio.sleep(0.1)
+
+        try:
+            await asyncio.gather(*(one(n) for n in range(96)))
+        finally:
+            for session in sessions:
+                await session.close()
 
     def b_views(self) -> dict[int, list[int]]:
         """B's nodes' out-views now (the attacker operates B, so it reads its own status)."""
@@ -234,6 +282,8 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
             for ids in (B[k::8] for k in range(8))
             if name == "lock-flood"
         ]
+        if name == "slow-uploads":
+            flood.append(threading.Thread(target=member.slow_uploads, args=(init, stop_flood), daemon=True))
         for t in flood:
             t.start()
         while True:

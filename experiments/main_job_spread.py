@@ -50,7 +50,8 @@ def simulator_flags(flags: Sequence[str]) -> list[str]:
     """The launch's flags as ``simulate`` takes them for the same configuration: ``launch`` starts
     from the daemon's safe defaults (the clip on, issue #61), ``simulate`` from the papers' plain
     merge, so the daemon's clip is given unless the command names the clip or a preset itself."""
-    if any(f in ("--clip-factor", "--preset") or f.startswith(("--clip-factor=", "--preset=")) for f in flags):
+    named = ("--clip-factor", "--preset")
+    if any(f in named or f.startswith(tuple(n + "=" for n in named)) for f in flags):
         return list(flags)
     return [*flags, "--clip-factor", str(defaults(daemon=True).clip_factor)]
 

@@ -113,6 +113,11 @@ _FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
 _SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
 _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
 _PERS: Check = (lambda c: c.sampling == "pers", "--sampling pers")
+#: FedAvg's clients have the server as their one peer: a sampler or a view size changes nothing
+_GOSSIP: Check = (
+    lambda c: c.protocol != "fedavg",
+    "a gossip protocol (FedAvg clients talk to the server)",
+)
 _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 _FILE: Check = (lambda c: c.dataset not in ("ml-100k", "synthetic"), "--dataset FILE")
 
@@ -707,8 +712,8 @@ class RunConfig:
         check=(lambda v: 0 < v <= 1, "must be in (0, 1]"),
         needs=_FEDAVG,
     )
-    sampling: str = opt("peerswap", "peer sampling service", choices=SAMPLINGS)
-    view_size: int = opt(3, "out-view size P", check=_min(1))
+    sampling: str = opt("peerswap", "peer sampling service", choices=SAMPLINGS, needs=_GOSSIP)
+    view_size: int = opt(3, "out-view size P", check=_min(1), needs=_GOSSIP)
     swap_rate: float = opt(
         0.1, "PeerSwap view changes per node per round (p ~ Exp(rate))", check=_min(0), needs=_PEERSWAP
     )
@@ -981,6 +986,51 @@ PRESETS: dict[str, dict[str, Any]] = {
     "safe": SAFE,
     "hostile": SAFE,  # the name of "safe" before it was the daemon's default
 }
+
+
+#: what every process of one network must agree on (issue #63): the population, the protocol and
+#: its views, the model's shape, what the seed derives (θ_0, the first views), the tick
+NETWORK_SETTINGS = (
+    "nodes",
+    "dataset",
+    "min_interactions",
+    "min_item_users",
+    "bbox",
+    "protocol",
+    "sampling",
+    "view_size",
+    "swap_rate",
+    "seed",
+    "tick_seconds",
+    "model",
+    "learning.factors",
+    "learning.prme_dim",
+    "learning.ncf_dim",
+    "learning.ncf_hidden",
+    "learning.share_less",
+    "learning.personal_user",
+    "learning.local_head",
+    "learning.defence",
+)
+
+
+def network_settings(config: RunConfig) -> dict[str, Any]:
+    """The :data:`NETWORK_SETTINGS` of ``config`` as a process's members page states them; a
+    dataset file is "a file" (its path is the host's own; its users are ``nodes``)."""
+    out = {path: config.get(path) for path in NETWORK_SETTINGS}
+    if out["dataset"] not in ("ml-100k", "synthetic"):
+        out["dataset"] = "a file"
+    return out
+
+
+def network_differences(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
+    """Each setting of :data:`NETWORK_SETTINGS` a peer states otherwise, as ``name X there, Y
+    here`` (a setting the peer does not state is not compared: an older version)."""
+    return [
+        f"{key} {theirs[key]!r} there, {mine[key]!r} here"
+        for key in NETWORK_SETTINGS
+        if key in theirs and key in mine and theirs[key] != mine[key]
+    ]
 
 
 def defaults(daemon: bool = False) -> RunConfig:

@@ -31,7 +31,7 @@ from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
 from p2pnode.build import make_node, make_server, server_id, set_owner
 from p2pnode.clock import MonotonicClock
-from p2pnode.config import RunConfig
+from p2pnode.config import RunConfig, network_differences, network_settings
 from p2pnode.host import Host, body_limit
 from p2pnode.identity import IdentityError, new_challenge
 from p2pnode.limits import Limits, client_timeout
@@ -169,7 +169,13 @@ class NodeProcess:
         }
 
     def members(self) -> dict[str, Any]:
-        return {"address": self.spec.address, "nodes": sorted(self.hosted)}
+        """The ``/v1/members`` page: this process's address, nodes and the settings every
+        process of the network must share (a joining process compares them)."""
+        return {
+            "address": self.spec.address,
+            "nodes": sorted(self.hosted),
+            "settings": network_settings(self.config),
+        }
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -332,6 +338,7 @@ class NodeProcess:
         said = 0  #: the last wait, in s, a line was printed for
         seeds: list[tuple[int, str]] = []
         scheme = "https" if self._client_ssl is not None else "http"
+        mine = network_settings(self.config)
         connector = aiohttp.TCPConnector(ssl=self._client_ssl if self._client_ssl is not None else True)
         async with aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=3), connector=connector
@@ -346,6 +353,13 @@ class NodeProcess:
                         async with session.get(f"{scheme}://{peer}/v1/members", params=params) as resp:
                             body = await resp.json()
                         listed = [int(u) for u in body["nodes"]]
+                        theirs = body.get("settings")
+                        differ = network_differences(mine, theirs) if isinstance(theirs, dict) else []
+                        if differ:
+                            raise StartupError(
+                                f"{peer} runs another network: {'; '.join(differ)} "
+                                "(start every process of a network with the same settings)"
+                            )
                         if trust is not None:  # only the nodes the peer proves it holds
                             cred = trust.check_proof(body, challenge, peer)
                             if cred is None or cred.serial in trust.revoked:

@@ -216,6 +216,7 @@ BRINGS = {
     "--protocol samo or fedavg": ["--protocol", "samo"],
     "a gossip protocol (FedAvg has --merge)": [],
     "--sampling peerswap": [],
+    "a gossip protocol (FedAvg clients talk to the server)": [],
     "--sampling pers": ["--sampling", "pers"],
     "--churn exp|weibull": ["--churn", "exp", "--sampling", "cyclon"],
     "--churn weibull": ["--churn", "weibull", "--sampling", "cyclon"],
@@ -314,8 +315,8 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
     """Issue #61: ``run``, ``launch`` and ``deploy`` start from the safe defaults (ClippedGossip at
     C = 1); ``simulate`` and the Python API from the papers' plain merge; ``--preset paper`` and
     ``--preset safe`` cross over; a config file that does not name the clip keeps the command's."""
-    import p2pnode.real
     import p2plab.launch
+    import p2pnode.real
     from p2plab.deploy_plan import plan_from_inventory
 
     parser = build_parser()
@@ -355,3 +356,18 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
     # a deployed cluster's hosts run `p2pnode run --config` with the inventory's settings only
     hosts = {"_meta": {"hostvars": {"a": {"p2pnode_nodes": 4}}}, "p2pnode": {"hosts": ["a"]}}
     assert plan_from_inventory(hosts).config.clip_factor == 1.0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--protocol", "fedavg", "--sampling", "pers"],
+        ["--protocol", "fedavg", "--sampling", "cyclon", "--view-size", "7"],
+        ["--protocol", "fedavg", "--view-size", "7"],
+    ],
+)
+def test_sampling_flags_without_effect_under_fedavg_are_refused(argv: list[str]) -> None:
+    """Issue #63 point 3: a FedAvg client's one peer is the server, so a sampler or a view size
+    given with ``--protocol fedavg`` would change nothing: refused, naming what it needs."""
+    with pytest.raises(ConfigError, match="has no effect without a gossip protocol"):
+        config_from_args(build_parser().parse_args(["simulate", *argv]))
