@@ -295,14 +295,14 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
                 done = current
                 act(member, current, rng)
             time.sleep(0.05)
-        stop_flood.set()
-        for t in flood:
-            t.join()
         models = counter(procs[0], "p2pnode_models_received_total") - start_models
         swaps1 = swaps(procs[0])
+        stop_flood.set()  # after the counters: a slow upload ends when A answers it
         seconds = time.time() - t0
         nodes = [n for s in status for n in s["nodes"]]
         views_after = [n["view"] for n in status[0]["nodes"]]
+    for t in flood:  # the cluster is stopped: what the attacker still had open fails at once
+        t.join(timeout=30)
     hits = [n[status[0]["metric"]] for n in nodes if n.get(status[0]["metric"]) is not None]
     own = {37, 38, 39}
     return {
