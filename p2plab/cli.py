@@ -193,6 +193,8 @@ def _launch(args: argparse.Namespace) -> int:
     tune_process()
     config = cli.config_from_args(args, daemon=True)
     settings = cli.settings_from_args(args, "launch")
+    if args.out is not None:
+        cli.write_config(args.out, config)
     key_file = settings.path(settings.cluster_key_file)
     check_launch(config, args.processes, key_file, args.open, settings.memory_check)
     result = cli.run_async(

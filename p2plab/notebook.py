@@ -87,7 +87,8 @@ def _config(command: str, flags: Mapping[str, Any]) -> tuple[argparse.Namespace,
     parser = _parser(command)
     argv, keys = _argv(parser, flags)
     args = parser.parse_args(argv)
-    return args, cli.config_from_args(args, keys)
+    # launch starts from the daemon's safe defaults, as `p2pnode launch` does (issue #61)
+    return args, cli.config_from_args(args, keys, daemon=command == "launch")
 
 
 def simulate(*, progress: bool = True, **flags: Any) -> Result:
@@ -96,8 +97,10 @@ def simulate(*, progress: bool = True, **flags: Any) -> Result:
     ``p2pnode.simulate(nodes=100, rounds=10, lr=0.01, attack="cia", dataset="mine.csv")``.
     Like the command, it runs with one torch thread (``torch.set_num_threads(1)``: the numbers
     are the command line's) and first refuses a run that will not fit in free memory
-    (``no_memory_check=True`` runs it anyway). ``out=DIR`` also writes ``DIR/result.json``.
+    (``no_memory_check=True`` runs it anyway). ``out=DIR`` also writes ``DIR/result.json`` and
+    ``DIR/config.toml`` (which ``config=`` or ``--config`` reads back).
     """
+    from p2pnode import cli
     from p2pnode.cli import settings_from_args
     from p2pnode.process import tune_process
     from p2pnode.sim import simulate as run
@@ -108,7 +111,7 @@ def simulate(*, progress: bool = True, **flags: Any) -> Result:
     with _Bar(config, progress) as bar:
         result = run(config, None, memory_check=settings.memory_check, on_round=bar.update)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
+        cli.write_config(args.out, config)
         (args.out / "result.json").write_text(json.dumps(result, indent=1))
     return Result(result)
 
@@ -119,12 +122,15 @@ def launch(*, progress: bool = True, **flags: Any) -> Result:
     ``cluster_key_file``). Works inside Jupyter's own event loop (the launch runs in a thread)."""
     from p2plab.launch import check_launch
     from p2plab.launch import launch as run
+    from p2pnode import cli
     from p2pnode.cli import settings_from_args
 
     args, config = _config("launch", flags)
     settings = settings_from_args(args, "launch")
     key_file = settings.path(settings.cluster_key_file)
     check_launch(config, args.processes, key_file, args.open, settings.memory_check)
+    if args.out is not None:
+        cli.write_config(args.out, config)
     with _Bar(config, progress) as bar:
         result = _run_async(run(config, args.processes, args.out, None, key_file, args.open, bar.update))
     return Result(result)

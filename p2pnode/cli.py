@@ -34,6 +34,7 @@ from p2pnode.config import (
     load_toml,
     nested,
     read_toml,
+    to_toml,
 )
 
 
@@ -560,9 +561,36 @@ def _simulate(args: argparse.Namespace) -> int:
     if progress is not None:
         progress(summary(result, metric_for(config)))
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
+        write_config(args.out, config)
         (args.out / "result.json").write_text(json.dumps(result, indent=1))
     print_result(args, config, result)
+    return 0
+
+
+def write_config(out: Path, config: RunConfig) -> None:
+    """``out/config.toml``: the run's whole configuration, which ``--config`` reads back to the
+    same configuration (and so the same run key)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(out / "config.toml", to_toml(config))
+
+
+def _config_flags(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="config_command", required=True, parser_class=Parser)
+    show = sub.add_parser("show", help="print the whole configuration tree as commented TOML")
+    show.add_argument("--preset", choices=sorted(PRESETS), help="with this preset applied")
+    show.add_argument(
+        "--daemon", action="store_true", help="the defaults of run, launch and deploy (the clip on)"
+    )
+    show.add_argument("--config", type=Path, help="with this TOML file applied")
+
+
+def _config(args: argparse.Namespace) -> int:
+    cfg = defaults(daemon=args.daemon)
+    if args.preset:
+        cfg = cfg.replace(**PRESETS[args.preset])
+    if args.config:
+        cfg = load_toml(args.config, cfg)
+    print(to_toml(cfg), end="")
     return 0
 
 
@@ -573,6 +601,8 @@ def _run(args: argparse.Namespace) -> int:
     tune_process()
     config = config_from_args(args, daemon=True)
     settings = settings_from_args(args, "run")
+    if args.out is not None:
+        write_config(args.out, config)
     host, port = parse_hostport(settings.listen)
     users = parse_users(settings.users) if settings.users else tuple(range(config.nodes))
     peers = tuple(p for p in (x.strip() for x in settings.peers.split(",")) if p)
@@ -645,4 +675,10 @@ DAEMON_COMMANDS: tuple[Command, ...] = (
     Command("simulate", "the same experiment on the virtual clock", _simulate_flags, _simulate),
     Command("keys", "cluster keyring: new, install, use, remove, show", _keys_flags, _keys),
     Command("data", "datasets", _data_flags, _data),
+    Command(
+        "config",
+        "the configuration tree: show (as commented TOML, to edit for --config)",
+        _config_flags,
+        _config,
+    ),
 )

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
+import json
+import math
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -1037,6 +1039,58 @@ def defaults(daemon: bool = False) -> RunConfig:
     """The configuration a command starts from: the fields' defaults, and for the daemon's
     commands :data:`SAFE` on top."""
     return RunConfig().replace(**SAFE) if daemon else RunConfig()
+
+
+def to_toml(config: RunConfig, comments: bool = True) -> str:
+    """``config`` as a ``--config`` file that reads back to the same configuration: top-level
+    keys, then one table per section; with ``comments`` each key is preceded by its help (and
+    its flag), so the whole default tree reads as documentation (``p2pnode config show``)."""
+    top: list[str] = []
+    tables: dict[str, list[str]] = {}
+    for path, f in config_fields():
+        section, _, name = path.rpartition(".")
+        lines = tables.setdefault(section, []) if section else top
+        flag: Flag | None = f.metadata.get("flag")
+        if comments:
+            if lines:
+                lines.append("")
+            about = f"{flag.flag_name(f.name)}: {flag.help}" if flag is not None else "(no flag)"
+            lines += [f"# {line}" for line in _wrap(about)]
+        lines.append(f"{name} = {_toml_scalar(config.get(path))}")
+    out = top
+    for section, lines in tables.items():
+        out += ["", f"[{section}]", *lines]
+    return "\n".join(out) + "\n"
+
+
+def _wrap(text: str, width: int = 98) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for w in words:
+        if line and len(line) + 1 + len(w) > width:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}" if line else w
+    return [*lines, line] if line else lines
+
+
+def _toml_scalar(value: Any) -> str:
+    """A configuration value as TOML: strings as basic strings (JSON's escapes are TOML's),
+    floats always with a point or an exponent (or inf, nan), booleans lower case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        text = repr(value)
+        return text if any(c in text for c in ".en") else text + ".0"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    raise ConfigError(f"a configuration value of type {type(value).__name__} has no TOML form: {value!r}")
 
 
 def read_toml(path: Path) -> dict[str, Any]:

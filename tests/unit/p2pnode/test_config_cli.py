@@ -371,3 +371,58 @@ def test_sampling_flags_without_effect_under_fedavg_are_refused(argv: list[str])
     given with ``--protocol fedavg`` would change nothing: refused, naming what it needs."""
     with pytest.raises(ConfigError, match="has no effect without a gossip protocol"):
         config_from_args(build_parser().parse_args(["simulate", *argv]))
+
+
+def test_config_show_prints_the_whole_tree_as_toml_that_reads_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue #63 point 5: ``p2pnode config show`` prints every field, each with its flag and help
+    as a comment, as TOML that ``--config`` reads back to the same configuration; ``--daemon``
+    gives the daemon's defaults, ``--preset`` applies one."""
+    import tomllib
+
+    from p2pnode.cli import main
+    from p2pnode.config import defaults as start
+    from p2pnode.config import from_mapping
+
+    def show(*argv: str) -> tuple[str, RunConfig]:
+        assert main(["config", "show", *argv]) == 0
+        text = capsys.readouterr().out
+        return text, from_mapping(tomllib.loads(text), RunConfig())
+
+    text, cfg = show()
+    assert cfg == RunConfig()
+    assert "# --lr: " in text and "[learning]\n" in text and "lr = 0.001\n" in text
+    assert all(f"\n{path.rpartition('.')[2]} = " in text for path, _ in config_fields())
+    assert show("--daemon")[1] == start(daemon=True) and start(daemon=True).clip_factor == 1.0
+    assert show("--preset", "quick")[1].nodes == 100
+
+
+def test_a_simulation_writes_a_config_toml_that_gives_the_same_run_key(tmp_path: Path) -> None:
+    """Issue #63 point 5: ``simulate --out`` writes ``config.toml`` beside ``result.json``, and
+    ``--config`` reads it back to the same configuration, so the same run key."""
+    from p2plab.experiment_spec import run_key
+    from p2pnode.cli import main
+
+    argv = ["simulate", "--nodes", "12", "--rounds", "1", "--lr", "0.05", "--sampling", "static"]
+    assert main([*argv, "--out", str(tmp_path), "--quiet"]) == 0
+    given = config_from_args(build_parser().parse_args(argv))
+    back = load_toml(tmp_path / "config.toml")
+    assert back == given and run_key(back) == run_key(given)
+    written = str(tmp_path / "config.toml")
+    again = config_from_args(build_parser().parse_args(["simulate", "--config", written]))
+    assert again == given
+
+
+def test_the_example_config_in_docs_is_the_readmes_main_job() -> None:
+    """docs/example-config.toml reads (as --config), and is the README's main job."""
+    root = Path(__file__).resolve().parents[3]
+    cfg = config_from_args(
+        build_parser().parse_args(["simulate", "--config", str(root / "docs/example-config.toml")])
+    )
+    main_job = (
+        "--nodes 100 --rounds 20 --lr 0.01 --attack cia --target-k 10 --colluders 0.2 --colluder-groups 5"
+    )
+    assert cfg == config_from_args(
+        build_parser().parse_args(["simulate", *main_job.split(), "--fictive-user"])
+    )
