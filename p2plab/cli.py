@@ -434,6 +434,7 @@ def commands() -> tuple[cli.Command, ...]:
             _deploy,
         ),
         daemon["data"],
+        daemon["config"],
     )
 
 

@@ -165,11 +165,11 @@ def test_daemon_command_line_names_where_the_lab_commands_are() -> None:
     )
     assert daemon.returncode == 0
     text = " ".join(daemon.stdout.split())
-    assert "python -m p2plab" in text and "{run,simulate,keys,data}" in text
+    assert "python -m p2plab" in text and "{run,simulate,keys,data,config}" in text
     lab = subprocess.run(
         [sys.executable, "-m", "p2plab", "--help"], capture_output=True, text=True, timeout=60
     )
-    assert "{run,launch,simulate,metrics,experiment,keys,deploy,data}" in lab.stdout
+    assert "{run,launch,simulate,metrics,experiment,keys,deploy,data,config}" in lab.stdout
     version = subprocess.run(
         [sys.executable, "-m", "p2plab", "--version"], capture_output=True, text=True, timeout=60
     )
