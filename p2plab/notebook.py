@@ -18,7 +18,9 @@ import argparse
 import asyncio
 import concurrent.futures
 import difflib
+import inspect
 import json
+import textwrap
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -134,6 +136,41 @@ def launch(*, progress: bool = True, **flags: Any) -> Result:
     with _Bar(config, progress) as bar:
         result = _run_async(run(config, args.processes, args.out, None, key_file, args.open, bar.update))
     return Result(result)
+
+
+def _arguments(command: str) -> list[tuple[str, Any, str]]:
+    """The keyword arguments of ``p2pnode.<command>()``: each flag of the command (as a Python
+    name), its default (the configuration's, for a run's field) and its help."""
+    from p2pnode.config import defaults, get_path
+
+    start = defaults(daemon=command == "launch")
+    out = []
+    for action in _parser(command)._actions:
+        flag = next((o for o in action.option_strings if o.startswith("--")), None)
+        if flag is None or action.help == argparse.SUPPRESS:
+            continue
+        name = flag[2:].replace("-", "_")
+        if name in _NOT_HERE:
+            continue
+        default = action.default
+        if action.dest.startswith("cfg__"):
+            default = get_path(start, action.dest[5:].replace("__", "."))
+        out.append((name, default, " ".join((action.help or "").split())))
+    return out
+
+
+def _document(function: Any, command: str) -> None:
+    """Give ``function`` a signature and a docstring that list every keyword argument, generated
+    from the command's flags (so from the configuration tree: they cannot drift apart)."""
+    arguments = _arguments(command)
+    params = [inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=True)]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d) for n, d, _ in arguments]
+    params.append(inspect.Parameter("keys", inspect.Parameter.VAR_KEYWORD))
+    function.__signature__ = inspect.Signature(params, return_annotation="Result")
+    lines = [(function.__doc__ or "").rstrip(), "", "Keyword arguments (the command's flags):", ""]
+    for name, _default, text in arguments:
+        lines += textwrap.wrap(f"{name}: {text}", 96, initial_indent="    ", subsequent_indent="        ")
+    function.__doc__ = "\n".join(lines) + "\n"
 
 
 def _run_async(coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
@@ -276,3 +313,7 @@ def _pandas() -> Any:
             "tables of a result need pandas: pip install 'p2pnode[notebook]' (or pandas)"
         ) from None
     return pandas
+
+
+_document(simulate, "simulate")
+_document(launch, "launch")

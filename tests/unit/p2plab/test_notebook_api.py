@@ -200,3 +200,25 @@ def test_a_run_with_attribute_inference_plots_it() -> None:
     aia_axes = next(ax for ax in fig.axes if ax.get_title().startswith("Attribute inference"))
     labels = {line.get_label() for line in aia_axes.get_lines()}
     assert {"server: planted AUC", "server: planted majority", "omniscient: planted AUC"} <= labels
+
+
+def test_help_lists_every_argument_with_its_default_and_help() -> None:
+    """Issue #63 point 7: ``help(p2pnode.simulate)`` shows every keyword argument, with its
+    default in the signature and its help in the docstring, generated from the flags (so from
+    the configuration tree); ``launch`` shows the daemon's defaults."""
+    import inspect
+
+    import p2pnode
+    from p2pnode.config import config_fields
+
+    for function, clip in ((p2pnode.simulate, 0.0), (p2pnode.launch, 1.0)):
+        params = inspect.signature(function).parameters
+        doc = function.__doc__ or ""
+        for _path, f in config_fields():
+            flag = f.metadata.get("flag")
+            if flag is None or not flag.offered(real=function is p2pnode.launch, network=True):
+                continue
+            name = flag.flag_name(f.name)[2:].replace("-", "_")
+            assert name in params and f"\n    {name}: " in doc, name
+        assert params["lr"].default == 0.001 and params["clip_factor"].default == clip
+        assert "progress" in params and "json" not in params
