@@ -31,7 +31,10 @@ from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import ConfigError, RunConfig
 from p2pnode.identity import Authority, save_authority, save_identity
 from p2pnode.real import split_users
-from p2pnode.report import metric_for, summary
+from p2pnode.report import metric_for, summary, time_left
+
+#: a launch with no round yet says it is starting this often (it used to be silent ~20 s)
+STARTING_EVERY_S = 5.0
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -244,6 +247,8 @@ async def _run(
             if p.returncode is None:
                 p.send_signal(signal.SIGTERM)
         await asyncio.gather(*(p.wait() for p in procs.values()))
+        if progress is not None:  # each process writes its summary on SIGTERM: the run so far
+            progress(_interrupted(workdir, sorted(procs), config))
         raise
     finally:
         watcher.cancel()
@@ -276,6 +281,18 @@ async def _run(
         progress(summary(total, metric))
     (workdir / "summary.json").write_text(json.dumps(total, indent=1))
     return total
+
+
+def _interrupted(workdir: Path, procs: Sequence[int], config: RunConfig) -> str:
+    """The line an interrupted launch ends with: the summary of the rounds its processes ran
+    (each writes its ``result.json`` when stopped), or why there is none."""
+    metric = metric_for(config)
+    try:
+        results = [json.loads((workdir / f"proc{k}" / "result.json").read_text()) for k in procs]
+        total = aggregate(results, metric.key)
+        return f"interrupted at round {total['round']} of {config.rounds}: {summary(total, metric)}"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"interrupted before every process wrote its summary ({type(exc).__name__}: {exc})"
 
 
 async def _wait_up(addresses: list[str], procs: dict[int, asyncio.subprocess.Process]) -> None:
@@ -360,9 +377,16 @@ async def _watch(
     if progress is None and on_round is None:
         return
     t0 = time.perf_counter()
+    said = 0.0  #: when the last "starting" line was printed
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
         while True:
             await asyncio.sleep(config.tick_seconds * 100 / 2)
+            waited = time.perf_counter() - t0
+            if progress is not None and shown["round"] == 0 and waited - said >= STARTING_EVERY_S:
+                said = waited  # no round yet: the processes load data, build nodes, find peers
+                progress(
+                    f"starting: {len(addresses)} processes preparing (data, nodes, peers)  {waited:5.0f}s"
+                )
             statuses = []
             polled = addresses if up is None else [addresses[k] for k in sorted(up)]  # churn: those up
             for a in polled:
@@ -392,10 +416,14 @@ async def _watch(
                 on_round(rnd, latest)
             if progress is None:
                 continue
+            bounds = [s["cia"]["upper_bound"] for s in statuses if (s.get("cia") or {}).get("upper_bound")]
+            elapsed = time.perf_counter() - t0
             progress(
                 f"round {rnd:>4}/{config.rounds}  {metric_for(config).label} {hr:.3f}  "
-                f"models {models:>7}  MB {nbytes / 1e6:9.1f}  {time.perf_counter() - t0:7.1f}s"
+                f"models {models:>7}  MB {nbytes / 1e6:9.1f}  {elapsed:7.1f}s"
+                + time_left(rnd, config.rounds, elapsed)
                 + (f"  CIA AAC {sum(cia) / len(cia):.3f}" if cia else "")
+                + (f" (bound {sum(bounds) / len(bounds):.3f})" if cia and bounds else "")
                 + (f"  failed sends {failures}" if failures else "")
                 + (f"  refused {refused}" if refused else "")
                 + (f"  processes up {len(polled)}/{len(addresses)}" if up is not None else "")

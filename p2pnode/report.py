@@ -151,7 +151,7 @@ def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seco
         f"round {stats['round']:>4}/{total_rounds}  {metric.label} {value:.3f}  "
         f"models {stats['model_messages']:>7} ({stats['delta_messages']} delta)  "
         f"MB {stats['bytes'] / 1e6:9.1f}  merges {stats['merges']:>7}  {seconds:7.1f}s"
-        + _time_left(stats["round"], total_rounds, seconds)
+        + time_left(stats["round"], total_rounds, seconds)
         + (
             f"  CIA AAC {stats['cia']['aac']:.3f} (bound {stats['cia']['upper_bound']:.3f})"
             if "cia" in stats
@@ -162,7 +162,7 @@ def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seco
     )
 
 
-def _time_left(round_no: int, total_rounds: int, seconds: float) -> str:
+def time_left(round_no: int, total_rounds: int, seconds: float) -> str:
     """The time the remaining rounds will take at the pace so far (none after the last)."""
     if round_no <= 0 or round_no >= total_rounds:
         return ""

@@ -46,15 +46,19 @@ def test_launch_removes_the_keys_it_made_and_its_temporary_folder(
     assert not files & {"cluster.key", "authority.key", "proc0.identity", "proc1.identity"}
 
 
-def test_a_launch_cancelled_midway_removes_its_temporary_folder_and_stops_its_processes(
+def test_a_launch_cancelled_midway_removes_its_temporary_folder_stops_its_processes_and_sums_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made = _recorded(monkeypatch)
     long_run = CONFIG.replace(rounds=1000)
+    lines: list[str] = []
 
     async def cancelled() -> None:  # Ctrl-C and SIGTERM cancel the launch (p2plab.launch)
-        task = asyncio.create_task(launch(long_run, 2, None))
-        await asyncio.sleep(8)  # the processes started and are running rounds
+        task = asyncio.create_task(launch(long_run, 2, None, lines.append))
+        for _ in range(600):  # the processes started and are running rounds: a round was shown
+            if any(line.startswith("round ") for line in lines) or task.done():
+                break
+            await asyncio.sleep(0.1)
         task.cancel()
         try:
             await task
@@ -64,3 +68,7 @@ def test_a_launch_cancelled_midway_removes_its_temporary_folder_and_stops_its_pr
 
     asyncio.run(cancelled())
     assert len(made) == 1 and not made[0].exists()  # it used to stay, with the processes' logs in it
+    # it ends with the summary of the rounds it ran (issue #63 point 10: it used to print nothing)
+    assert lines[-1].startswith("interrupted at round ") and " of 1000: " in lines[-1], lines[-3:]
+    assert "HR@20" in lines[-1] and "12 nodes" in lines[-1]
+    assert any(line.startswith("round ") and "s left)" in line for line in lines), lines
