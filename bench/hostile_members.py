@@ -20,6 +20,8 @@ the clean run's:
 - ``lock-flood``: every B id asks A's nodes 0-4 for their PeerSwap lock with its best-ranked
   transactions, from 8 threads without pause, and never commits (A's swaps committed and
   aborted are printed);
+- ``eclipse-poison``: swap-forgery for the first 10 rounds, then neighbour-escalate from the
+  places B's ids then hold;
 - ``slow-uploads``: 96 signed model posts as B's ids from 4 addresses, each body at 1 byte a
   second and posted again when it ends (A's honest intake is the figure to read).
 
@@ -76,7 +78,9 @@ ATTACKS = (
     "neighbour-escalate",
     "lock-flood",
     "slow-uploads",
+    "eclipse-poison",
 )
+ECLIPSE_ROUNDS = 10  #: eclipse-poison: rounds of SwapAdopt lies before the poisoning
 LOCKED = range(5)  #: the A nodes the lock flood asks
 
 
@@ -218,7 +222,12 @@ def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, ra
         elif name == "poison-10%":
             for src in (36, 37, 38, 39):
                 m.model(src, rng.randrange(40), scaled)
-        elif name == "swap-forgery":
+        elif name == "eclipse-poison" and r >= ECLIPSE_ROUNDS:  # then poison from the places taken
+            far = {k: v * 10 * 1.5 ** (r - ECLIPSE_ROUNDS) for k, v in init.items()}
+            for src, view in m.b_views().items():
+                for dst in set(view) & set(A):
+                    m.model(src, dst, far)
+        elif name in ("swap-forgery", "eclipse-poison"):
             for dst in A:
                 txn = (37, 1000 + r * 100 + dst)
                 m.post(37, dst, "sampling", encode_sampling_frame(37, dst, SwapPropose(txn)))

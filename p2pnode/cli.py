@@ -63,7 +63,18 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = Fal
     """The flags of a run: ``--config`` and ``--preset``, then one flag per configuration field
     that declares one (p2pnode/config.py), then the output flags."""
     groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()}
-    g = groups["experiment"]
+    config_and_preset_flags(groups["experiment"])
+    start = defaults(daemon=real)
+    for path, f in config_fields():
+        flag: Flag | None = f.metadata.get("flag")
+        if flag is None or not flag.offered(real, network):
+            continue
+        _field_flag(groups[flag.group], path, f, start.get(path), _dest(path))
+    output_flags(p)
+
+
+def config_and_preset_flags(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--config`` and ``--preset``, as every command that builds a configuration has them."""
     g.add_argument(
         "--config",
         type=Path,
@@ -76,13 +87,6 @@ def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = Fal
         help="named starting configuration: "
         + "; ".join(f"{k} = {_preset_text(v)}" for k, v in sorted(PRESETS.items())),
     )
-    start = defaults(daemon=real)
-    for path, f in config_fields():
-        flag: Flag | None = f.metadata.get("flag")
-        if flag is None or not flag.offered(real, network):
-            continue
-        _field_flag(groups[flag.group], path, f, start.get(path), _dest(path))
-    output_flags(p)
 
 
 def output_flags(p: argparse.ArgumentParser, json: bool = True) -> None:
@@ -577,11 +581,10 @@ def write_config(out: Path, config: RunConfig) -> None:
 def _config_flags(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="config_command", required=True, parser_class=Parser)
     show = sub.add_parser("show", help="print the whole configuration tree as commented TOML")
-    show.add_argument("--preset", choices=sorted(PRESETS), help="with this preset applied")
+    config_and_preset_flags(show)
     show.add_argument(
         "--daemon", action="store_true", help="the defaults of run, launch and deploy (the clip on)"
     )
-    show.add_argument("--config", type=Path, help="with this TOML file applied")
 
 
 def _config(args: argparse.Namespace) -> int:
