@@ -37,7 +37,9 @@ and lock requests must come from their initiator, and a proposal from an in-neig
 with process identities a member proposes only as its own ids, so it can swap only with the nodes
 it points to, as an honest node); adopted views must keep the view sizes, hold no
 id twice and not the node itself. Anything else is ignored, and the views do not change. A node
-queues at most ``wait_queue`` requests, one per initiator.
+queues at most ``wait_queue`` requests, one per initiator, and lets one owner's transactions (a
+member's, whatever number of ids it holds) hold its lock at most ``lock_share`` of the time
+(issue #61, :class:`LockShare`): lock requests that never commit cannot stall its swaps.
 """
 
 from __future__ import annotations
