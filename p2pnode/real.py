@@ -257,8 +257,8 @@ class NodeProcess:
 
     def _owner(self, sender: int) -> Hashable:
         """Who stands behind a node id, for the limits a member's ids share (PeerSwap's
-        ``LockShare``): None for a node hosted here, the member whose credential signed for it
-        (with identities), else the id itself."""
+        ``LockShare``, the clip window's places): None for a node hosted here, the member whose
+        credential signed for it (with identities), else the id itself."""
         if sender in self.host.nodes:
             return None
         serial = self.keys.verifier.holder(sender) if self.keys is not None else None
