@@ -59,6 +59,7 @@ EXPERIMENTS = (
         "pard-eta",
         "pard-lambda",
         "defences-gossip",
+        "eval-full",
     ),
 )
 

@@ -21,7 +21,7 @@ from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_fused import FusedGMF, RowUndo, epoch_examples
 from learning.gmf_numpy import NumpyGMF, moments_state, reset_moments, restore_moments
 from learning.history import Base, ParamHistory
-from learning.metrics import ndcg_at_k, rank_of
+from learning.metrics import Figures, ndcg_at_k, rank_of, recall_at_k, reciprocal_rank
 from learning.negatives import sample_negatives
 from learning.params import (
     Array,
@@ -173,8 +173,8 @@ class BaseLearner(ABC):
         ]
         #: the FedAvg clients' shared tables (learning/workbench.py), when this learner uses them
         self._bench: Workbench | None = None
-        #: while parked: (version, utility, norm of the shared tensors, NDCG@K) at that version
-        self._parked: tuple[int, float, float, float] | None = None
+        #: while parked: (version, figures, norm of the shared tensors) at that version
+        self._parked: tuple[int, Figures, float] | None = None
 
     # -- the workbench (learning/workbench.py) --------------------------------------------------
 
@@ -192,8 +192,7 @@ class BaseLearner(ABC):
     def park(self) -> None:
         """Give the workbench up (another client takes it): keep this version's utility and norm,
         and close the bases on tables that others will write."""
-        utility, ndcg = self._figures(self.params)
-        self._parked = (self.version, utility, l2_norm(self.params, self.shared_names), ndcg)
+        self._parked = (self.version, self._figures(self.params), l2_norm(self.params, self.shared_names))
         self._close_undo()
         for base in list(self.history.bases):
             self.history.close(base)
@@ -224,6 +223,19 @@ class BaseLearner(ABC):
         if names != self.shared_names:
             raise ValueError(f"the norm over {names} of a parked client (it kept the shared tensors')")
         return self._parked[2]
+
+    def rank_all_items(self) -> None:
+        """Rank the held-out item among every item this user never touched (``--eval full``)
+        rather than among its sampled test negatives: the full-catalogue protocol. Items of the
+        user's other held-out interactions (validation, membership non-members) are left out as
+        its training items are: they are relevant, not negatives."""
+        free = np.flatnonzero(~self._excluded).astype(np.int64)
+        self._eval_items = np.concatenate(([self.data.test_item], free)).astype(np.int64)
+
+    @property
+    def candidates(self) -> int:
+        """How many items the held-out one is ranked among, itself included."""
+        return len(self._eval_items)
 
     @abstractmethod
     def _scores(
@@ -506,23 +518,29 @@ class BaseLearner(ABC):
         """This node's utility of one leave-one-out outcome: HR@K (1.0 or 0.0) for GMF and NCF."""
         return 1.0 if hit else 0.0
 
-    def _figures(self, params: Mapping[str, Array]) -> tuple[float, float]:
-        """This node's utility (:meth:`_utility_of`) and NDCG@K of ``params``, from one ranking."""
+    def _figures(self, params: Mapping[str, Array]) -> Figures:
+        """This node's :class:`Figures` of ``params``, from one ranking."""
         rank = self._rank(params)
-        return self._utility_of(rank is not None and rank < self.top_k), ndcg_at_k(rank, self.top_k)
+        k = self.top_k
+        return Figures(
+            self._utility_of(rank is not None and rank < k),
+            ndcg_at_k(rank, k),
+            recall_at_k(rank, k),
+            reciprocal_rank(rank),
+        )
 
-    def ranking(self) -> tuple[float, float]:
-        """This node's utility and NDCG@K (:meth:`_figures`), its parked figures while another
-        client holds the workbench."""
+    def ranking(self) -> Figures:
+        """This node's :class:`Figures`, its parked figures while another client holds the
+        workbench."""
         params = self._readable()
         if params is not None:
             return self._figures(params)
         assert self._parked is not None
-        return self._parked[1], self._parked[3]
+        return self._parked[1]
 
     def evaluate(self) -> float:
         """This node's utility (HR@K or F1@K) alone (:meth:`ranking`)."""
-        return self.ranking()[0]
+        return self.ranking().utility
 
 
 class GMFLearner(BaseLearner):

@@ -1,12 +1,27 @@
-"""Utility metrics for recommendation under leave-one-out (NCF §4.1): HR@K and NDCG@K of the
-held-out item among its sampled negatives, F1@K (PRME's)."""
+"""Utility metrics for recommendation under leave-one-out (NCF §4.1): HR@K, NDCG@K, Recall@K and
+the reciprocal rank of the held-out item among its candidates (100 sampled negatives, the papers'
+protocol, or every item the user never touched: ``--eval full``), F1@K (PRME's).
+
+Sampled metrics can order models otherwise than the full ranking does (Krichene and Rendle, "On
+Sampled Metrics for Item Recommendation", KDD 2020), which is why both are offered."""
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+
+class Figures(NamedTuple):
+    """One node's evaluation of one model: its utility (HR@K, F1@K for
+    PRME), NDCG@K, Recall@K and reciprocal rank of the held-out item among its candidates."""
+
+    utility: float
+    ndcg: float
+    recall: float
+    rr: float
 
 
 def rank_of(test_score: float, negative_scores: npt.NDArray[np.float32]) -> int | None:
@@ -37,6 +52,19 @@ def ndcg_at_k(rank: int | None, k: int) -> float:
     if rank is None or rank >= k:
         return 0.0
     return 1.0 / math.log2(rank + 2)
+
+
+def recall_at_k(rank: int | None, k: int) -> float:
+    """Recall@K of a leave-one-out ranking, its one relevant item at 0-based ``rank``: the share
+    of the relevant items in the top ``k``, so 1 or 0, the value of HR@K (it is reported under its
+    own name too, as other tools report it). ``None`` (a model gone NaN) scores 0."""
+    return 1.0 if rank is not None and rank < k else 0.0
+
+
+def reciprocal_rank(rank: int | None) -> float:
+    """1 / (rank + 1) of the held-out item at 0-based ``rank`` (no cut-off); its mean over the
+    users is the MRR. ``None`` (a model gone NaN) scores 0."""
+    return 0.0 if rank is None else 1.0 / (rank + 1)
 
 
 def random_hit_ratio(k: int, n_negatives: int) -> float:

@@ -412,13 +412,43 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
     return 0
 
 
+def _reporting_handler(handle: cli.Handler) -> cli.Handler:
+    """``handle``, then, when it ran to the end with ``--out DIR``, the run's report and plots
+    in DIR (p2plab/run_report.py: the panels ``Result.plot()`` draws, one PNG each, and
+    report.md). The daemon's own ``python -m p2pnode`` draws nothing: plots are the lab's."""
+
+    def handle_and_report(args: argparse.Namespace) -> int:
+        code = handle(args)
+        out = getattr(args, "out", None)
+        if code == 0 and out is not None:
+            from p2plab.run_report import report_run, run_file
+
+            if run_file(out) is not None:
+                written = report_run(out)
+                if not getattr(args, "quiet", False) and not getattr(args, "json", False):
+                    print(f"report and plots in {out}: {', '.join(written)}", file=sys.stderr, flush=True)
+        return code
+
+    return handle_and_report
+
+
+def _reporting(command: cli.Command) -> cli.Command:
+    """``command`` with :func:`_reporting_handler`."""
+    return dataclasses.replace(command, handle=_reporting_handler(command.handle))
+
+
 def commands() -> tuple[cli.Command, ...]:
     """Every command of ``p2pnode``, in the order its help lists them."""
     daemon = {c.name: c for c in cli.DAEMON_COMMANDS}
     return (
-        daemon["run"],
-        cli.Command("launch", "start a local cluster of N nodes, print a report", _launch_flags, _launch),
-        daemon["simulate"],
+        _reporting(daemon["run"]),
+        cli.Command(
+            "launch",
+            "start a local cluster of N nodes, print a report",
+            _launch_flags,
+            _reporting_handler(_launch),
+        ),
+        _reporting(daemon["simulate"]),
         cli.Command("metrics", "tail node metrics endpoints", _metrics_flags, _metrics),
         cli.Command(
             "experiment",

@@ -22,7 +22,7 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         "round": min(r["round"] for r in results),
         "rounds": min(r["rounds"] for r in results),
         key: sum(r[key] * r["nodes"] for r in results) / max(nodes, 1),
-        **_weighted_ndcg(results, key, nodes),
+        **_weighted_ranking(results, key, nodes),
         "late_rounds": max(r.get("late_rounds", 0) for r in results),
         "local_frames": sum(r.get("local_frames", 0) for r in results),
         "batched_frames": sum(r.get("batched_frames", 0) for r in results),
@@ -77,14 +77,16 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     return total
 
 
-def _weighted_ndcg(rows: Sequence[dict[str, Any]], key: str, nodes: int) -> dict[str, float]:
-    """The node-weighted NDCG@K beside utility ``key`` (``ndcg_at_K``), when every row has it
-    (a process of an older version has none: the merged summary then has none either)."""
+def _weighted_ranking(rows: Sequence[dict[str, Any]], key: str, nodes: int) -> dict[str, float]:
+    """The node-weighted NDCG@K, Recall@K and MRR beside utility ``key`` (and, under ``--eval
+    full``, a random ranking's utility), each when every row has it (a process of an older
+    version has none: the merged summary then has none either)."""
     k = key.rsplit("_", 1)[-1]
-    name = f"ndcg_at_{k}"
-    if not rows or not all(name in r for r in rows):
-        return {}
-    return {name: sum(r[name] * r["nodes"] for r in rows) / max(nodes, 1)}
+    out = {}
+    for name in (f"ndcg_at_{k}", f"recall_at_{k}", "mrr", f"{key}_random"):
+        if rows and all(name in r for r in rows):
+            out[name] = sum(r[name] * r["nodes"] for r in rows) / max(nodes, 1)
+    return out
 
 
 def _node_of(row: dict[str, Any]) -> int:
@@ -196,7 +198,7 @@ def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[s
                 "round": rnd,
                 "nodes": nodes,
                 key: sum(h[key] * h["nodes"] for h in rows) / max(nodes, 1),
-                **_weighted_ndcg(rows, key, nodes),
+                **_weighted_ranking(rows, key, nodes),
                 "messages": sum(h["messages"] for h in rows),
                 "bytes": sum(h["bytes"] for h in rows),
             }

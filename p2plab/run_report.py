@@ -106,19 +106,25 @@ def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tupl
     history = [h for h in result.get("history", []) if metric.key in h]  # the evaluated rounds
     rounds = [h["round"] for h in history]
 
+    chance = float(result.get(f"{metric.key}_random", metric.random))  # --eval full: measured
+
     def utility(ax: Any) -> None:
         ax.plot(rounds, [100 * h[metric.key] for h in history], "o-", ms=3, label=f"mean {metric.label}")
+        if all(metric.ndcg_key in h for h in history):
+            ndcg = [100 * h[metric.ndcg_key] for h in history]
+            ax.plot(rounds, ndcg, "^:", ms=3, color="tab:green", label=f"mean NDCG@{metric.k}")
         ax.axhline(
-            100 * metric.random,
+            100 * chance,
             color="tab:red",
             linestyle="--",
-            label=f"random ranking ({100 * metric.random:.1f})",
+            label=f"random ranking ({100 * chance:.1f})",
         )
         ax.set_xlabel("round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 2.5
-        ax.set_ylabel(f"{metric.label} (%)")
+        ax.set_ylabel(f"{metric.label}, NDCG@{metric.k} (%)")
         ax.set_ylim(bottom=0)  # the random ranking's line inside the plot, not on its lower edge
-        ax.set_title(f"{metric.label} per round\n{size}", fontsize=10)
+        among = "every untouched item" if metric.full else "sampled candidates"
+        ax.set_title(f"{metric.label} per round, among {among}\n{size}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
 

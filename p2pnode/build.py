@@ -141,12 +141,15 @@ def dp_config(config: RunConfig) -> DPConfig:
 
 def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner | PardLearner:
     """The node's model and trainer (GMF, PRME or NCF) on its own data; with ``personal_user``
-    its user row is sent but never merged (learning.learner.BaseLearner.personal)."""
+    its user row is sent but never merged (learning.learner.BaseLearner.personal); with ``--eval
+    full`` it ranks its held-out item among every item it never touched."""
     learner = _learner(prep, node_id)
     if prep.config.learning.personal_user:
         learner.personal = frozenset({prme.USER_P if prep.config.model == "prme" else gmf.USER})
     if prep.config.learning.upload_noise > 0:  # 004's APM baseline
         learner.upload_noise = (prep.config.learning.upload_noise, prep.config.seed * 1_000_003 + node_id)
+    if prep.config.learning.evaluation == "full":
+        learner.rank_all_items()
     return learner
 
 

@@ -656,9 +656,10 @@ def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, 
 
     # per node: result.json (--out) and the Python API have the table; one summary line here
     printable = {k: v for k, v in result.items() if k not in ("history", "per_node")}
-    key = metric_for(config).key
+    metric = metric_for(config)
+    columns = ("round", metric.key, metric.ndcg_key, metric.recall_key, "mrr", f"{metric.key}_random")
     printable["history"] = [  # the name result.json and the Python result use; its main columns
-        {k: h[k] for k in ("round", key, "messages", "bytes", "dp_epsilon", "churn") if k in h}
+        {k: h[k] for k in (*columns, "messages", "bytes", "dp_epsilon", "churn") if k in h}
         for h in result.get("history", [])
     ]
     print(json.dumps(printable))

@@ -121,6 +121,7 @@ _GOSSIP: Check = (
     "a gossip protocol (FedAvg clients talk to the server)",
 )
 _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
+_SAMPLED: Check = (lambda c: c.learning.evaluation == "sampled", "--eval sampled")
 _FILE: Check = (lambda c: c.dataset not in ("ml-100k", "synthetic"), "--dataset FILE")
 
 
@@ -156,7 +157,7 @@ class LearningConfig:
     batch_size: int = opt(256, "minibatch size of a local update", group="learning", check=_min(1))
     negatives: int = opt(4, "sampled negatives per positive", group="learning", check=_min(1))
     local_epochs: int = opt(1, "epochs over the local data per local update", group="learning", check=_min(1))
-    top_k: int = opt(20, "K of HR@K (F1@K for PRME)", group="learning", check=_min(1))
+    top_k: int = opt(20, "K of HR@K (F1@K for PRME), NDCG@K and Recall@K", group="learning", check=_min(1))
     backend: str = opt(
         "fused",
         "GMF's training code and PARD's estimators: fused (compiled, fastest) or numpy (one numpy "
@@ -170,6 +171,15 @@ class LearningConfig:
         "items a user never touched that the held-out one is ranked among (NCF); fewer for small catalogues",
         group="learning",
         check=_min(1),
+        needs=_SAMPLED,
+    )
+    evaluation: str = opt(
+        "sampled",
+        "what the held-out item is ranked among for HR@K, NDCG@K, Recall@K and MRR: its sampled "
+        "test negatives (the papers' protocol) or every item the user never touched (full)",
+        name="--eval",
+        group="learning",
+        choices=("sampled", "full"),
     )
     share_less: bool = opt(
         False, "keep user embeddings private (CIA paper §III-D)", group="learning", switch=True
@@ -1013,6 +1023,10 @@ NETWORK_SETTINGS = (
     "learning.personal_user",
     "learning.local_head",
     "learning.defence",
+    # what a merged summary averages: every process must measure alike
+    "learning.top_k",
+    "learning.test_negatives",
+    "learning.evaluation",
 )
 
 

@@ -81,6 +81,21 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.ndcg = Gauge(
+            "p2pnode_ndcg", "NDCG@K of the node's model on its held-out item", ["node"], registry=r
+        )
+        self.recall = Gauge(
+            "p2pnode_recall",
+            "Recall@K of the node's model on its held-out item (one relevant item: HR@K's value)",
+            ["node"],
+            registry=r,
+        )
+        self.reciprocal_rank = Gauge(
+            "p2pnode_reciprocal_rank",
+            "1 / rank of the node's held-out item among its candidates (the mean over nodes is the MRR)",
+            ["node"],
+            registry=r,
+        )
         self.dp_epsilon = Gauge(
             "p2pnode_dp_epsilon",
             "DP-SGD epsilon this node has spent (Opacus RDP accountant, at the run's delta)",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from adversary.messages import CollusionMessage
+from learning.metrics import Figures
 from learning.params import Array, ModelSpec, spec_of
 from p2pcore.effects import (
     Delivered,
@@ -61,8 +62,14 @@ class HostedModel(Protocol):
 
     def evaluate(self) -> float | None: ...
 
-    def ranking(self) -> tuple[float, float] | None:
-        """HR@K (F1@K for PRME) and NDCG@K on held-out data from one ranking, or None."""
+    def ranking(self) -> Figures | None:
+        """HR@K (F1@K for PRME), NDCG@K, Recall@K and the reciprocal rank on held-out data from
+        one ranking (learning/metrics.py), or None."""
+        ...
+
+    @property
+    def candidates(self) -> int:
+        """How many items the held-out item is ranked among, itself included (0: no data)."""
         ...
 
     def snapshot(self) -> dict[str, Array]: ...
@@ -184,6 +191,11 @@ class NodeRuntime:
         self._m_peers_left = metrics.peers_left.labels(label)
         self._m_round = metrics.round.labels(label)
         self._m_hit = metrics.hit_ratio.labels(label)
+        self._m_figures = (
+            metrics.ndcg.labels(label),
+            metrics.recall.labels(label),
+            metrics.reciprocal_rank.labels(label),
+        )
         self._m_merges = metrics.merges.labels(label)
         self._m_steps = metrics.local_steps.labels(label)
         if learner.epsilon() is not None:  # read at scrape time: the accountant is the source
@@ -306,13 +318,16 @@ class NodeRuntime:
             m.aia_score.labels(observer, name).set(score[key])
             m.aia_baseline.labels(observer, name).set(score["majority"].get(key, float("nan")))
 
-    def record_round(self, round_no: int, hit: float | None) -> None:
-        """Publish the round, the latest HR@K outcome and the protocol's counters."""
+    def record_round(self, round_no: int, figures: Figures | None) -> None:
+        """Publish the round, the latest evaluation (HR@K, NDCG@K, Recall@K, reciprocal rank)
+        and the protocol's counters."""
         self.round = round_no
-        self.last_hit = hit
+        self.last_hit = None if figures is None else figures.utility
         self._m_round.set(round_no)
-        if hit is not None:
-            self._m_hit.set(hit)
+        if figures is not None:
+            self._m_hit.set(figures.utility)
+            for gauge, value in zip(self._m_figures, figures[1:], strict=True):
+                gauge.set(value)
         stats = self.node.protocol.stats
         merges, steps = self._synced
         self._m_merges.inc(stats.merges - merges)

@@ -17,25 +17,38 @@ class Metric:
 
     key: str
     label: str
+    #: a random ranking's utility over the sampled candidates; under ``--eval full`` it depends on
+    #: each user's catalogue and is measured per round (``<key>_random``, :func:`round_stats`)
     random: float
-    #: the JSON key of the mean NDCG@K beside it (every model: one relevant item among the
-    #: sampled candidates, learning.metrics.ndcg_at_k)
+    #: the JSON keys of the mean NDCG@K and Recall@K beside it (every model: one relevant item
+    #: among its candidates, learning/metrics.py); the mean reciprocal rank is ``mrr``
     ndcg_key: str = ""
+    recall_key: str = ""
+    full: bool = False  #: ranked among every item a user never touched (``--eval full``)
+    factor: float = 1.0  #: utility of a hit (F1@K's 2/(K+1) for PRME, 1 for HR@K)
+    k: int = 20
+
+    def random_for(self, candidates: int) -> float:
+        """A random ranking's utility for a user whose held-out item has ``candidates - 1``
+        others to beat."""
+        return random_hit_ratio(self.k, candidates - 1) * self.factor
 
 
 def metric_for(config: RunConfig) -> Metric:
-    """HR@K for GMF and NCF, F1@K for PRME (docs/design.md), with K = ``learning.top_k``; NDCG@K
-    beside either."""
+    """HR@K for GMF and NCF, F1@K for PRME (docs/design.md), with K = ``learning.top_k``;
+    NDCG@K, Recall@K and MRR beside either."""
     k = config.learning.top_k
     hr = random_hit_ratio(k, config.learning.test_negatives)
+    full = config.learning.evaluation == "full"
+    key, label, factor = f"hit_ratio_at_{k}", f"HR@{k}", 1.0
     if config.model == "prme":
-        return Metric(f"f1_at_{k}", f"F1@{k}", hr * f1_at_k(True, k), f"ndcg_at_{k}")
-    return Metric(f"hit_ratio_at_{k}", f"HR@{k}", hr, f"ndcg_at_{k}")
+        key, label, factor = f"f1_at_{k}", f"F1@{k}", f1_at_k(True, k)
+    return Metric(key, label, hr * factor, f"ndcg_at_{k}", f"recall_at_{k}", full, factor, k)
 
 
 def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> dict[str, Any]:
     """Evaluate every node and sum its counters; also syncs the protocol counters to metrics."""
-    total = ndcg = 0.0
+    total = ndcg = recall = rr = chance = 0.0
     n = 0
     msgs = nbytes = models = deltas = merges = steps = failures = recoveries = diverged = 0
     swaps = {"committed": 0, "aborted": 0}
@@ -43,14 +56,17 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     eps: list[float] = []
     for node in nodes:
         figures = node.learner.ranking()
-        value = None if figures is None else figures[0]
         spent = node.learner.epsilon()
         if spent is not None:
             eps.append(spent)
-        node.record_round(round_no, value)
+        node.record_round(round_no, figures)
         if figures is not None:
-            total += figures[0]
-            ndcg += figures[1]
+            total += figures.utility
+            ndcg += figures.ndcg
+            recall += figures.recall
+            rr += figures.rr
+            if metric.full:
+                chance += metric.random_for(node.learner.candidates)
             n += 1
         c = node.counters
         msgs += c.messages_sent
@@ -76,6 +92,8 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         "nodes": n,
         metric.key: total / max(n, 1),
         metric.ndcg_key: ndcg / max(n, 1),
+        metric.recall_key: recall / max(n, 1),
+        "mrr": rr / max(n, 1),
         "messages": msgs,
         "model_messages": models,
         "delta_messages": deltas,
@@ -87,6 +105,8 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         "rejected": rejected,
         "view_swaps": swaps,
     }
+    if metric.full:
+        out[f"{metric.key}_random"] = chance / max(n, 1)
     if eps:
         out["dp_epsilon"] = {"mean": sum(eps) / len(eps), "max": max(eps), "min": min(eps)}
     return out
@@ -177,9 +197,12 @@ def _churn_text(churn: dict[str, int]) -> str:
 def summary(stats: dict[str, Any], metric: Metric) -> str:
     value = stats[metric.key]
     per_msg = stats["bytes"] / max(stats["messages"], 1)
+    chance = stats.get(f"{metric.key}_random", metric.random)
+    where = " over the full catalogue" if metric.full else ""
     return (
         f"done: {stats['nodes']} nodes, {stats['round']} rounds, {metric.label} {value:.3f} "
-        f"(random {metric.random:.3f}), {stats['messages']} messages ({stats['model_messages']} models, "
+        f"(random {chance:.3f}{where}){_ranking_text(stats, metric)}, "
+        f"{stats['messages']} messages ({stats['model_messages']} models, "
         f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "
         f"{per_msg / 1e3:.1f} kB/message"
         + (
@@ -192,6 +215,14 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
         + (aia_lines(stats["aia"]) if isinstance(stats.get("aia"), dict) else "")
     )
+
+
+def _ranking_text(stats: dict[str, Any], metric: Metric) -> str:
+    """NDCG@K and MRR beside the utility, when the summary has them (Recall@K is HR@K's value
+    with one held-out item, so it is not repeated here)."""
+    if metric.ndcg_key not in stats or "mrr" not in stats:
+        return ""
+    return f", NDCG@{metric.k} {stats[metric.ndcg_key]:.3f}, MRR {stats['mrr']:.3f}"
 
 
 def _trouble_line(stats: dict[str, Any]) -> str:

@@ -91,6 +91,11 @@ class ParamStore:
         """The server holds no data, so it ranks nothing of its own."""
         return None
 
+    @property
+    def candidates(self) -> int:
+        """The server holds no data: no held-out item, no candidates."""
+        return 0
+
     def epsilon(self) -> None:
         """The server trains nothing, so it spends no DP budget."""
         return None

@@ -74,6 +74,9 @@ def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
             "p2pnode_round",
             "p2pnode_view_size",
             "p2pnode_hit_ratio",
+            "p2pnode_ndcg",
+            "p2pnode_recall",
+            "p2pnode_reciprocal_rank",
         ):
             assert f'{name}{{node="3"' in text, name
         row = scrape(f"127.0.0.1:{port}")

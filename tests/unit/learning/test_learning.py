@@ -9,7 +9,7 @@ from learning import gmf
 from learning.dp import DPConfig
 from learning.interactions import DataError, Interactions
 from learning.learner import GMFLearner, TrainConfig
-from learning.metrics import hit_at_k, ndcg_at_k, random_hit_ratio, rank_of
+from learning.metrics import hit_at_k, ndcg_at_k, random_hit_ratio, rank_of, recall_at_k, reciprocal_rank
 from learning.negatives import sample_negatives
 from learning.split import leave_one_out
 
@@ -70,16 +70,45 @@ def test_ndcg_at_k_of_one_held_out_item_is_one_over_log2_of_its_position() -> No
 
 
 @pytest.mark.parametrize("model", ["gmf", "prme"])
-def test_a_learners_ndcg_comes_from_the_same_ranking_as_its_utility(model: str) -> None:
+def test_a_learners_ranking_figures_come_from_the_same_ranking_as_its_utility(model: str) -> None:
     from tests.unit.learning.test_workbench import learners
 
     for learner in learners(model, bench=False)[0][:4]:
         learner.local_update()
-        utility, ndcg = learner.ranking()
+        utility, ndcg, recall, rr = learner.ranking()
         negatives = len(learner._eval_items) - 1
         rank = round(learner.test_rank() * negatives)  # test_rank: the share of negatives at or above it
         assert ndcg == ndcg_at_k(rank, learner.top_k)
+        assert rr == 1 / (rank + 1)
+        assert recall == (1.0 if rank < learner.top_k else 0.0)
         assert utility == learner.evaluate() and (utility > 0) == (rank < learner.top_k)
+
+
+def test_recall_and_reciprocal_rank_of_one_held_out_item() -> None:
+    assert recall_at_k(0, 10) == 1.0 and recall_at_k(9, 10) == 1.0
+    assert recall_at_k(10, 10) == 0.0 and recall_at_k(None, 10) == 0.0
+    assert reciprocal_rank(0) == 1.0 and reciprocal_rank(3) == 0.25 and reciprocal_rank(None) == 0.0
+
+
+@pytest.mark.parametrize("model", ["gmf", "prme"])
+def test_the_full_catalogue_ranks_among_every_untouched_item_and_never_better_than_the_sample(
+    model: str,
+) -> None:
+    from tests.unit.learning.test_workbench import learners
+
+    for learner in learners(model, bench=False)[0][:6]:
+        learner.local_update()
+        sampled = learner.ranking()
+        learner.rank_all_items()
+        d = learner.data
+        assert learner.candidates == d.n_items - int(np.count_nonzero(d.interacted)) + 1
+        assert learner._eval_items[0] == d.test_item
+        assert not set(learner._eval_items[1:].tolist()) & set(np.flatnonzero(d.interacted).tolist())
+        full = learner.ranking()
+        # the sampled negatives are among the untouched items: a rank among all of them is no better
+        assert full.rr <= sampled.rr and full.ndcg <= sampled.ndcg and full.utility <= sampled.utility
+        scores = learner._scores(learner.params, learner._eval_items, d.test_time)
+        assert full.rr == 1 / (1 + int(np.count_nonzero(scores[1:] >= scores[0])))
 
 
 @pytest.mark.parametrize(("sparse", "tau"), [(True, 0.0), (False, 0.0), (True, 0.05), (False, 0.05)])

@@ -222,6 +222,7 @@ BRINGS = {
     "--churn weibull": ["--churn", "weibull", "--sampling", "cyclon"],
     "--dataset FILE": ["--dataset", "mine.csv"],
     "--defence pard or uc-fedrec": ["--defence", "pard"],
+    "--eval sampled": [],
 }
 
 
