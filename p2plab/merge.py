@@ -59,6 +59,13 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     aia = merge_aia([r.get("aia") for r in results])
     if aia is not None:
         total["aia"] = aia
+    plugged = [r["attack_plugin"] for r in results if r.get("attack_plugin")]
+    if plugged:  # each process ran the user's attack on its own adversary nodes
+        observers = {node: figures for part in plugged for node, figures in part["observers"].items()}
+        total["attack_plugin"] = {
+            "name": plugged[0]["name"],
+            "observers": dict(sorted(observers.items(), key=lambda kv: int(kv[0]))),
+        }
     mia = merge_mia([r["mia"] for r in results if r.get("mia")])
     if mia is not None:
         total["mia"] = mia

@@ -26,9 +26,12 @@ from adversary.plan import (
     colluder_groups,
     make_plan,
 )
+from adversary.plugin import AttackContext, PluginObserver
 from learning.interactions import DataError
 from learning.learner import BaseLearner
 from learning.params import Array, Index
+from p2pcore.plugin import PluginError
+from p2pnode import plugins
 from p2pnode.attributes import aia_lab_for
 from p2pnode.config import ConfigError
 from p2pnode.datasets import ML100K, load_ml100k_genres
@@ -179,7 +182,57 @@ def _category_target(wanted: str, categories: Sequence[str]) -> Index:
 
 def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -> GossipNode:
     """The pure node for ``node_id``: honest, or an AdversaryNode running the CIA, attribute
-    inference (:func:`aia_roles`), or both."""
+    inference (:func:`aia_roles`), or both; and on the nodes :func:`plugin_nodes` names, the
+    user's own attack (``--attack-plugin``, adversary/plugin.py)."""
+    node = _wrap(prep, node_id, protocol, learner)
+    cfg = prep.config
+    if cfg.attack.plugin and node_id in plugin_nodes(prep):
+        name = cfg.attack.plugin
+        make = plugins.load("attack", name)
+        context = AttackContext(
+            node_id=node_id,
+            nodes=cfg.nodes,
+            n_items=max(int(v.shape[0]) for v in prep.init.values()),
+            model=cfg.model,
+            protocol=cfg.protocol,
+            seed=cfg.seed,
+            truth=lambda u: prep.users[u].train_items,
+        )
+        try:
+            made = make(context)
+        except Exception as exc:
+            raise PluginError(f"attack plugin {name}: making it raised {exc!r}") from exc
+        node.attack_plugin = PluginObserver(name, made)
+    return node
+
+
+def plugin_nodes(prep: Prepared) -> frozenset[int]:
+    """The nodes that run ``--attack-plugin``: the FedAvg server, or the ``--attackers`` (all:
+    every node)."""
+    cfg = prep.config
+    if "plugin_nodes" not in prep.cache:
+        if cfg.protocol == "fedavg":
+            ids: frozenset[int] = frozenset({cfg.nodes})  # p2pnode.build.server_id
+        else:
+            try:
+                ids = frozenset(attacker_ids(_node_ids(prep, cfg.attack.attackers), cfg.nodes))
+            except PlanError as exc:
+                raise ConfigError(str(exc)) from None
+        prep.cache["plugin_nodes"] = ids
+    out: frozenset[int] = prep.cache["plugin_nodes"]
+    return out
+
+
+def plugin_results(nodes: Iterable[NodeRuntime]) -> dict[str, Any]:
+    """Every hosted attack plug-in's ``result()``, by node id (as a string: JSON's keys)."""
+    return {
+        str(runtime.node_id): runtime.node.attack_plugin.result()
+        for runtime in nodes
+        if runtime.node.attack_plugin is not None
+    }
+
+
+def _wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -> GossipNode:
     plan = plan_for(prep)
     spec = plan.adversaries.get(node_id) if plan is not None else None
     cfg = prep.config

@@ -13,13 +13,14 @@ from adversary.aia import public_users
 from learning import gmf, ncf, prme
 from learning.attributes import Attributes
 from learning.dp import DPConfig
-from learning.learner import GMFLearner, TrainConfig
+from learning.learner import BaseLearner, GMFLearner, TrainConfig
 from learning.ncf_learner import NCFConfig, NCFLearner
 from learning.pard import PardConfig, PublicSet, empty_public
 from learning.pard_learner import PardLearner, PardTrain
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.workbench import Workbench
-from p2pnode import attack
+from p2pcore.plugin import PluginError
+from p2pnode import attack, plugins
 from p2pnode.attributes import attributes_for
 from p2pnode.clock import Clock
 from p2pnode.config import ConfigError, RunConfig
@@ -36,7 +37,7 @@ from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
-from protocols.merging import Merger, ScoreWeightedMerge, UniformMerge
+from protocols.merging import Merger, PluginMerger, ScoreWeightedMerge, UniformMerge
 from protocols.messages import PublicMessage
 from protocols.public import PublicBoard
 from protocols.robust import ClipRadius, SenderGate
@@ -287,6 +288,24 @@ def population(cfg: RunConfig) -> int:
     return cfg.nodes + (1 if cfg.protocol == "fedavg" else 0)
 
 
+def make_merger(prep: Prepared, learner: BaseLearner) -> Merger:
+    """How the node folds received models into its own: the user's ``--merge-plugin`` (made
+    from the learner, docs/plugins.md), Pers-Gossip's score weighting, or the mean."""
+    cfg = prep.config
+    if cfg.merge_plugin:
+        make = plugins.load("merge", cfg.merge_plugin)
+        try:
+            merger = make(learner)
+        except Exception as exc:
+            raise PluginError(f"merge plugin {cfg.merge_plugin}: making it raised {exc!r}") from exc
+        if not callable(getattr(merger, "merge", None)):
+            raise PluginError(f"merge plugin {cfg.merge_plugin}: its object has no merge() (docs/plugins.md)")
+        return PluginMerger(cfg.merge_plugin, merger)
+    if cfg.sampling == "pers":
+        return ScoreWeightedMerge(learner)
+    return UniformMerge(learner, cfg.merge)
+
+
 def make_node(
     prep: Prepared,
     node_id: int,
@@ -304,9 +323,7 @@ def make_node(
     learner = make_learner(prep, node_id)
     sampler = make_sampler(prep, node_id, address or f"{node_id}@sim", seeds)
     timing = TimingConfig()
-    merger: Merger = (
-        ScoreWeightedMerge(learner) if cfg.sampling == "pers" else UniformMerge(learner, cfg.merge)
-    )
+    merger = make_merger(prep, learner)
     protocol: GossipProtocol
     if cfg.protocol == "samo":
         protocol = Samo(node_id, learner, sampler, timing, cfg.samo_buffer, merger)

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from learning.interactions import DataError
 from learning.synthetic import POI_SHAPES
+from p2pcore.plugin import PluginError
 from p2pnode import atomic
 from p2pnode.config import (
     PRESETS,
@@ -376,6 +377,14 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None =
     except asyncio.CancelledError:  # SIGTERM to a launch (p2plab.launch): its processes are stopped
         print("p2pnode: terminated", file=sys.stderr)
         return 143
+    except PluginError as exc:  # the user's own code: its traceback is theirs to read
+        import traceback
+
+        cause = exc.__cause__
+        if cause is not None:
+            print("".join(traceback.format_exception(cause)), end="", file=sys.stderr)
+        print(f"p2pnode: error: {exc}", file=sys.stderr)
+        return 1
     except RuntimeError as exc:
         print(f"p2pnode: error: {exc}", file=sys.stderr)
         return 1

@@ -84,7 +84,10 @@ _min = min_check
 _POSITIVE: Check = (lambda v: v > 0, "must be > 0")
 _CIA: Check = (lambda c: c.attack.cia, "--attack cia")
 _AIA: Check = (lambda c: c.attack.aia, "--attack aia")
-_ATTACK: Check = (lambda c: c.attack.cia or c.attack.aia, "--attack cia or aia")
+_ATTACK: Check = (
+    lambda c: c.attack.cia or c.attack.aia or bool(c.attack.plugin),
+    "--attack cia or aia, or --attack-plugin",
+)
 _COLLUDERS: Check = (
     lambda c: (c.attack.cia or c.attack.aia) and c.attack.colluders > 0,
     "--attack cia or aia with --colluders F",
@@ -412,6 +415,15 @@ class AttackConfig:
         group="attack",
         choices=ESTIMATORS,
         needs=_CIA,
+    )
+    plugin: str = opt(
+        "",
+        "a user's own attack, run on the --attackers nodes (FedAvg: the server) on every model they "
+        "receive: an entry point of group p2pnode.attacks or an import path module:Class "
+        "(docs/plugins.md); its figures are the summary's attack_plugin",
+        name="--attack-plugin",
+        group="attack",
+        metavar="NAME",
     )
     attackers: str = opt(
         "all",
@@ -804,9 +816,20 @@ class RunConfig:
         "trimmed mean or median (robust to a poisoning member)",
         choices=MERGES,
         needs=(
-            lambda c: c.protocol == "fedavg" or (c.protocol == "samo" and c.sampling != "pers"),
-            "--protocol samo or fedavg",  # Base GL merges two models (every rule is the mean); Pers weighs
+            lambda c: (
+                not c.merge_plugin
+                and (c.protocol == "fedavg" or (c.protocol == "samo" and c.sampling != "pers"))
+            ),
+            "--protocol samo or fedavg, and no --merge-plugin",  # Base GL merges two (every rule is the mean)
         ),
+    )
+    merge_plugin: str = opt(
+        "",
+        "a user's own merge rule instead of the mean (or Pers-Gossip's score weighting): an entry "
+        "point of group p2pnode.merges or an import path module:Class (docs/plugins.md)",
+        name="--merge-plugin",
+        metavar="NAME",
+        needs=_GOSSIP,
     )
     max_model_distance: float = opt(
         100.0,

@@ -18,6 +18,7 @@ from p2pcore.effects import (
     Delivered,
     Dropped,
     Effect,
+    Event,
     Learned,
     Received,
     Send,
@@ -26,6 +27,7 @@ from p2pcore.effects import (
     TimerFired,
     Unreachable,
 )
+from p2pcore.plugin import PluginError
 from p2pnode.clock import Clock, TimerHandle
 from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
 from p2pnode.refusals import failure_label
@@ -166,6 +168,8 @@ class NodeRuntime:
             metrics.cia_observed.labels(str(node.node_id)).set_function(lambda: node.observed_users() or 0)
         self.counters = NodeCounters()
         self.on_learned = on_learned
+        #: where a real process hears that a user's plug-in failed (:meth:`_handle`)
+        self.on_plugin_error: Callable[[PluginError], None] | None = None
         #: counts a message its protocol drops after taking it (SAMO's full buffer); its host sets
         #: it (Host.add), the one place a process counts refusals
         self.count_refusal: Callable[[str], None] | None = None
@@ -278,10 +282,23 @@ class NodeRuntime:
         self.round = int(state["round"])
         self._m_round.set(self.round)
 
+    def _handle(self, event: Event) -> list[Effect]:
+        """The pure node's answer to ``event``. A user's plug-in that fails (``PluginError``)
+        ends a real process through :attr:`on_plugin_error` (an HTTP handler or a timer would
+        otherwise swallow it and the run would end as if nothing happened); in the simulator,
+        which sets none, it propagates to the caller."""
+        try:
+            return self.node.handle(event, self.clock.now(), self.rng)
+        except PluginError as exc:
+            if self.on_plugin_error is None:
+                raise
+            self.on_plugin_error(exc)
+            return []
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.execute(self.node.handle(Started(), self.clock.now(), self.rng))
+        self.execute(self._handle(Started()))
 
     def pause(self) -> None:
         """Cancel the node's timers; it keeps answering peers (used to freeze a node for checks)."""
@@ -388,7 +405,7 @@ class NodeRuntime:
         def fire() -> None:
             self._timers.pop(key, None)
             if not self.stopped:
-                self.execute(self.node.handle(TimerFired(key), self.clock.now(), self.rng))
+                self.execute(self._handle(TimerFired(key)))
 
         self._timers[key] = self.clock.call_at(at, fire)
 
@@ -499,7 +516,7 @@ class NodeRuntime:
             if outcome.ok:
                 view = encoded.view if message is not None else None
                 self.encoder.acknowledged(peer, self.wire_version(version), view)
-                self.node.handle(Delivered(peer), self.clock.now(), self.rng)
+                self._handle(Delivered(peer))
                 return
             self.encoder.forget(peer)
             retry = outcome.reason == "no-base" and encoded.is_delta and not self.stopped
@@ -516,7 +533,7 @@ class NodeRuntime:
         self.counters.send_failures += 1
         self._metrics.send_failures.labels(self._label, failure_label(outcome.status, outcome.reason)).inc()
         if outcome.status == 0:
-            self.execute(self.node.handle(Unreachable(peer), self.clock.now(), self.rng))
+            self.execute(self._handle(Unreachable(peer)))
 
     def _account(self, channel: Channel, nbytes: int) -> None:
         c = self.counters
@@ -567,7 +584,7 @@ class NodeRuntime:
             self.last_version.take(sender, message.version)
         elif isinstance(message, Leave):
             self._m_peers_left.inc()
-        self.execute(self.node.handle(Received(sender, message), self.clock.now(), self.rng))
+        self.execute(self._handle(Received(sender, message)))
         return Outcome(200)
 
     @property

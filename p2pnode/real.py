@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from p2pcore.plugin import PluginError
 from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
 from p2pnode.build import make_node, make_server, server_id, set_owner
@@ -101,6 +102,8 @@ class NodeProcess:
         self.round = 0
         self.log = RoundLog(self.config, self.prep, self.host.nodes, wall_time=True)
         self._stop = asyncio.Event()
+        #: a user's plug-in failed in a node: the process stops and ``run`` raises it
+        self.failure: PluginError | None = None
         self.resumed = 0  #: nodes restored from checkpoints
         self.resumes: list[dict[str, Any]] = []  #: every resume of this process: round and wall time
         #: its --state-dir: checkpoints saved and restored (p2pnode.checkpoint)
@@ -212,6 +215,8 @@ class NodeProcess:
             server = make_server(self.prep, clock, self.transport, self.metrics)
             server.incarnation, server.wall = incarnation, time.time
             self.host.add(server)
+        for runtime in self.host.nodes.values():
+            runtime.on_plugin_error = self._plugin_failed
         self._resume()
         # The nodes' data live as long as the process; the collector's full passes walked all of
         # it every ~15 s (0.14-0.3 s with the event loop stopped, freeing nothing) and the lag
@@ -434,6 +439,8 @@ class NodeProcess:
             self._check_pace(time.perf_counter() - target, round_s)
             runner.end_round(r, time.perf_counter() - self._t0)
         self._checkpoint()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
+        if self.failure is not None:
+            raise self.failure
         result = runner.result(
             time.perf_counter() - self._t0,
             mode="real",
@@ -482,6 +489,13 @@ class NodeProcess:
             )
 
     def stop(self) -> None:
+        self._stop.set()
+
+    def _plugin_failed(self, exc: PluginError) -> None:
+        """A node's plug-in raised: the first failure stops the process (its summary would hold
+        a half-run attack or merge rule), and :meth:`run` raises it after the checkpoint."""
+        if self.failure is None:
+            self.failure = exc
         self._stop.set()
 
     async def shutdown(self) -> None:

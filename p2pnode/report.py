@@ -214,6 +214,18 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
         + (aia_lines(stats["aia"]) if isinstance(stats.get("aia"), dict) else "")
+        + (_plugin_line(stats["attack_plugin"]) if isinstance(stats.get("attack_plugin"), dict) else "")
+    )
+
+
+def _plugin_line(plugin: dict[str, Any]) -> str:
+    """Where the user's attack ran and what it was shown (its own figures are in the summary's
+    ``attack_plugin.observers``, by node)."""
+    observers = plugin.get("observers", {})
+    seen = sum(int(o.get("observed", 0)) for o in observers.values() if isinstance(o, dict))
+    return (
+        f"\nattack plugin {plugin.get('name')}: {len(observers)} observer(s), {seen} models observed "
+        "(their figures: the summary's attack_plugin)"
     )
 
 

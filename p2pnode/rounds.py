@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from adversary.node import AdversaryNode
-from p2pnode.attack import lab_for, victims
+from p2pnode.attack import lab_for, plugin_results, victims
 from p2pnode.attributes import aia_lab_for, shared_models
 from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
@@ -130,6 +130,11 @@ class RoundLog:
             result["mia"] = mia
         if self.aia is not None:
             result["aia"] = self.aia.summary()
+        if self.config.attack.plugin:
+            result["attack_plugin"] = {
+                "name": self.config.attack.plugin,
+                "observers": plugin_results(self.nodes.values()),
+            }
         return result
 
 

@@ -11,7 +11,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from learning.params import ParamsView, distance, l2_norm, toward
 from p2pcore.effects import (
@@ -176,6 +176,20 @@ class GossipProtocol(ABC):
                 setattr(self.stats, k, int(v))
 
 
+class ModelObserver(Protocol):
+    """What a node shows every model it receives, before it merges it: a user's attack
+    (adversary.plugin.PluginObserver, ``--attack-plugin``), its figures at the end and its part
+    of a checkpoint."""
+
+    def observe(self, sender: int, params: Mapping[str, Any], now: float) -> None: ...
+
+    def result(self) -> Mapping[str, Any]: ...
+
+    def state(self) -> Any: ...
+
+    def restore(self, state: Mapping[str, Any]) -> None: ...
+
+
 class GossipNode:
     """One pure node: a protocol plus its sampler, with timers and messages routed to each."""
 
@@ -185,6 +199,9 @@ class GossipNode:
         self.node_id = protocol.node_id
         #: its part in PARD's public set D_pub (protocols/public.py); None: it runs no PARD
         self.board: PublicBoard | None = None
+        #: a user's attack (adversary/plugin.py, ``--attack-plugin``): shown every model this
+        #: node receives before it merges it; None: none
+        self.attack_plugin: ModelObserver | None = None
 
     def handle(self, event: Event, now: float, rng: random.Random) -> list[Effect]:
         """The node's one entry: an event in, the effects for the driver out (with the rows of
@@ -223,6 +240,9 @@ class GossipNode:
         if isinstance(message, ModelMessage | FedMessage):
             if self.protocol.gate is not None:
                 self.protocol.gate.spend(sender, now)
+            plugin = self.attack_plugin
+            if plugin is not None and (isinstance(message, ModelMessage) or message.kind == "update"):
+                plugin.observe(int(sender), message.params, now)
             return self.protocol.on_model(sender, message, now, rng)
         return self.sampler.on_message(sender, message, now, rng)
 
@@ -270,7 +290,10 @@ class GossipNode:
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps: the sampler's and the protocol's state, and the attack's
         (``observer``: None for an honest node)."""
-        return {"sampler": self.sampler.state(), "protocol": self.protocol.state(), "observer": None}
+        out = {"sampler": self.sampler.state(), "protocol": self.protocol.state(), "observer": None}
+        if self.attack_plugin is not None:
+            out["attack_plugin"] = self.attack_plugin.state()
+        return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Take back a :meth:`state`; refuses one written by a node that attacked (or, for an
@@ -280,6 +303,8 @@ class GossipNode:
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
         self.sampler.restore(state["sampler"])
         self.protocol.restore(state["protocol"])
+        if self.attack_plugin is not None and state.get("attack_plugin") is not None:
+            self.attack_plugin.restore(state["attack_plugin"])  # else: it starts over
 
     def collusion_template(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The tensors a partner's collusion multicast carries, given this node's model

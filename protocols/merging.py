@@ -14,6 +14,7 @@ from typing import Protocol
 
 from learning.params import ParamsView
 from p2pcore.effects import NodeId
+from p2pcore.plugin import PluginError
 from protocols.learner import Learner
 
 Received = Sequence[tuple[NodeId, ParamsView]]
@@ -66,3 +67,29 @@ class ScoreWeightedMerge:
         own = max(self.learner.score(None), MIN_WEIGHT)
         self.learner.merge_weighted([p for _, p in received], weights, own)
         return scores
+
+
+class PluginMerger:
+    """A user's merge rule (``--merge-plugin``, docs/plugins.md): an object made from the node's
+    learner whose ``merge(received)`` folds the received models into the learner (with
+    ``learner.merge`` or ``learner.merge_weighted``) and returns a score per sender (or None:
+    none), which a Pers-Gossip view keeps the best of. Errors in its code are named as its."""
+
+    def __init__(self, name: str, plugin: Merger) -> None:
+        self.name = name
+        self.plugin = plugin
+
+    def merge(self, received: Received) -> dict[NodeId, float]:
+        try:
+            scores = self.plugin.merge(received)
+        except Exception as exc:
+            raise PluginError(f"merge plugin {self.name}: merge() raised {exc!r}") from exc
+        if scores is None:
+            return {}
+        try:
+            return {sender: float(score) for sender, score in dict(scores).items()}
+        except (TypeError, ValueError) as exc:
+            raise PluginError(
+                f"merge plugin {self.name}: merge() returned {type(scores).__name__}, not a mapping of "
+                "sender to score"
+            ) from exc

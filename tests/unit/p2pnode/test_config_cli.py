@@ -203,7 +203,6 @@ NEEDS = {  #: rules across fields
 BRINGS = {
     "--attack cia": ["--attack", "cia"],
     "--attack aia": ["--attack", "aia"],
-    "--attack cia or aia": ["--attack", "cia"],
     "--attack cia or aia with --colluders F": ["--attack", "cia", "--colluders", "0.2"],
     "--dp-noise or --dp-epsilon": ["--dp-noise", "1"],
     "--share-less": ["--share-less"],
@@ -223,6 +222,8 @@ BRINGS = {
     "--dataset FILE": ["--dataset", "mine.csv"],
     "--defence pard or uc-fedrec": ["--defence", "pard"],
     "--eval sampled": [],
+    "--protocol samo or fedavg, and no --merge-plugin": ["--protocol", "samo"],
+    "--attack cia or aia, or --attack-plugin": ["--attack", "cia"],
 }
 
 

@@ -1,0 +1,65 @@
+"""Finding a user's plug-in by name: an entry point or an import path (issue #63).
+
+A plug-in is named either by an entry point of an installed package, in the group of its kind
+(``p2pnode.attacks`` for ``--attack-plugin``, ``p2pnode.merges`` for ``--merge-plugin``):
+
+    [project.entry-points."p2pnode.attacks"]
+    norms = "mylab.attacks:NormWatcher"
+
+or by an import path ``module:attribute`` (``mylab.attacks:NormWatcher``) of a module on
+``sys.path`` (the working directory or ``PYTHONPATH``). Every process of a real run imports it
+itself, so it must be importable on every host. ``docs/plugins.md`` has a worked example of each
+kind.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+from p2pnode.config import ConfigError
+
+#: the entry-point group of each kind of plug-in
+GROUPS = {"attack": "p2pnode.attacks", "merge": "p2pnode.merges"}
+
+
+def load(kind: str, name: str) -> Any:
+    """The object the plug-in ``name`` of ``kind`` names; ConfigError (one line) when it cannot
+    be found or imported."""
+    return _load(kind, name.strip())
+
+
+@cache
+def _load(kind: str, name: str) -> Any:
+    group = GROUPS[kind]
+    flag = f"--{kind}-plugin"
+    if not name:
+        raise ConfigError(f"{flag}: empty name")
+    if ":" not in name:
+        found = [ep for ep in entry_points(group=group) if ep.name == name]
+        if not found:
+            known = sorted(ep.name for ep in entry_points(group=group))
+            have = f"installed: {', '.join(known)}" if known else "none installed"
+            raise ConfigError(
+                f"{flag} {name}: no entry point of that name in group {group} ({have}); "
+                "or give an import path module:attribute"
+            )
+        try:
+            return found[0].load()
+        except Exception as exc:  # the user's package failed to import: say whose
+            raise ConfigError(f"{flag} {name}: loading {found[0].value} failed: {exc!r}") from None
+    module_name, _, attribute = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"{flag} {name}: no module {exc.name!r} on the Python path") from None
+    except Exception as exc:
+        raise ConfigError(f"{flag} {name}: importing {module_name} failed: {exc!r}") from None
+    target: Any = module
+    for part in attribute.split("."):
+        if not part or not hasattr(target, part):
+            raise ConfigError(f"{flag} {name}: {module_name} has no {attribute!r}")
+        target = getattr(target, part)
+    return target
