@@ -198,7 +198,15 @@ def _launch(args: argparse.Namespace) -> int:
     key_file = settings.path(settings.cluster_key_file)
     check_launch(config, args.processes, key_file, args.open, settings.memory_check)
     result = cli.run_async(
-        launch(config, args.processes, args.out, cli.progress_printer(args), key_file, args.open)
+        launch(
+            config,
+            args.processes,
+            args.out,
+            cli.progress_printer(args),
+            key_file,
+            args.open,
+            self_check=settings.self_check,
+        )
     )
     cli.print_result(args, config, result)
     return 0

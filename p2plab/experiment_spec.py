@@ -452,8 +452,9 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     attack = identity["attack"]
     if not attack.get("plugin"):  # runs from before plug-ins existed keep their keys
         attack.pop("plugin", None)
-    if not identity.get("merge_plugin"):
-        identity.pop("merge_plugin", None)
+    for name in ("merge_plugin", "model_plugin"):
+        if not identity.get(name):
+            identity.pop(name, None)
     if not attack["colluders"]:  # what colluders send each other
         attack.pop("multicast", None)
     if not attack["kind"] or attack["momentum"] == 0:  # with β = 0 every reading of eq. 4 is Θ_u

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -103,10 +104,13 @@ async def launch(
     key_file: Path | None = None,
     open_cluster: bool = False,
     on_round: Callable[[int, dict[str, Any]], None] | None = None,
+    self_check: bool = False,
 ) -> dict[str, Any]:
     """Start the cluster, wait for it, return the aggregated summary. ``on_round(round, latest)``:
     called as the processes report each round (a progress bar's hook; ``latest`` holds the
     network's utility under the metric's key and ``cia.aac`` when adversaries attack).
+    ``self_check``: then set the run against the simulator's runs of the same setting
+    (p2plab/selfcheck.py), the verdict in the summary's ``self_check`` and in its last line.
 
     The processes authenticate each other with ``key_file``, or with a fresh keyring written
     (mode 0600) into the work directory, together with a fresh cluster authority that the keyring
@@ -137,7 +141,17 @@ async def launch(
         key_args = ["--cluster-key-file", str(key_file)]
     try:
         total = await _run(
-            config, parts, addresses, workdir, cfg_file, key_args, identities, progress, out is None, on_round
+            config,
+            parts,
+            addresses,
+            workdir,
+            cfg_file,
+            key_args,
+            identities,
+            progress,
+            out is None,
+            on_round,
+            self_check,
         )
     finally:
         for path in secrets_made:
@@ -171,6 +185,7 @@ async def _run(
     progress: Callable[[str], None] | None,
     temporary: bool,
     on_round: Callable[[int, dict[str, Any]], None] | None = None,
+    self_check: bool = False,
 ) -> dict[str, Any]:
     """Run the processes of one launch in ``workdir`` until they end; their aggregated summary."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -271,16 +286,40 @@ async def _run(
             "crashes": kinds.count("crash"),
             "events": applied,
         }
+    if progress is not None and shown["round"] < total["round"]:  # the watcher missed the last round
+        progress(
+            f"round {total['round']:>4}/{config.rounds}  {metric.label} {total[metric.key]:.3f}  "
+            f"models {total['model_messages']:>7}  MB {total['bytes'] / 1e6:9.1f}  "
+            f"{time.perf_counter() - t0:7.1f}s"
+        )
+    if self_check:
+        total["self_check"] = _self_check(total, config, len(parts), progress)
     if progress is not None:
-        if shown["round"] < total["round"]:  # the processes ended before the watcher saw the last round
-            progress(
-                f"round {total['round']:>4}/{config.rounds}  {metric.label} {total[metric.key]:.3f}  "
-                f"models {total['model_messages']:>7}  MB {total['bytes'] / 1e6:9.1f}  "
-                f"{time.perf_counter() - t0:7.1f}s"
-            )
         progress(summary(total, metric))
     (workdir / "summary.json").write_text(json.dumps(total, indent=1))
     return total
+
+
+def _self_check(
+    total: dict[str, Any], config: RunConfig, processes: int, progress: Callable[[str], None] | None
+) -> dict[str, Any]:
+    """The run against the simulator (p2plab/selfcheck.py), as the summary keeps it."""
+    from p2plab import selfcheck
+
+    probe = min(config.rounds, selfcheck.PROBE_ROUNDS)
+    if progress is not None:
+        progress(
+            f"self-check: the same setting in the simulator, {selfcheck.SEEDS} seeds x {probe} rounds ..."
+        )
+    ref = selfcheck.reference(config)
+    verdict = selfcheck.compare(selfcheck.rates(total), ref, config, processes)
+    return {
+        "diverged": verdict.diverged,
+        "line": verdict.line,
+        "findings": list(verdict.findings),
+        "simulator": [dataclasses.asdict(r) for r in ref],
+        "probe_rounds": probe,
+    }
 
 
 def _interrupted(workdir: Path, procs: Sequence[int], config: RunConfig) -> str:

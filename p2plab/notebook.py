@@ -134,7 +134,18 @@ def launch(*, progress: bool = True, **flags: Any) -> Result:
     if args.out is not None:
         cli.write_config(args.out, config)
     with _Bar(config, progress) as bar:
-        result = _run_async(run(config, args.processes, args.out, None, key_file, args.open, bar.update))
+        result = _run_async(
+            run(
+                config,
+                args.processes,
+                args.out,
+                None,
+                key_file,
+                args.open,
+                bar.update,
+                self_check=settings.self_check,
+            )
+        )
     return Result(result)
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
     """The FedAvg server node: the shared parameters of θ_0, every user as a client."""
     cfg = prep.config
     sid = server_id(cfg)
-    store = ParamStore({k: prep.init[k] for k in shared_names(cfg)})
+    store = ParamStore({k: prep.init[k] for k in shared_names(cfg, prep.init)})
     clients = list(range(cfg.nodes))
     sampler = StaticView(sid, clients, clients)
     protocol = FedAvgServer(sid, store, sampler, TimingConfig(), clients, cfg.fraction, cfg.merge)
@@ -105,11 +106,18 @@ def make_server(prep: Prepared, clock: Clock, transport: Transport, metrics: Met
     return runtime
 
 
-def shared_names(config: RunConfig) -> tuple[str, ...]:
+def shared_names(config: RunConfig, init: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The parameters that leave the node: all of them, or Share less's subset; under PARD z^ir
-    and the item rows (004 Alg. 1 line 20: z^re and the head stay home)."""
+    and the item rows (004 Alg. 1 line 20: z^re and the head stay home); of a model plug-in its
+    ``shared`` names, or all of its θ_0 ``init``."""
     if config.learning.adversarial:
         return (gmf.USER, gmf.ITEM)
+    if config.model_plugin:
+        from learning.plugin_model import plugin_shared
+
+        if init is None:
+            raise ValueError("a model plug-in's shared tensors are known from its θ_0")
+        return plugin_shared(config.model_plugin, plugins.model(config.model_plugin), init)
     if config.model == "prme":
         return prme.SHARE_LESS_NAMES if config.learning.share_less else prme.PARAM_NAMES
     if config.model == "ncf":
@@ -140,7 +148,7 @@ def dp_config(config: RunConfig) -> DPConfig:
     )
 
 
-def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner | PardLearner:
+def make_learner(prep: Prepared, node_id: int) -> BaseLearner:
     """The node's model and trainer (GMF, PRME or NCF) on its own data; with ``personal_user``
     its user row is sent but never merged (learning.learner.BaseLearner.personal); with ``--eval
     full`` it ranks its held-out item among every item it never touched."""
@@ -154,12 +162,20 @@ def make_learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCF
     return learner
 
 
-def _learner(prep: Prepared, node_id: int) -> GMFLearner | PRMELearner | NCFLearner | PardLearner:
+def _learner(prep: Prepared, node_id: int) -> BaseLearner:
     cfg = prep.config
     lc = cfg.learning
     rng = np.random.default_rng([cfg.seed, node_id, 2])
     if lc.adversarial:
         return _pard_learner(prep, node_id, rng)
+    if cfg.model_plugin:
+        from learning.plugin_model import PluginLearner
+
+        plugin = plugins.model(cfg.model_plugin)
+        shared = shared_names(cfg, prep.init)
+        return PluginLearner(
+            cfg.model_plugin, plugin, prep.users[node_id], prep.init, shared, rng, lc.top_k, lc.negatives
+        )
     tau = lc.share_less_tau if lc.share_less else 0.0
     dp = dp_config(cfg)
     if cfg.model == "prme":
@@ -275,7 +291,7 @@ def workbench_for(prep: Prepared) -> Workbench | None:
 def workbench_names(cfg: RunConfig) -> tuple[str, ...]:
     """The tables :func:`workbench_for` shares (none: every node keeps its own, as where nodes
     are checkpointed to come back after churn)."""
-    if not cfg.sim.shared_tables or cfg.churn.active:
+    if not cfg.sim.shared_tables or cfg.churn.active or cfg.model_plugin:
         return ()
     if cfg.protocol != "fedavg" or cfg.attack.mia or cfg.attack.mia_proxy:
         return ()

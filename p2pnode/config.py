@@ -94,7 +94,7 @@ _COLLUDERS: Check = (
 )
 _DP: Check = (lambda c: c.learning.dp, "--dp-noise or --dp-epsilon")
 _SHARE_LESS: Check = (lambda c: c.learning.share_less, "--share-less")
-_GMF: Check = (lambda c: c.model == "gmf", "--model gmf")
+_GMF: Check = (lambda c: c.model == "gmf" and not c.model_plugin, "--model gmf")
 _PRME: Check = (lambda c: c.model == "prme", "--model prme")
 _NCF: Check = (lambda c: c.model == "ncf", "--model ncf")
 _PARD: Check = (lambda c: c.learning.adversarial, "--defence pard or uc-fedrec")
@@ -724,6 +724,13 @@ class RunConfig:
     model: str = opt(
         "gmf", "gmf (utility HR@K), prme (F1@K) or ncf (paper 004's FedNCF model, HR@K)", choices=MODELS
     )
+    model_plugin: str = opt(
+        "",
+        "a user's own model instead of --model (utility HR@K): an entry point of group p2pnode.models "
+        "or an import path module:Class (docs/plugins.md)",
+        name="--model-plugin",
+        metavar="NAME",
+    )
     protocol: str = opt(
         "base",
         "base (Base Gossip Learning, the gossip MIA paper's Alg. 1), samo (its Alg. 2) or fedavg "
@@ -896,6 +903,28 @@ class RunConfig:
             "has no effect with --share-less (the user row is not shared at all)",
         )
         _check(self.model != "prme" or not lc.local_head, "local-head", "PRME has no head to keep")
+        if self.model_plugin:
+            _check(self.model == "gmf", "model-plugin", "names the model: give it or --model, not both")
+            built_in = [
+                ("--attack cia", self.attack.cia),
+                ("--attack aia", self.attack.aia),
+                ("--mia", self.attack.mia),
+                ("--mia-proxy", bool(self.attack.mia_proxy)),
+                ("--share-less", lc.share_less),
+                ("--personal-user", lc.personal_user),
+                ("--local-head", lc.local_head),
+                ("DP-SGD", lc.dp),
+                (f"--defence {lc.defence}", lc.adversarial),
+                ("--upload-noise", lc.upload_noise > 0),
+            ]
+            given = [flag for flag, on in built_in if on]
+            _check(
+                not given,
+                "model-plugin",
+                f"does not combine with {', '.join(given)}: they know the built-in models' tensors "
+                "only (a plug-in model runs with every protocol and sampler, --attack-plugin and "
+                "--merge-plugin)",
+            )
         if lc.local_head:
             _check(
                 not self.attack.cia or self.protocol != "fedavg",
@@ -1038,6 +1067,7 @@ NETWORK_SETTINGS = (
     "seed",
     "tick_seconds",
     "model",
+    "model_plugin",
     "learning.factors",
     "learning.prme_dim",
     "learning.ncf_dim",

@@ -1,7 +1,8 @@
 """Finding a user's plug-in by name: an entry point or an import path (issue #63).
 
 A plug-in is named either by an entry point of an installed package, in the group of its kind
-(``p2pnode.attacks`` for ``--attack-plugin``, ``p2pnode.merges`` for ``--merge-plugin``):
+(``p2pnode.attacks`` for ``--attack-plugin``, ``p2pnode.merges`` for ``--merge-plugin``,
+``p2pnode.models`` for ``--model-plugin``):
 
     [project.entry-points."p2pnode.attacks"]
     norms = "mylab.attacks:NormWatcher"
@@ -19,16 +20,37 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
+from p2pcore.plugin import PluginError
 from p2pnode.config import ConfigError
 
 #: the entry-point group of each kind of plug-in
-GROUPS = {"attack": "p2pnode.attacks", "merge": "p2pnode.merges"}
+GROUPS = {"attack": "p2pnode.attacks", "merge": "p2pnode.merges", "model": "p2pnode.models"}
 
 
 def load(kind: str, name: str) -> Any:
     """The object the plug-in ``name`` of ``kind`` names; ConfigError (one line) when it cannot
     be found or imported."""
     return _load(kind, name.strip())
+
+
+def model(name: str) -> Any:
+    """The model plug-in ``name``: its object (a class is made with no arguments), once per
+    process (θ_0 and every node's learner use the same)."""
+    return _model(name.strip())
+
+
+@cache
+def _model(name: str) -> Any:
+    found = load("model", name)
+    if isinstance(found, type):
+        try:
+            found = found()
+        except Exception as exc:
+            raise PluginError(f"model plugin {name}: making it raised {exc!r}") from exc
+    for method in ("init", "scores", "update"):
+        if not callable(getattr(found, method, None)):
+            raise PluginError(f"model plugin {name}: its object has no {method}() (docs/plugins.md)")
+    return found
 
 
 @cache

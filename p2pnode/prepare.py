@@ -76,7 +76,12 @@ def prepare(config: RunConfig) -> Prepared:
     users = leave_one_out(data, config.seed, config.learning.test_negatives)
     if config.attack.mia_holdout:
         users = hold_out_nonmembers(users, config.attack.mia_holdout)
-    if config.model == "prme":
+    if config.model_plugin:
+        from learning.plugin_model import plugin_init
+        from p2pnode import plugins
+
+        init = plugin_init(config.model_plugin, plugins.model(config.model_plugin), data.n_items, config.seed)
+    elif config.model == "prme":
         init = prme.init_params(data.n_items, config.learning.prme_dim, config.seed)
     elif config.model == "ncf":
         init = ncf.init_params(data.n_items, config.learning.ncf_dim, config.learning.ncf_hidden, config.seed)

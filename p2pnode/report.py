@@ -215,6 +215,7 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
         + (aia_lines(stats["aia"]) if isinstance(stats.get("aia"), dict) else "")
         + (_plugin_line(stats["attack_plugin"]) if isinstance(stats.get("attack_plugin"), dict) else "")
+        + (f"\n{stats['self_check']['line']}" if isinstance(stats.get("self_check"), dict) else "")
     )
 
 

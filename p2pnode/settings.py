@@ -84,6 +84,15 @@ class ProcessConfig:
         group="process",
         commands=("simulate", "launch", "experiment"),
     )
+    self_check: bool = opt(
+        True,
+        "skip the self-check that sets the run against the simulator's runs of the same setting "
+        "(3 seeds x 10 rounds in the simulator after the run; p2plab/selfcheck.py)",
+        name="--no-self-check",
+        switch=False,
+        group="process",
+        commands=("launch",),
+    )
     limits: Limits = field(default_factory=Limits)
 
     @staticmethod

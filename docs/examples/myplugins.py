@@ -1,9 +1,10 @@
-"""A worked example of p2pnode's plug-ins (docs/plugins.md): an attack and a merge rule, in a
-module of your own. Put it where Python finds it (the working directory, PYTHONPATH, or an
+"""A worked example of p2pnode's plug-ins (docs/plugins.md): an attack, a merge rule and a model,
+in a module of your own. Put it where Python finds it (the working directory, PYTHONPATH, or an
 installed package with entry points) and name it on the command line:
 
     p2pnode simulate --nodes 100 --rounds 20 --attack-plugin myplugins:ChangedRows
     p2pnode launch --nodes 100 --rounds 20 --merge-plugin myplugins:CloserWeighs
+    p2pnode simulate --nodes 100 --rounds 20 --model-plugin myplugins:BiasedMF
 """
 
 from __future__ import annotations
@@ -72,3 +73,40 @@ class CloserWeighs:
             weights.append(1.0 / (1.0 + gap / size))
         self.learner.merge_weighted([p for _, p in received], weights, 1.0)
         return {sender: w for (sender, _), w in zip(received, weights, strict=True)}
+
+
+class BiasedMF:
+    """A model: matrix factorisation with item biases, s(i) = u · v_i + b_i, trained by plain SGD
+    on the binary cross-entropy of the node's examples (GMF without its output layer)."""
+
+    shared = ("user", "item", "bias")  # every tensor leaves the node (the default, said here)
+
+    def __init__(self, dim: int = 16, lr: float = 0.03, batch: int = 64) -> None:
+        self.dim, self.lr, self.batch = dim, lr, batch
+
+    def init(self, n_items: int, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)  # every node starts from the same θ_0
+        return {
+            "user": rng.normal(0, 0.1, (1, self.dim)).astype(np.float32),
+            "item": rng.normal(0, 0.1, (n_items, self.dim)).astype(np.float32),
+            "bias": np.zeros(n_items, np.float32),
+        }
+
+    def scores(self, params: Mapping[str, np.ndarray], items: np.ndarray) -> np.ndarray:
+        return params["item"][items] @ params["user"][0] + params["bias"][items]
+
+    def update(
+        self, params: Mapping[str, np.ndarray], items: np.ndarray, labels: np.ndarray, rng: Any
+    ) -> int:
+        user, item, bias = params["user"], params["item"], params["bias"]
+        steps = 0
+        for start in range(0, len(items), self.batch):
+            idx, y = items[start : start + self.batch], labels[start : start + self.batch]
+            logits = item[idx] @ user[0] + bias[idx]
+            g = 1.0 / (1.0 + np.exp(-logits)) - y  # dBCE/dlogit of each example (the batch sums them)
+            g_user = g @ item[idx]
+            np.add.at(item, idx, (-self.lr * g[:, None] * user[0]).astype(np.float32))  # in place
+            np.add.at(bias, idx, (-self.lr * g).astype(np.float32))
+            user[0] -= (self.lr * g_user).astype(np.float32)
+            steps += 1
+        return steps

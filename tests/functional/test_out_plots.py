@@ -41,6 +41,17 @@ def test_simulate_and_launch_write_the_panels_result_plot_draws(tmp_path: Path) 
     for folder in (sim, launched):
         assert pngs(folder) == drawn(folder) == {"utility.png", "cia.png"}
         assert "![utility.png](utility.png)" in (folder / "report.md").read_text()
+    # a launch sets itself against the simulator's runs of its setting (p2plab/selfcheck.py)
+    check = json.loads((launched / "summary.json").read_text())["self_check"]
+    assert check["probe_rounds"] == 2 and len(check["simulator"]) == 3
+    assert check["line"].startswith("self-check: ") and check["line"] in (launched / "report.md").read_text()
+    assert (
+        lab_main(
+            ["launch", *argv, "--tick-seconds", "0.004", "--no-self-check", "--out", str(tmp_path / "n")]
+        )
+        == 0
+    )
+    assert "self_check" not in json.loads((tmp_path / "n" / "summary.json").read_text())
 
 
 def test_run_writes_the_panels_of_its_own_nodes(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""A user's own attack and merge rule, from a temporary package of their own, by import path:
-the same module runs in the simulator and in real processes over HTTP (issue #63).
+"""A user's own attack, merge rule and model, from a temporary package of their own, by import
+path: the same module runs in the simulator and in real processes over HTTP (issue #63).
 
 The package is docs/examples/myplugins.py (the worked example of docs/plugins.md) copied into a
 folder on the Python path, plus a merge rule that leaves a mark per process it ran in.
@@ -71,7 +71,11 @@ def userlab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         del sys.modules[name]
 
 
-PLUGINS = {"attack.plugin": "userlab.myplugins:ChangedRows", "merge_plugin": "userlab.marking:Marked"}
+PLUGINS = {
+    "attack.plugin": "userlab.myplugins:ChangedRows",
+    "merge_plugin": "userlab.marking:Marked",
+    "model_plugin": "userlab.myplugins:BiasedMF",
+}
 SMALL = {"nodes": 16, "rounds": 3, "seed": 2, "learning.lr": 0.01}
 
 
@@ -86,9 +90,11 @@ def _check(result: p2pnode.Result) -> None:
     assert sum(o["observed"] for o in observers.values()) > 16
     assert any(o["guesses"] > 0 for o in observers.values())
     assert all(o["precision"] is None or 0.0 <= o["precision"] <= 1.0 for o in observers.values())
+    # the user's model trained and was evaluated (a model plug-in is ranked as the built-in ones)
+    assert result["local_steps"] > 0 and 0.0 <= result["hit_ratio_at_20"] <= 1.0 and result["mrr"] > 0
 
 
-def test_a_user_attack_and_merge_rule_run_in_the_simulator(userlab: Path) -> None:
+def test_a_user_attack_merge_rule_and_model_run_in_the_simulator(userlab: Path) -> None:
     plain = p2pnode.simulate(progress=False, **SMALL)
     plugged = p2pnode.simulate(progress=False, **SMALL, **PLUGINS)
     _check(plugged)
@@ -98,9 +104,13 @@ def test_a_user_attack_and_merge_rule_run_in_the_simulator(userlab: Path) -> Non
 
 
 def test_the_same_plugins_run_in_real_processes_over_http(userlab: Path) -> None:
-    result = p2pnode.launch(progress=False, processes=2, tick_seconds=0.004, **SMALL, **PLUGINS)
+    # (no self-check: its simulation in this process would merge with the rule too)
+    result = p2pnode.launch(
+        progress=False, processes=2, tick_seconds=0.004, no_self_check=True, **SMALL, **PLUGINS
+    )
     _check(result)
-    assert len(list(userlab.iterdir())) == 2  # each process imported the module and merged with it
+    marks = {int(m.name) for m in userlab.iterdir()}
+    assert len(marks) == 2 and os.getpid() not in marks  # each node process merged with the rule
 
 
 def test_a_plugin_that_fails_ends_the_run_with_its_error_both_ways(userlab: Path) -> None:

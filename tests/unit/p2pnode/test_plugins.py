@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from adversary.plugin import AttackContext, PluginObserver
+from learning.plugin_model import PluginLearner, plugin_init, plugin_shared
 from p2pcore.plugin import PluginError
 from p2pnode import plugins
 from p2pnode.config import ConfigError
@@ -144,3 +145,58 @@ def test_an_observers_state_rides_in_the_nodes_checkpoint(
     fresh.restore(saved)
     assert fresh.attack_plugin.result() == {"observed": seen, "seen": seen}
     sys.modules.pop("plugtest_keeps", None)
+
+
+class _Model:
+    """A tiny model plug-in: s(i) = u · v_i, one SGD step a call."""
+
+    def __init__(self, replaces: bool = False, dtype: type = np.float32) -> None:
+        self.replaces, self.dtype = replaces, dtype
+
+    def init(self, n_items: int, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return {
+            "user": rng.normal(0, 0.1, (1, 4)).astype(self.dtype),
+            "item": rng.normal(0, 0.1, (n_items, 4)).astype(self.dtype),
+        }
+
+    def scores(self, params: dict[str, np.ndarray], items: np.ndarray) -> np.ndarray:
+        return params["item"][items] @ params["user"][0]
+
+    def update(
+        self, params: dict[str, np.ndarray], items: np.ndarray, labels: np.ndarray, rng: object
+    ) -> int:
+        if self.replaces:
+            params["user"] = params["user"] * 2  # type: ignore[index]
+            return 1
+        params["user"][0] += 0.01 * (labels - 0.5) @ params["item"][items]
+        return 1
+
+
+def _learner(model: _Model) -> PluginLearner:
+    from learning.split import leave_one_out
+    from tests.unit.learning.test_learning import toy
+
+    data = toy()
+    init = plugin_init("m", model, data.n_items, 0)
+    user = leave_one_out(data, seed=0)[0]
+    return PluginLearner(
+        "m", model, user, init, plugin_shared("m", model, init), np.random.default_rng(1), 10, 2
+    )
+
+
+def test_a_model_plugin_trains_in_place_and_is_ranked_as_a_built_in_model() -> None:
+    learner = _learner(_Model())
+    before = learner.params["user"].copy()
+    assert learner.local_update() == 1 and learner.version == 1
+    assert not np.array_equal(before, learner.params["user"])
+    figures = learner.ranking()
+    assert 0 <= figures.utility <= 1 and 0 < figures.rr <= 1
+    assert learner.state()["model"] == "plugin:m"
+
+
+def test_a_model_plugin_that_replaces_its_arrays_or_gives_float64_is_told_so() -> None:
+    with pytest.raises(PluginError, match="must write its arrays in place"):
+        _learner(_Model(replaces=True)).local_update()
+    with pytest.raises(PluginError, match=r"init\(\) must map names to float32 arrays; 'user' is float64"):
+        _learner(_Model(dtype=np.float64))
