@@ -291,6 +291,8 @@ def _experiment_run(args: argparse.Namespace) -> int:
     exp = ex.load(args.name)
     if exp.mixing is not None:
         return _mixing(args, exp)
+    if exp.reuseknn is not None:
+        return _reuseknn(args, exp)
     given = cli.given_config(args)  # --nodes, --rounds, --dataset
     overrides: dict[str, Any] = nested({**dict(args.set), **given})
     dataset = given.get("dataset")
@@ -416,6 +418,36 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
     out = args.out or Path("results") / exp.name
     doc = run_mixing(exp.title, exp.mixing, out, seed, ex.command_line(_as_typed(sys.argv[1:])), exp.notes)
     if not args.quiet:
+        print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)
+    return 0
+
+
+def _reuseknn(args: argparse.Namespace, exp: Any) -> int:
+    """Paper 003's evaluation is a computation over explicit ratings, not gossip runs: --out,
+    --seeds (the folds' shuffle) and --dataset (a ratings file) apply."""
+    from p2plab import experiment_spec as ex
+    from p2plab.reuseknn_lab import run_reuseknn
+    from p2pnode.process import tune_process
+
+    tune_process()
+    given = cli.given_config(args)
+    flags = (("--set", args.set), ("--nodes", "nodes" in given), ("--rounds", "rounds" in given))
+    ignored = [f for f, v in (*flags, ("--rows", args.rows), ("--real", args.real)) if v]
+    if ignored:
+        raise ConfigError(
+            f"experiment {exp.name}: {', '.join(ignored)} do not apply (edit the [reuseknn] table)"
+        )
+    spec = exp.reuseknn
+    if args.seeds:
+        spec = dataclasses.replace(spec, seed=args.seeds[0])
+    if "dataset" in given:
+        spec = dataclasses.replace(spec, dataset=str(given["dataset"]))
+    out = args.out or Path("results") / exp.name
+    progress = None if args.quiet else (lambda line: print(line, flush=True))
+    command = ex.command_line(_as_typed(sys.argv[1:]))
+    doc = run_reuseknn(exp.title, spec, out, command, exp.notes, progress)
+    if not args.quiet:
+        print((out / "report.md").read_text().split("Command:")[0].rstrip(), flush=True)
         print(f"{exp.name}: {doc['seconds']:.0f} s; report in {out / 'report.md'}", flush=True)
     return 0
 

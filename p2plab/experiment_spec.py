@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.mixing import MixingSpec
+from p2plab.reuseknn_lab import ReuseSpec
 from p2pnode.config import PARD_ONLY, AttackConfig, ConfigError, RunConfig, from_mapping
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
@@ -94,12 +95,14 @@ class Experiment:
     x: str = ""  #: tradeoff: column key on the x axis
     y: str = ""  #: tradeoff: column key on the y axis
     notes: str = ""
-    kind: str = "runs"  #: runs (gossip runs per row and seed) | mixing (002 §4 computation)
+    #: runs (gossip runs per row and seed) | mixing (002 §4 computation) | reuseknn (003's KNN)
+    kind: str = "runs"
     curve_x: str = ""  #: optional per-round trade-off curve: list path on the x axis
     curve_y: str = ""  #: ... and on the y axis (same length), e.g. "mia.accuracy"
     curve_labels: tuple[str, str] = ("", "")
     curve_x_percent: bool = True  #: the x values are fractions, drawn in percent (False: rounds)
     mixing: MixingSpec | None = None
+    reuseknn: ReuseSpec | None = None  #: kind reuseknn: paper 003's evaluation (p2plab/reuseknn_lab.py)
     #: its rows test readings or settings beside the paper's tables (``probe = true`` in the file):
     #: the summary lists them apart and leaves them out of its means (p2plab/experiment_summary.py)
     probe: bool = False
@@ -212,8 +215,21 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             kind="mixing",
             mixing=MixingSpec.from_mapping(raw.get("mixing", {}), str(path)),
         )
+    if kind == "reuseknn":
+        return Experiment(
+            name=name,
+            title=str(raw.get("title", name)),
+            source=str(raw.get("source", "")),
+            seeds=(ReuseSpec.from_mapping(raw.get("reuseknn", {}), str(path)).seed,),
+            base={},
+            rows=(),
+            columns=(),
+            notes=str(raw.get("notes", "")),
+            kind="reuseknn",
+            reuseknn=ReuseSpec.from_mapping(raw.get("reuseknn", {}), str(path)),
+        )
     if kind != "runs":
-        raise ConfigError(f"{path}: unknown experiment kind {kind!r} (runs or mixing)")
+        raise ConfigError(f"{path}: unknown experiment kind {kind!r} (runs, mixing or reuseknn)")
     try:
         columns = tuple(_column(c, path) for c in raw["columns"])
         rows = tuple(
