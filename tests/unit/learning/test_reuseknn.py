@@ -139,3 +139,38 @@ def test_popularity_bias_and_ndcg() -> None:
     d0 = (1 + 1 / math.log2(3)) / (1 + 1 / math.log2(3) + 1 / math.log2(4))
     d1 = 1 / (1 + 1 / math.log2(3))
     assert ndcg_at(users, items, truth, est, 3.5) == pytest.approx((d0 + d1) / 2)
+
+
+def test_tau_the_codes_way_is_a_gaussian_density_over_the_histogram_counts() -> None:
+    """τ by the code's rule, recomputed by hand: the Gaussian density (bandwidth 50) of the 25
+    bin counts on 1,000 points over the usage range, at its second derivative's maximum."""
+    usage = np.repeat([5.0, 15, 25, 40, 60, 90, 140, 200, 320], [300, 250, 160, 90, 50, 25, 12, 6, 3])
+    counts, edges = np.histogram(usage, bins=25)
+    grid = np.linspace(0, edges.max(), 1000)
+    density = np.exp(-((grid[:, None] - counts[None, :]) ** 2) / (2 * 50.0**2)).sum(axis=1)
+    by_hand = grid[np.argmax(np.gradient(np.gradient(density)))]
+    assert tau_from_usage(usage) == pytest.approx(by_hand)
+
+
+def test_randomized_response_keeps_the_real_rating_three_times_in_four() -> None:
+    """User 0's one neighbour (user 1, similarity 1), past τ = 0, answers 4,000 queries for item 1
+    alone: the estimate is its answer, its real rating 2 with probability 3/4 (a fair coin, then
+    another), else a uniform draw over [1, 5]."""
+    n = 4000
+    users = np.array([0, 0, 1, 1], np.int64)
+    items = np.array([0, 1, 0, 1], np.int64)
+    data = Ratings(users, items, np.array([4.0, 2.0, 4.0, 2.0]), 2, 2, (1.0, 5.0))
+    nb = Neighbourhoods.fit(data.subset(np.arange(4)))
+    run = answer(nb, "userknn", 1, [(0, 1)] * n, 0.0, True, np.random.default_rng(5))
+    real = np.isclose(run.estimates, 2.0)
+    p, sd = 0.75, math.sqrt(0.75 * 0.25 / n)
+    assert abs(real.mean() - p) < 4 * sd  # a binomial bound, seeded
+    noise = run.estimates[~real]
+    assert (
+        noise.min() >= 1.0
+        and noise.max() <= 5.0
+        and abs(noise.mean() - 3.0) < 4 * math.sqrt(16 / 12 / noise.size)
+    )
+    assert run.dp_uses[1] == n and run.privacy_risk[1] == 0  # every use protected, counted
+    eps = epsilon(run.data_usage, run.privacy_risk)
+    assert eps[1] == pytest.approx(math.log(3))
