@@ -365,7 +365,9 @@ def status_table(plan: Plan, folder: Path) -> str:
     return "\n".join(lines)
 
 
-def collect_report(plan: Plan, folder: Path, faults: Path | None, since: float | None = None) -> str:
+def collect_report(
+    plan: Plan, folder: Path, faults: Path | None, since: float | None = None, self_check: bool = True
+) -> str:
     """Merge the collected per-process results into ``summary.json`` and ``report.md``.
 
     Restarts are counted from each host's journal (systemd's "Scheduled restart job" lines of the
@@ -427,6 +429,13 @@ def collect_report(plan: Plan, folder: Path, faults: Path | None, since: float |
                 f"| {p['host']} | {p['unit']} | {p['address']} | {p['nodes']} | {p['rounds']} | "
                 f"{p[metric.key]:.3f} | {p['restarts']} | {resumed} |"
             )
+        if self_check:  # the deployment against the simulator's runs of its setting (p2plab/selfcheck.py)
+            from p2plab.selfcheck import summary_check
+
+            total["self_check"] = summary_check(total, plan.config)
+            if faults is not None and total["self_check"]["diverged"]:
+                total["self_check"]["line"] += " (faults were injected: some divergence is their doing)"
+            lines += [total["self_check"]["line"], ""]
         if "cia" in total:
             cia = total["cia"]
             flat = {k: v for k, v in cia.items() if isinstance(v, (int, float, str))}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import random
@@ -293,33 +292,13 @@ async def _run(
             f"{time.perf_counter() - t0:7.1f}s"
         )
     if self_check:
-        total["self_check"] = _self_check(total, config, len(parts), progress)
+        from p2plab.selfcheck import summary_check
+
+        total["self_check"] = summary_check(total, config, len(parts), progress)
     if progress is not None:
         progress(summary(total, metric))
     (workdir / "summary.json").write_text(json.dumps(total, indent=1))
     return total
-
-
-def _self_check(
-    total: dict[str, Any], config: RunConfig, processes: int, progress: Callable[[str], None] | None
-) -> dict[str, Any]:
-    """The run against the simulator (p2plab/selfcheck.py), as the summary keeps it."""
-    from p2plab import selfcheck
-
-    probe = min(config.rounds, selfcheck.PROBE_ROUNDS)
-    if progress is not None:
-        progress(
-            f"self-check: the same setting in the simulator, {selfcheck.SEEDS} seeds x {probe} rounds ..."
-        )
-    ref = selfcheck.reference(config)
-    verdict = selfcheck.compare(selfcheck.rates(total), ref, config, processes)
-    return {
-        "diverged": verdict.diverged,
-        "line": verdict.line,
-        "findings": list(verdict.findings),
-        "simulator": [dataclasses.asdict(r) for r in ref],
-        "probe_rounds": probe,
-    }
 
 
 def _interrupted(workdir: Path, procs: Sequence[int], config: RunConfig) -> str:

@@ -20,8 +20,8 @@ rounds (``--tick-seconds``, ``--processes``).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from p2pnode.config import RunConfig
@@ -141,3 +141,25 @@ def compare(real: Rates, ref: Sequence[Rates], config: RunConfig, processes: int
         f"self-check: this run diverged from the simulator ({seeds} seeds): {'; '.join(findings)}. {cause}",
         tuple(findings),
     )
+
+
+def summary_check(
+    total: Mapping[str, Any],
+    config: RunConfig,
+    processes: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The self-check of a merged summary (a launch's, a deployment's), as the summary keeps it:
+    the verdict, its findings, the simulator's rates per seed and the rounds it ran."""
+    probe = min(config.rounds, PROBE_ROUNDS)
+    if progress is not None:
+        progress(f"self-check: the same setting in the simulator, {SEEDS} seeds x {probe} rounds ...")
+    ref = reference(config)
+    verdict = compare(rates(total), ref, config, processes)
+    return {
+        "diverged": verdict.diverged,
+        "line": verdict.line,
+        "findings": list(verdict.findings),
+        "simulator": [asdict(r) for r in ref],
+        "probe_rounds": probe,
+    }

@@ -154,6 +154,9 @@ def test_deploy_on_a_three_host_testbed_learns_through_faults_and_collects(
     assert procs["h2"]["restarts"] >= 1
     assert procs["h2"]["resumes"] and procs["h2"]["resumes"][0]["round"] >= 10
     assert "cia" in summary  # the attackers on each host
+    # the deployment set against the simulator's runs of its setting (p2plab/selfcheck.py)
+    check = summary["self_check"]
+    assert len(check["simulator"]) == 3 and check["line"] in report
     faults = summary["faults"]
     assert [(f["host"], f["fault"], f["action"]) for f in faults] == [
         ("h3", "cut", "on"),
