@@ -45,7 +45,14 @@ class Dropped:
     reason: str
 
 
-Effect = Send | SetTimer | Learned | Dropped
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """The node merged the models these senders sent it (what exposure counts: p2pnode/exposure.py)."""
+
+    senders: tuple[NodeId, ...]
+
+
+Effect = Send | SetTimer | Learned | Dropped | Merged
 
 
 # -- events: what the driver hands a pure node (``GossipNode.handle``) ----------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from adversary.community import summarize
 from adversary.evaluation import proxy_summary
 
@@ -66,6 +68,14 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
             "name": plugged[0]["name"],
             "observers": dict(sorted(observers.items(), key=lambda kv: int(kv[0]))),
         }
+    vectors = [r["exposure_by_sender"] for r in results if r.get("exposure_by_sender")]
+    if vectors and len(vectors) == len(results):  # every process counted its nodes' merges
+        from p2pnode.exposure import exposure_summary
+
+        usage = np.sum([v["usage"] for v in vectors], axis=0)
+        kept = all("exposure" in v for v in vectors)  # receivers differ by process: their sum is distinct
+        exposure = np.sum([v["exposure"] for v in vectors], axis=0) if kept else None
+        total["exposure"] = exposure_summary(usage[:nodes], None if exposure is None else exposure[:nodes])
     mia = merge_mia([r["mia"] for r in results if r.get("mia")])
     if mia is not None:
         total["mia"] = mia

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from p2pnode.exposure import ExposureLedger
 from p2pnode.intake import take
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
@@ -42,10 +43,13 @@ class Host:
         #: where the FedAvg updates a hosted server holds until they can go into its sum wait, on
         #: disk (the simulator's ``--spill-dir``, p2pnode/transport/spill.py); None: in memory
         self.spill: Spill | None = None
+        #: the merges by sender its nodes made (p2pnode/exposure.py); set before nodes are added
+        self.ledger: ExposureLedger | None = None
 
     def add(self, runtime: NodeRuntime) -> None:
         self.nodes[runtime.node_id] = runtime
         runtime.count_refusal = self.refusals.for_node(runtime)
+        runtime.ledger = self.ledger
 
     def refuse(self, dest: int, reason: str) -> None:
         """Count a request refused before its frame is parsed (authentication, admission) against

@@ -127,6 +127,14 @@ class Metrics:
             ["observer"],
             registry=r,
         )
+        self.exposure = Gauge(
+            "p2pnode_exposure",
+            "Gossip exposure as this process's nodes saw it (p2pnode/exposure.py): tau (003's rule "
+            "over the merges by sender), above_tau (share of nodes merged more than tau times), "
+            "privacy_risk (mean min(tau, merges)), usage_max",
+            ["figure"],
+            registry=r,
+        )
         self.cia_upper_bound = Gauge(
             "p2pnode_cia_upper_bound",
             "Share of the true community C whose models this adversary has observed",

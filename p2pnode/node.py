@@ -20,6 +20,7 @@ from p2pcore.effects import (
     Effect,
     Event,
     Learned,
+    Merged,
     Received,
     Send,
     SetTimer,
@@ -29,6 +30,7 @@ from p2pcore.effects import (
 )
 from p2pcore.plugin import PluginError
 from p2pnode.clock import Clock, TimerHandle
+from p2pnode.exposure import ExposureLedger
 from p2pnode.metrics import Metrics, NodeCounters, NodeReadings
 from p2pnode.refusals import failure_label
 from p2pnode.transport.base import Memo, Outcome, SharesFrames, Transport
@@ -168,6 +170,8 @@ class NodeRuntime:
             metrics.cia_observed.labels(str(node.node_id)).set_function(lambda: node.observed_users() or 0)
         self.counters = NodeCounters()
         self.on_learned = on_learned
+        #: the merges by sender its host counts (p2pnode/exposure.py); None: not counted
+        self.ledger: ExposureLedger | None = None
         #: where a real process hears that a user's plug-in failed (:meth:`_handle`)
         self.on_plugin_error: Callable[[PluginError], None] | None = None
         #: counts a message its protocol drops after taking it (SAMO's full buffer); its host sets
@@ -335,6 +339,14 @@ class NodeRuntime:
             m.aia_score.labels(observer, name).set(score[key])
             m.aia_baseline.labels(observer, name).set(score["majority"].get(key, float("nan")))
 
+    def publish_exposure(self, summary: Mapping[str, Any]) -> None:
+        """Publish the process's exposure figures (p2pnode/exposure.py) on /metrics."""
+        gauge = self._metrics.exposure
+        for figure in ("tau", "above_tau", "privacy_risk"):
+            if figure in summary:
+                gauge.labels(figure).set(summary[figure])
+        gauge.labels("usage_max").set(summary["usage"]["max"])
+
     def record_round(self, round_no: int, figures: Figures | None) -> None:
         """Publish the round, the latest evaluation (HR@K, NDCG@K, Recall@K, reciprocal rank)
         and the protocol's counters."""
@@ -394,6 +406,8 @@ class NodeRuntime:
                     )
             elif isinstance(effect, Dropped) and self.count_refusal is not None:
                 self.count_refusal(effect.reason)
+            elif isinstance(effect, Merged) and self.ledger is not None:
+                self.ledger.record(self.node_id, effect.senders)
 
     def _set_timer(self, key: str, at: float) -> None:
         old = self._timers.pop(key, None)

@@ -33,6 +33,7 @@ from p2pnode.auth import KeyHolder, process_keys
 from p2pnode.build import make_node, make_server, server_id, set_owner
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig, network_differences, network_settings
+from p2pnode.exposure import ExposureLedger
 from p2pnode.host import Host, body_limit
 from p2pnode.identity import IdentityError, new_challenge
 from p2pnode.limits import Limits, client_timeout
@@ -90,6 +91,8 @@ class NodeProcess:
                 raise StartupError(f"user {u} is outside the network's 0..{self.config.nodes - 1}")
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
+        if self.config.protocol != "fedavg":  # who merged whose models (p2pnode/exposure.py)
+            self.host.ledger = ExposureLedger(self.config.nodes)
         if spec.server and self.config.protocol != "fedavg":
             raise StartupError("--server hosts the FedAvg server; it needs --protocol fedavg")
         self.hosted = (*spec.users, server_id(self.config)) if spec.server else spec.users

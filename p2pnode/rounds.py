@@ -17,6 +17,7 @@ from adversary.node import AdversaryNode
 from p2pnode.attack import lab_for, plugin_results, victims
 from p2pnode.attributes import aia_lab_for, shared_models
 from p2pnode.config import RunConfig
+from p2pnode.exposure import ExposureLedger
 from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
 from p2pnode.report import epsilon_by_node, metric_for, node_rows, progress_line, round_stats
@@ -74,6 +75,10 @@ class RoundLog:
             stats["aia"] = self.evaluate_aia(round_no)
         if self.extra is not None:
             stats.update(self.extra())
+        ledger = self.ledger
+        first = next(iter(self.nodes.values()), None)
+        if ledger is not None and first is not None:  # one registry a process: any node publishes it
+            first.publish_exposure(ledger.summary(self.config.nodes))
         stats["seconds"] = seconds
         if self.wall_time:
             stats["time"] = time.time()  # lines rounds up with outside events (faults, logs)
@@ -82,6 +87,12 @@ class RoundLog:
         if self.progress is not None:
             self.progress(progress_line(stats, self.metric, self.config.rounds, seconds))
         return stats
+
+    @property
+    def ledger(self) -> ExposureLedger | None:
+        """Who merged whose models in this process (p2pnode/exposure.py; None under FedAvg)."""
+        first = next(iter(self.nodes.values()), None)
+        return None if first is None else first.ledger
 
     def node_rows(self) -> list[dict[str, Any]]:
         """One row per hosted node (``report.node_rows``): the summary's ``per_node``, and the
@@ -130,6 +141,19 @@ class RoundLog:
             result["mia"] = mia
         if self.aia is not None:
             result["aia"] = self.aia.summary()
+        ledger = self.ledger
+        if ledger is not None:
+            result["exposure"] = ledger.summary(self.config.nodes)
+            if fields.get("mode") == "real":  # a launch sums its processes' (p2plab/merge.py)
+                result["exposure_by_sender"] = ledger.vectors()
+            else:  # one process saw every merge: each node's own figures
+                exposure = ledger.exposure()
+                for row in result["per_node"]:
+                    node = int(row["node"])
+                    if node < self.config.nodes:
+                        row["merged_by_others"] = int(ledger.usage[node])
+                        if exposure is not None:
+                            row["exposure"] = int(exposure[node])
         if self.config.attack.plugin:
             result["attack_plugin"] = {
                 "name": self.config.attack.plugin,

@@ -16,6 +16,7 @@ from p2pcore.churn import ChurnEvent, Schedule, schedule
 from p2pnode.build import make_node, make_server, workbench_for
 from p2pnode.clock import VirtualClock
 from p2pnode.config import RunConfig
+from p2pnode.exposure import ExposureLedger
 from p2pnode.footprint import check_fits
 from p2pnode.host import Host, body_limit
 from p2pnode.metrics import Metrics
@@ -47,6 +48,8 @@ class Simulation:
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
         self.host.spill = spill
+        if self.config.protocol != "fedavg":  # who merged whose models (p2pnode/exposure.py)
+            self.host.ledger = ExposureLedger(self.config.nodes)
         n = self.config.nodes
         self.churn = Churn(self, n) if self.config.churn.active else None
         live = [i for i in range(n) if self.churn is None or i not in self.churn.schedule.absent]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from p2pcore.effects import Effect, NodeId, Send
+from p2pcore.effects import Effect, Merged, NodeId, Send
 from protocols.gossip import GossipProtocol
 from protocols.messages import ModelMessage
 
@@ -25,4 +25,4 @@ class BaseGossip(GossipProtocol):
         self.stats.models_received += 1
         self.sampler.record_scores(self.merger.merge([(sender, self.clipped(sender, message.params))]))
         self.stats.merges += 1
-        return self.train()
+        return [Merged((sender,)), *self.train()]

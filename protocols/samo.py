@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from learning.params import ParamsView
-from p2pcore.effects import Dropped, Effect, NodeId, Send
+from p2pcore.effects import Dropped, Effect, Merged, NodeId, Send
 from peer_sampling.base import PeerSampler
 from protocols.gossip import GossipProtocol, TimingConfig
 from protocols.learner import Learner
@@ -45,6 +45,7 @@ class Samo(GossipProtocol):
         if self.buffer:  # |Θ_i| > 1: Θ_i holds θ_i plus what was received
             self.sampler.record_scores(self.merger.merge(self.buffer))
             self.stats.merges += 1
+            effects.append(Merged(tuple(sender for sender, _ in self.buffer)))
             effects += self.train()
             self.buffer = []
         view = self.sampler.send_targets(rng)

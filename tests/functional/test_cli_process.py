@@ -79,6 +79,7 @@ def test_metrics_endpoint_and_follow_table(tmp_path: Path) -> None:
             "p2pnode_reciprocal_rank",
         ):
             assert f'{name}{{node="3"' in text, name
+        assert 'p2pnode_exposure{figure="usage_max"}' in text  # the process's exposure figures
         row = scrape(f"127.0.0.1:{port}")
         assert row["nodes"] == 8 and row["sent"] > 0 and row["round"] >= 1
         lines: list[str] = []

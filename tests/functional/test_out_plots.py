@@ -41,8 +41,11 @@ def test_simulate_and_launch_write_the_panels_result_plot_draws(tmp_path: Path) 
     for folder in (sim, launched):
         assert pngs(folder) == drawn(folder) == {"utility.png", "cia.png"}
         assert "![utility.png](utility.png)" in (folder / "report.md").read_text()
+    # a launch sums its processes' merges by sender: every Base GL merge counted once (exposure)
+    total = json.loads((launched / "summary.json").read_text())
+    assert total["exposure"]["usage"]["mean"] * 12 == pytest.approx(total["merges"])
     # a launch sets itself against the simulator's runs of its setting (p2plab/selfcheck.py)
-    check = json.loads((launched / "summary.json").read_text())["self_check"]
+    check = total["self_check"]
     assert check["probe_rounds"] == 2 and len(check["simulator"]) == 3
     assert check["line"].startswith("self-check: ") and check["line"] in (launched / "report.md").read_text()
     assert (

@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from learning.params import mean_into
-from p2pcore.effects import Dropped, Send, SetTimer
+from p2pcore.effects import Dropped, Merged, Send, SetTimer
 from peer_sampling.base import StaticView
 from protocols.base_gl import BaseGossip
 from protocols.gossip import GossipNode, TimingConfig
@@ -42,7 +42,7 @@ def test_base_gl_averages_pairwise_then_trains() -> None:
     learner = FakeLearner(2.0)
     proto = BaseGossip(0, learner, StaticView(0, [1, 2, 3], [1, 2, 3]), TimingConfig())
     rng = random.Random(0)
-    assert proto.on_model(1, msg(6.0), 0.0, rng) == []
+    assert proto.on_model(1, msg(6.0), 0.0, rng) == [Merged((1,))]  # what exposure counts
     np.testing.assert_array_equal(learner.params["w"], np.full((2, 2), 5.0))  # (2+6)/2 + 1
     proto.on_model(2, msg(1.0), 0.0, rng)
     np.testing.assert_array_equal(learner.params["w"], np.full((2, 2), 4.0))  # (5+1)/2 + 1

@@ -179,12 +179,12 @@ class Diverging(Learner):
 
 
 def test_a_protocol_whose_training_diverges_recovers_and_says_so() -> None:
-    from p2pcore.effects import Dropped
+    from p2pcore.effects import Dropped, Merged
 
     learner = Diverging()
     protocol = BaseGossip(0, learner, StaticView(0, [1, 2], [1, 2]), TimingConfig())
     effects = protocol.on_model(1, ModelMessage(1, learner.snapshot()), 0.0, random.Random(0))
-    assert effects == [Dropped("non-finite")] and learner.recovered
+    assert effects == [Merged((1,)), Dropped("non-finite")] and learner.recovered
     assert protocol.stats.recoveries == 1 and np.isfinite(learner.params["q"]).all()
 
 
