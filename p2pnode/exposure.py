@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-#: above this many nodes the distinct receivers are not kept (an N x N bitmap): usage only
-MAX_EXPOSURE_NODES = 20_000
+#: above this many nodes the distinct receivers are not kept (an N x N bitmap of bools): usage only
+MAX_EXPOSURE_NODES = 5_000  #: 25 MB at most
 
 
 class ExposureLedger:
