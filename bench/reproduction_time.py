@@ -31,6 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import dataclasses
 import heapq
 import tempfile
 import time
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from learning.reuseknn import folds as rk_folds
 from p2plab.experiment import Experiment, load, plan_of, run_key, stored_runs
 from p2plab.mixing import run_mixing
 from p2pnode.config import RunConfig
@@ -60,8 +62,33 @@ EXPERIMENTS = (
         "pard-lambda",
         "defences-gossip",
         "eval-full",
+        "reuseknn",
     ),
 )
+
+
+def reuseknn_time(exp: Experiment, results: Path) -> tuple[list[float], int, int]:
+    """003's evaluation is one computation on one core: its recorded seconds where a finished
+    report has them (``results/NAME`` or the kept one), else one fold at the report's k timed
+    and scaled to every k and fold."""
+    import json
+
+    from p2plab.reuseknn_lab import load_ratings, run_fold
+
+    for folder in (
+        results / exp.name,
+        Path(__file__).resolve().parents[1] / "experiments" / "reports" / exp.name,
+    ):
+        f = folder / "results.json"
+        if f.is_file():
+            return [float(json.loads(f.read_text())["seconds"])], 1, 0
+    spec = exp.reuseknn
+    assert spec is not None
+    data = load_ratings(spec.dataset)
+    train, test = rk_folds(len(data), spec.folds, spec.seed)[0]
+    t = time.perf_counter()
+    run_fold(data, train, test, dataclasses.replace(spec, ks=(spec.report_k,)), 0)
+    return [(time.perf_counter() - t) * len(spec.ks) * spec.folds], 0, 1
 
 
 def probe(config: RunConfig, rounds: int) -> tuple[float, float]:
@@ -150,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
             with tempfile.TemporaryDirectory() as out:
                 run_mixing(exp.title, spec, Path(out), exp.seeds[0], "bench.reproduction_time")
             durations, measured, projected = [time.perf_counter() - t], 1, 0
+        elif exp.reuseknn is not None:
+            durations, measured, projected = reuseknn_time(exp, Path(args.results))
         else:
             durations, measured, projected = runs_of(exp, Path(args.results), args.probe_rounds)
         walls = {w: makespan(durations, w) for w in workers}
