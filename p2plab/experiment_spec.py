@@ -202,31 +202,21 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     kind = raw.get("kind", "runs")
-    if kind == "mixing":
+    if kind in ("mixing", "reuseknn"):  # a computation, not gossip runs: no rows or columns
+        mixing = MixingSpec.from_mapping(raw.get("mixing", {}), str(path)) if kind == "mixing" else None
+        reuse = ReuseSpec.from_mapping(raw.get("reuseknn", {}), str(path)) if kind == "reuseknn" else None
         return Experiment(
             name=name,
             title=str(raw.get("title", name)),
             source=str(raw.get("source", "")),
-            seeds=tuple(int(s) for s in raw.get("seeds", [0])),
+            seeds=(reuse.seed,) if reuse is not None else tuple(int(s) for s in raw.get("seeds", [0])),
             base={},
             rows=(),
             columns=(),
             notes=str(raw.get("notes", "")),
-            kind="mixing",
-            mixing=MixingSpec.from_mapping(raw.get("mixing", {}), str(path)),
-        )
-    if kind == "reuseknn":
-        return Experiment(
-            name=name,
-            title=str(raw.get("title", name)),
-            source=str(raw.get("source", "")),
-            seeds=(ReuseSpec.from_mapping(raw.get("reuseknn", {}), str(path)).seed,),
-            base={},
-            rows=(),
-            columns=(),
-            notes=str(raw.get("notes", "")),
-            kind="reuseknn",
-            reuseknn=ReuseSpec.from_mapping(raw.get("reuseknn", {}), str(path)),
+            kind=kind,
+            mixing=mixing,
+            reuseknn=reuse,
         )
     if kind != "runs":
         raise ConfigError(f"{path}: unknown experiment kind {kind!r} (runs, mixing or reuseknn)")
