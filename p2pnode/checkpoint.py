@@ -160,6 +160,19 @@ class StateDir:
                 states[runtime.node_id] = load(path_for(self.path, runtime.node_id))
             except CheckpointError as exc:
                 raise CheckpointError(f"{exc}; move the file away to start this node afresh") from None
+        partial = any(st is None for st in states.values()) and any(st is not None for st in states.values())
+        if partial and not (self.path / PROCESS_STATE).exists():
+            # no save ever completed: the first one was cut short (a crash, a full disk) after
+            # some nodes' files; they are from that round alone, so every node starts afresh
+            some = sorted(n for n, st in states.items() if st is not None)
+            log.warning(
+                "%s: the first checkpoint was cut short (%d of %d nodes saved, no process state): "
+                "every node starts afresh",
+                self.path,
+                len(some),
+                len(states),
+            )
+            return []
         self._check_complete(states)
         rounds = []
         for runtime in runtimes:
@@ -235,10 +248,12 @@ class StateDir:
     def save(self, round_no: int, process: dict[str, Any], nodes: Iterable[Checkpointed]) -> int:
         """Checkpoint every node (atomic per node) and the process's ``process`` state (its
         history and resumes); returns the bytes written. Raises OSError."""
-        total = write_text(self.path / PROCESS_STATE, json.dumps({"round": round_no, **process}))
+        total = 0
         for runtime in nodes:
             runtime.round = round_no
             total += save(path_for(self.path, runtime.node_id), runtime.checkpoint_state())
+        # last: its presence says that a save of every node completed at least once (restore)
+        total += write_text(self.path / PROCESS_STATE, json.dumps({"round": round_no, **process}))
         return total
 
     def save_or_say(self, round_no: int, process: dict[str, Any], nodes: Iterable[Checkpointed]) -> None:

@@ -48,13 +48,7 @@ def test_simulate_and_launch_write_the_panels_result_plot_draws(tmp_path: Path) 
     check = total["self_check"]
     assert check["probe_rounds"] == 2 and len(check["simulator"]) == 3
     assert check["line"].startswith("self-check: ") and check["line"] in (launched / "report.md").read_text()
-    assert (
-        lab_main(
-            ["launch", *argv, "--tick-seconds", "0.004", "--no-self-check", "--out", str(tmp_path / "n")]
-        )
-        == 0
-    )
-    assert "self_check" not in json.loads((tmp_path / "n" / "summary.json").read_text())
+    # (--no-self-check: tests/functional/test_plugins_both_ways.py launches with it)
 
 
 def test_run_writes_the_panels_of_its_own_nodes(tmp_path: Path) -> None:

@@ -141,6 +141,34 @@ async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_p
     await again.shutdown()
 
 
+async def test_a_first_checkpoint_cut_short_starts_every_node_afresh(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash (or a full disk) during the very first save leaves some nodes' files and no
+    process state: no save ever completed, so nothing mixes rounds by starting all afresh."""
+    users = (0, 1, 2, 3)
+    first = NodeProcess(
+        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
+    )
+    await first.start()
+    try:
+        await first.run()
+    finally:
+        await first.shutdown()
+    for node in (1, 3):
+        (tmp_path / f"node-{node}.ckpt").unlink()
+    (tmp_path / "process.json").unlink()  # the save's last file: it never got there
+    again = NodeProcess(
+        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
+    )
+    try:
+        await again.start()
+        assert again.resumed == 0 and all(n.round == 0 for n in again.host.nodes.values())
+    finally:
+        await again.shutdown()
+    assert any("first checkpoint was cut short (2 of 4 nodes saved" in r.getMessage() for r in caplog.records)
+
+
 def past_round_one(port: int) -> bool:
     with contextlib.suppress(ValueError):  # a page cut short: ask again
         return int(get_json(f"127.0.0.1:{port}", "/status", timeout=2)["round"]) >= 1
