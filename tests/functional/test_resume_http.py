@@ -120,11 +120,11 @@ async def test_a_corrupt_checkpoint_stops_the_start_with_a_clear_error(tmp_path:
     await proc.shutdown()
 
 
-async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_path: Path) -> None:
-    """A save cut short by a full disk leaves some nodes' checkpoints and not the others'."""
+async def _half_saved(state_dir: Path) -> NodeProcess:
+    """Run 4 nodes 2 rounds with checkpoints, take nodes 1 and 3's away: the next start's process."""
     users = (0, 1, 2, 3)
     first = NodeProcess(
-        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
+        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=state_dir)
     )
     await first.start()
     try:
@@ -132,10 +132,15 @@ async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_p
     finally:
         await first.shutdown()
     for node in (1, 3):
-        (tmp_path / f"node-{node}.ckpt").unlink()
-    again = NodeProcess(
-        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
+        (state_dir / f"node-{node}.ckpt").unlink()
+    return NodeProcess(
+        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=state_dir)
     )
+
+
+async def test_checkpoints_of_only_some_nodes_stop_the_start_and_say_which(tmp_path: Path) -> None:
+    """A save cut short by a full disk leaves some nodes' checkpoints and not the others'."""
+    again = await _half_saved(tmp_path)
     with pytest.raises(StartupError, match=r"2 of 4 hosted nodes have a checkpoint \(round 2\), 2 have none"):
         await again.start()
     await again.shutdown()
@@ -146,21 +151,8 @@ async def test_a_first_checkpoint_cut_short_starts_every_node_afresh(
 ) -> None:
     """A crash (or a full disk) during the very first save leaves some nodes' files and no
     process state: no save ever completed, so nothing mixes rounds by starting all afresh."""
-    users = (0, 1, 2, 3)
-    first = NodeProcess(
-        cfg(nodes=4, rounds=2), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
-    )
-    await first.start()
-    try:
-        await first.run()
-    finally:
-        await first.shutdown()
-    for node in (1, 3):
-        (tmp_path / f"node-{node}.ckpt").unlink()
+    again = await _half_saved(tmp_path)
     (tmp_path / "process.json").unlink()  # the save's last file: it never got there
-    again = NodeProcess(
-        cfg(nodes=4, rounds=4), ProcessSpec(users, "127.0.0.1", free_ports(1)[0], state_dir=tmp_path)
-    )
     try:
         await again.start()
         assert again.resumed == 0 and all(n.round == 0 for n in again.host.nodes.values())
