@@ -189,7 +189,7 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     copies = STATE_COPIES[config.model]
     bench = sum(prep.init[k].nbytes for k in workbench_names(config))
     clients = config.nodes if bench else 0
-    extra = pard_node_bytes(prep)
+    extra = pard_node_bytes(prep) + eval_node_bytes(prep)
     if plan is None:
         return Footprint(
             model,
@@ -215,6 +215,15 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     partners = max((len(s.partners) for s in observers), default=0)
     heard = fed or (1 + partners) * SENDER_RATE  # the FedAvg server: every selected client a round
     return Footprint(model, len(observers), kept, heard, fed, copies, bench, clients, extra)
+
+
+def eval_node_bytes(prep: Prepared) -> int:
+    """What ``--eval full`` adds to a node: its candidates, every item it never touched (int64),
+    where the sampled protocol keeps 101 (0 then)."""
+    if prep.config.learning.evaluation != "full":
+        return 0
+    n_items = max(int(v.shape[0]) for v in prep.init.values())
+    return 8 * n_items
 
 
 def pard_node_bytes(prep: Prepared) -> int:

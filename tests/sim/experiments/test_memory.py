@@ -282,3 +282,18 @@ def test_a_pard_nodes_estimate_counts_its_estimators_and_its_copy_of_d_pub() -> 
     assert pard_node_bytes(prep) == 2 * 4 * weights + 8 * (3 * 8 * 4 + 8)  # η = 0.2 of 40 publish
     more = run_bytes(pard, footprint_of(pard, prep)) - run_bytes(plain, footprint_of(plain, plain_prep))
     assert more >= 40 * pard_node_bytes(prep)
+
+
+def test_a_full_catalogue_evaluation_is_counted_in_each_nodes_estimate() -> None:
+    """``--eval full`` keeps every untouched item as a node's candidates: 8 bytes an item."""
+    from learning.params import Array
+    from p2pnode.footprint import eval_node_bytes, footprint_of, run_bytes
+    from p2pnode.prepare import prepare
+
+    sampled = RunConfig(nodes=40, rounds=2, dataset="synthetic")
+    full = sampled.replace(**{"learning.evaluation": "full"})
+    prep_s, prep_f = prepare(sampled), prepare(full)
+    items: Array = prep_f.init["item"]
+    assert eval_node_bytes(prep_s) == 0 and eval_node_bytes(prep_f) == 8 * items.shape[0]
+    more = run_bytes(full, footprint_of(full, prep_f)) - run_bytes(sampled, footprint_of(sampled, prep_s))
+    assert more >= 40 * eval_node_bytes(prep_f)
