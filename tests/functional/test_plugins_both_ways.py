@@ -42,7 +42,7 @@ class Boom:
     """An attack with a bug."""
 
     def __init__(self, context):
-        pass
+        self.context = context
 
     def observe(self, sender, params, now):
         return 1 / 0
