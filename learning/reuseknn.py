@@ -28,7 +28,7 @@ answered with the training mean. Everything here is pure: numpy and a seeded gen
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,7 +97,11 @@ class Neighbourhoods:
         with np.errstate(invalid="ignore", divide="ignore"):
             sim = np.where(co >= 1, prods / np.sqrt(sq * sq.T), 0.0)
         np.fill_diagonal(sim, 1.0)
-        popularity = mf.sum(axis=0) / n_u
+        # eq. 5 as exact integer sums divided once: Σ_i |U_i| over a user's items is the same number
+        # however it is summed, so equal Expects tie exactly (a float sum of |U_i| / |U| split
+        # 7-14 ties a fold on ML-100k by its summation order), and a node that adds the counts of
+        # the profiles it holds (protocols/knn.py) gets the same ranks
+        expect = (mf @ mf.sum(axis=0)) / n_u
         count = mf.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             gain = np.where(count[:, None] > 0, co / count[:, None], 0.0)
@@ -105,7 +109,7 @@ class Neighbourhoods:
         items, users = train.items[order], train.users[order]
         bounds = np.searchsorted(items, np.arange(n_i + 1))
         raters = [np.sort(users[bounds[i] : bounds[i + 1]]) for i in range(n_i)]
-        return cls(r, m, sim, co, mf @ popularity, gain, raters, float(train.values.mean()), train.scale)
+        return cls(r, m, sim, co, expect, gain, raters, float(train.values.mean()), train.scale)
 
     def ranking(self, strategy: str) -> FloatArray:
         """The neighbour-choice score of every (target, candidate): 0.5 · rank(sim) + 0.5 ·
@@ -146,9 +150,15 @@ def answer(
     rng: np.random.Generator,
     q_max: int = 100,
     ranking: FloatArray | None = None,
+    streams: Callable[[int], np.random.Generator] | None = None,
 ) -> QueryRun:
     """Answer ``queries`` (target users, items) in order with ``strategy`` and ``k`` neighbours;
-    with ``dp``, a neighbour used more than ``tau`` times answers through randomized response."""
+    with ``dp``, a neighbour used more than ``tau`` times answers through randomized response.
+
+    ``streams``: each user's own generator (``streams(u)``), as each node of the peer-to-peer
+    service holds one (protocols/knn.py): a query's ties fall by its target's draws, a protected
+    answer by its neighbour's (:func:`randomized_response`). None: every draw from ``rng``, in the
+    order of the queries (the experiment's way)."""
     users, items = (np.asarray(q, dtype=np.int64) for q in _columns(queries))
     rank = nb.ranking(strategy) if ranking is None else ranking
     n_users = nb.sim.shape[0]
@@ -170,16 +180,10 @@ def answer(
         if cand.size == 0:
             estimates[q] = nb.mean
             continue
-        ordered = cand[np.lexsort((rng.random(cand.size), -rank[u, cand]))]
-        if reuse:
-            already = int(np.count_nonzero(used[u, ordered]))
-            fresh = ordered[~used[u, ordered]][: max(k - already, 0)]
-            _join(used, size, overlap, nb.co, u, fresh)
-            pool = ordered[used[u, ordered]]
-            top = pool[np.argsort(-nb.sim[u, pool], kind="stable")[:k]]
-        else:
-            top = ordered[:k]
-            _join(used, size, overlap, nb.co, u, top[~used[u, top]])
+        draws = (rng if streams is None else streams(u)).random(cand.size)
+        top, new = pick(order(cand, rank[u], draws), reuse, k, used[u], nb.sim[u])
+        size[u] += new.size
+        overlap[u] += nb.co[u, new].sum()
         if asked[u] < q_max:
             asked[u] += 1
             at_q.setdefault(u, []).append(int(size[u]))
@@ -191,7 +195,17 @@ def answer(
             continue
         usage[top] += 1
         r = nb.ratings[top, i]
-        if dp:
+        if dp and streams is not None:
+            protected = usage[top] > tau
+            r = np.array(
+                [
+                    randomized_response(float(v), streams(int(c)), low, high) if p else float(v)
+                    for c, v, p in zip(top.tolist(), r.tolist(), protected.tolist(), strict=True)
+                ]
+            )
+            dp_uses[top[protected]] += 1
+            risk[top[~protected]] += 1
+        elif dp:
             protected = usage[top] > tau
             truthful = rng.random(top.size) >= 0.5
             second = rng.random(top.size) >= 0.5
@@ -201,8 +215,52 @@ def answer(
             risk[top[~protected]] += 1
         else:
             risk[top] += 1
-        estimates[q] = float(np.dot(s, r) / s.sum())
+        estimates[q] = estimate(s, r)
     return QueryRun(estimates, usage, risk, dp_uses, at_q, co_q)
+
+
+# -- the steps a query takes, shared with the peer-to-peer service (protocols/knn.py) -------------
+
+
+def order(cand: IntArray, rank_row: FloatArray, draws: FloatArray) -> IntArray:
+    """The candidates best-ranked first (eq. 4's score, or rank(sim)), ties by ``draws``."""
+    ordered: IntArray = cand[np.lexsort((draws, -rank_row[cand]))]
+    return ordered
+
+
+def pick(
+    ordered: IntArray, reuse: bool, k: int, used_row: npt.NDArray[np.bool_], sim_row: FloatArray
+) -> tuple[IntArray, IntArray]:
+    """The k neighbours of a query from its ``ordered`` candidates, and those of them new to the
+    target's neighbourhood ``used_row`` (marked in it). UserKNN+Reuse (eq. 11) first takes the
+    neighbours of earlier queries among the candidates, tops them up with the best-ranked new
+    ones, and answers with the k most similar of the pool; every other strategy takes the k
+    best-ranked. Neighbours with similarity ≤ 0 are among them; the caller leaves them out."""
+    if reuse:
+        already = int(np.count_nonzero(used_row[ordered]))
+        new = ordered[~used_row[ordered]][: max(k - already, 0)]
+        used_row[new] = True
+        pool = ordered[used_row[ordered]]
+        top: IntArray = pool[np.argsort(-sim_row[pool], kind="stable")[:k]]
+        return top, new
+    top = ordered[:k]
+    new = top[~used_row[top]]
+    used_row[new] = True
+    return top, new
+
+
+def estimate(sims: FloatArray, ratings: FloatArray) -> float:
+    """eq. 1: the similarity-weighted mean of the neighbours' ratings (similarities all > 0)."""
+    return float(np.dot(sims, ratings) / sims.sum())
+
+
+def randomized_response(rating: float, rng: np.random.Generator, low: float, high: float) -> float:
+    """eq. 7-8: the true rating with probability ½, else a fair coin between the true rating and
+    a uniform draw from the scale [low, high] (ε = ln 3 per answer); three draws whichever way."""
+    truthful = rng.random() >= 0.5
+    second = rng.random() >= 0.5
+    noise = float(rng.uniform(low, high))
+    return rating if truthful or second else noise
 
 
 def _columns(queries: Sequence[tuple[int, int]] | tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:
@@ -210,16 +268,6 @@ def _columns(queries: Sequence[tuple[int, int]] | tuple[IntArray, IntArray]) -> 
         return queries[0], queries[1]
     pairs = np.asarray(queries, dtype=np.int64).reshape(-1, 2)
     return pairs[:, 0], pairs[:, 1]
-
-
-def _join(
-    used: npt.NDArray[np.bool_], size: IntArray, overlap: FloatArray, co: FloatArray, u: int, new: IntArray
-) -> None:
-    """Add ``new`` (not yet in it) to u's neighbourhood."""
-    if new.size:
-        used[u, new] = True
-        size[u] += new.size
-        overlap[u] += co[u, new].sum()
 
 
 # -- the metrics of Table 2 ---------------------------------------------------------------------
