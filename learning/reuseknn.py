@@ -263,6 +263,12 @@ def randomized_response(rating: float, rng: np.random.Generator, low: float, hig
     return rating if truthful or second else noise
 
 
+def user_stream(seed: int, user: int) -> np.random.Generator:
+    """User ``user``'s own generator in a run seeded ``seed``: what a node of the peer-to-peer
+    service draws from (p2pnode/knn.py), and ``answer``'s ``streams`` to give the same draws."""
+    return np.random.default_rng([seed, user, 0x6B6E6E])
+
+
 def _columns(queries: Sequence[tuple[int, int]] | tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:
     if isinstance(queries, tuple) and len(queries) == 2 and isinstance(queries[0], np.ndarray):
         return queries[0], queries[1]

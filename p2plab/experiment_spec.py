@@ -434,6 +434,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
                 where.pop(name, None)
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
+    if not config.knn.active:  # runs from before the KNN service existed keep their keys
+        identity.pop("knn")
     if not config.sep:  # told from the file, as before the setting existed: the keys of then
         identity.pop("sep")
     # whether FedAvg's clients share their tables, where the allocator puts blocks and where

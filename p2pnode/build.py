@@ -354,6 +354,10 @@ def make_node(
         protocol.gate = sender_gate(protocol, timing)
     wire = cfg.wire
     node = attack.wrap(prep, node_id, protocol, learner)
+    if cfg.knn.active:
+        from p2pnode.knn import make_knn
+
+        node.knn = make_knn(prep, node_id)
     runtime = NodeRuntime(
         node,
         learner,

@@ -56,6 +56,7 @@ GROUPS = {
     "sim": "simulated network",
     "churn": "churn (simulate: user nodes; launch: processes; p2pcore/churn.py)",
     "aia": "attribute inference (--attack aia; paper 004 §II-B, adversary/aia.py)",
+    "knn": "peer-to-peer KNN service (--knn; paper 003, protocols/knn.py)",
 }
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 

@@ -711,6 +711,82 @@ class ChurnConfig:
         return self.model != "off" or self.late > 0
 
 
+_KNN: Check = (lambda c: c.knn.strategy != "off", "--knn userknn|reuse|expect|gain")
+_KNN_TAU: Check = (lambda c: c.knn.strategy != "off" and c.knn.dp == "tau", "--knn ... --knn-dp tau")
+
+
+@dataclass(frozen=True)
+class KnnConfig:
+    """The peer-to-peer KNN service (paper 003, protocols/knn.py): every node answers rating
+    queries from its own explicit ratings and asks its neighbours for theirs. Each node's ratings
+    are its training ratings of one fold of a k-fold split of the data set's ratings; its queries
+    are its test ratings of that fold, asked in the fold's shuffled order (the central module's
+    order, learning/reuseknn.py)."""
+
+    strategy: str = opt(
+        "off",
+        "run the KNN service, choosing neighbours as UserKNN (most similar), reuse (UserKNN+Reuse, "
+        "003 eq. 11), expect or gain (ReuseKNN, eq. 4-6)",
+        name="--knn",
+        group="knn",
+        choices=("off", "userknn", "reuse", "expect", "gain"),
+    )
+    k: int = opt(10, "neighbours a query asks", name="--knn-k", group="knn", check=_min(1), needs=_KNN)
+    dp: str = opt(
+        "tau",
+        "randomized response (003 eq. 7-8): past τ (each node counts its own DataUsage), always (full), "
+        "or never (off)",
+        name="--knn-dp",
+        group="knn",
+        choices=("tau", "full", "off"),
+        needs=_KNN,
+    )
+    tau: float = opt(
+        0.0,
+        "τ, the DataUsage past which a node answers through randomized response (0: agreed from a "
+        "pilot run, the tail of central UserKNN's DataUsage on the run's ratings by 003's code rule)",
+        name="--knn-tau",
+        group="knn",
+        check=_min(0),
+        needs=_KNN_TAU,
+    )
+    candidates: str = opt(
+        "full",
+        "whom a node may ask: every node (full; probed at the start) or the peers its sampler shows "
+        "it (view; a few probed at each wake-up)",
+        name="--knn-candidates",
+        group="knn",
+        choices=("full", "view"),
+        needs=_KNN,
+    )
+    folds: int = opt(
+        5, "folds of the ratings' split", name="--knn-folds", group="knn", check=_min(2), needs=_KNN
+    )
+    fold: int = opt(0, "the fold whose test ratings are the queries", name="--knn-fold", group="knn",
+                    check=_min(0), needs=_KNN)  # fmt: skip
+    start: float = opt(
+        100.0,
+        "ticks before the first query (the probes' time)",
+        name="--knn-start",
+        group="knn",
+        check=_min(0),
+        needs=_KNN,
+    )
+    spacing: float = opt(
+        0.01,
+        "ticks between one query of the fold and the next (with no network delay, each is done "
+        "before the next: the central module's order)",
+        name="--knn-spacing",
+        group="knn",
+        check=_POSITIVE,
+        needs=_KNN,
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.strategy != "off"
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One experiment: network, protocol, sampling, data, learning, wire and timing."""
@@ -873,6 +949,7 @@ class RunConfig:
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
     churn: ChurnConfig = field(default_factory=ChurnConfig)
+    knn: KnnConfig = field(default_factory=KnnConfig)
     synthetic: SyntheticSection = field(default_factory=SyntheticSection)
     attack: AttackConfig = field(default_factory=AttackConfig)
 
@@ -1006,6 +1083,9 @@ class RunConfig:
             )
         s = self.sim
         _check(s.delay_min <= s.delay_max, "delay", "need 0 <= delay-min <= delay-max")
+        if self.knn.active:
+            _check(self.knn.fold < self.knn.folds, "knn-fold", f"must be in [0, {self.knn.folds})")
+            _check(self.protocol != "fedavg", "knn", "is a peer-to-peer service: give a gossip protocol")
         if self.churn.active:
             _check(
                 self.sampling == "cyclon" and self.protocol != "fedavg",

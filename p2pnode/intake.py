@@ -32,6 +32,7 @@ from p2pnode.wire.codec import Frame, PublicSpec, decode_body, decode_frame
 from p2pnode.wire.delta import DeltaDecoder
 from p2pnode.wire.schema import (
     INCARNATION_SHIFT,
+    KNN_TYPES,
     MAX_VERSION_JUMP,
     MODEL_TYPES,
     Channel,
@@ -93,6 +94,12 @@ class Inbox(Protocol):
 
     def charge(self, sender: int) -> None:
         """A model frame from ``sender`` that was admitted was then refused: it costs a token."""
+
+    def admit_knn(self, sender: int) -> str | None:
+        """Why a KNN service message from ``sender`` must be refused before its body is read."""
+
+    def vet_knn(self, sender: int, message: object) -> str | None:
+        """Why a parsed KNN service message must be refused (items, ratings, not asked), or None."""
 
 
 #: refusals after admission that cost the sender nothing: an honest sender meets them
@@ -165,6 +172,10 @@ def admit(frame: Frame, inbox: Inbox) -> None:
         reason = inbox.admit_public(frame.sender) if inbox.public_spec is not None else "not-public"
         if reason is not None:
             raise WireError(reason, f"no public rows are taken from {frame.sender}: {reason}", 403)
+    elif frame.type in KNN_TYPES:
+        reason = inbox.admit_knn(frame.sender)
+        if reason is not None:
+            raise WireError(reason, f"no KNN message is taken here: {reason}", 403)
 
 
 def vet(frame: Frame, message: object, inbox: Inbox) -> None:
@@ -188,6 +199,11 @@ def vet(frame: Frame, message: object, inbox: Inbox) -> None:
         reason = inbox.vet_public(frame.sender, message)
         if reason is not None:
             raise WireError(reason, f"the public rows from {frame.sender} are refused: {reason}", 403)
+    elif frame.type in KNN_TYPES:
+        reason = inbox.vet_knn(frame.sender, message)
+        if reason is not None:
+            status = {"not-knn": 403, "schema": 400}.get(reason, 422)
+            raise WireError(reason, f"the {frame.type.name} from {frame.sender} is refused: {reason}", status)
     elif population is not None and any(i >= population for i in _named_ids(message)):
         raise WireError("unknown-id", f"{frame.type.name} names a node id >= {population}", 422)
 

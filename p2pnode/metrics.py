@@ -135,6 +135,15 @@ class Metrics:
             ["figure"],
             registry=r,
         )
+        self.knn = Gauge(
+            "p2pnode_knn",
+            "This node's part in the KNN service (--knn, protocols/knn.py), read at scrape time: "
+            "data_usage (asks it answered with a rating, 003 eq. 15), real and randomized (of them "
+            "answered with the real rating, through randomized response past tau), epsilon (003 "
+            "eq. 26: +Inf while every answer was real), queries (its own queries done)",
+            ["node", "figure"],
+            registry=r,
+        )
         self.cia_upper_bound = Gauge(
             "p2pnode_cia_upper_bound",
             "Share of the true community C whose models this adversary has observed",
@@ -168,6 +177,7 @@ class NodeCounters:
     models_received: int = 0
     gossip_sent: int = 0  #: frames sent on the gossip channel (models)
     sampling_sent: int = 0  #: frames sent on the peer-sampling channel
+    knn_sent: int = 0  #: frames sent on the KNN service's channel
     collude_sent: int = 0  #: frames sent on the colluders' channel
     rejected: dict[str, int] = field(default_factory=dict)
     send_failures: int = 0
@@ -190,7 +200,12 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("p2pnode_bytes_sent_total", "Frame bytes sent (all message types)", "bytes_sent"),
     ("p2pnode_bytes_received_total", "Frame bytes accepted", "bytes_received"),
 )
-_CHANNELS = (("gossip", "gossip_sent"), ("sampling", "sampling_sent"), ("collude", "collude_sent"))
+_CHANNELS = (
+    ("gossip", "gossip_sent"),
+    ("sampling", "sampling_sent"),
+    ("collude", "collude_sent"),
+    ("knn", "knn_sent"),
+)
 
 
 class _NodeCollector(Collector):

@@ -50,6 +50,7 @@ from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder, EncodedModel
 from p2pnode.wire.schema import INCARNATION_SHIFT, Channel, MsgType, SharedFrame, WireError
 from peer_sampling.messages import Leave
 from protocols.gossip import GossipNode
+from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
 from protocols.messages import FedMessage, ModelMessage, PublicMessage
 
 log = logging.getLogger("p2pnode.node")
@@ -206,6 +207,16 @@ class NodeRuntime:
         )
         self._m_merges = metrics.merges.labels(label)
         self._m_steps = metrics.local_steps.labels(label)
+        knn = node.knn
+        if knn is not None:  # read at scrape time: the service's own counts
+            for figure, read in (
+                ("data_usage", lambda: knn.stats.usage),
+                ("real", lambda: knn.stats.real),
+                ("randomized", lambda: knn.stats.randomized),
+                ("epsilon", lambda: knn.epsilon),
+                ("queries", lambda: len(knn.done)),
+            ):
+                metrics.knn.labels(label, figure).set_function(read)
         if learner.epsilon() is not None:  # read at scrape time: the accountant is the source
             metrics.dp_epsilon.labels(label).set_function(lambda: _finite(learner.epsilon()))
         self._synced = (0, 0)
@@ -453,8 +464,10 @@ class NodeRuntime:
             self.transport.send(self.node_id, peer, Channel.GOSSIP, public, lambda out: self._sent(peer, out))
             return
         data = encode_sampling_frame(self.node_id, peer, message)
-        self._account(Channel.SAMPLING, len(data))
-        self.transport.send(self.node_id, peer, Channel.SAMPLING, data, lambda out: self._sent(peer, out))
+        knn = isinstance(message, KnnProbe | KnnProfile | KnnAsk | KnnAnswer)
+        channel = Channel.KNN if knn else Channel.SAMPLING
+        self._account(channel, len(data))
+        self.transport.send(self.node_id, peer, channel, data, lambda out: self._sent(peer, out))
 
     def wire_version(self, version: int) -> int:
         """The version a model carries on the wire: the incarnation above the model's own count,
@@ -557,6 +570,8 @@ class NodeRuntime:
             c.gossip_sent += 1
         elif channel is Channel.SAMPLING:
             c.sampling_sent += 1
+        elif channel is Channel.KNN:
+            c.knn_sent += 1
         else:
             c.collude_sent += 1
 
@@ -588,6 +603,15 @@ class NodeRuntime:
     def vet_public(self, sender: int, message: PublicMessage) -> str | None:
         """The pure node's verdict on parsed rows of D_pub."""
         return self.node.vet_public(sender, message)
+
+    def admit_knn(self, sender: int) -> str | None:
+        """Why a KNN service message must be refused before its body is read (no service here)."""
+        return None if self.node.knn is not None else "not-knn"
+
+    def vet_knn(self, sender: int, message: object) -> str | None:
+        """The KNN service's verdict on a parsed message (protocols.knn.KnnService.vet)."""
+        knn = self.node.knn
+        return "not-knn" if knn is None else knn.vet(sender, message)
 
     def accept(self, sender: int, message: object, nbytes: int) -> Outcome:
         """Take a message ``p2pnode.intake.take`` accepted for this node: count it and hand it to

@@ -97,6 +97,7 @@ REASONS: dict[str, Reason] = {
         "rows of PARD's public set from a node that did not opt in to publish (or, to a FedAvg "
         "client, not from its server), or to a node that runs no PARD",
     ),
+    "not-knn": _R(403, "node", "a KNN service message to a node that runs no KNN service"),
     # the body (p2pnode.wire.codec, delta, tensors)
     "schema": _R(400, "body", "a body without the fields its type needs, or with others"),
     "dtype": _R(400, "body", "a tensor of a dtype the model does not have"),
@@ -109,6 +110,9 @@ REASONS: dict[str, Reason] = {
     "too-far": _R(422, "vet", "a model too far from the receiver's own (the distance bound)"),
     "not-own-row": _R(403, "vet", "a public node's rows of PARD's public set that name another user"),
     "non-finite": _R(422, "vet", "a colluders' multicast with NaN or infinite values"),
+    "not-asked": _R(
+        422, "vet", "a KNN profile or answer the node did not ask for (or a second answer to one ask)"
+    ),
     # taken, then dropped by the node's protocol
     "buffer-full": _R(
         200, "protocol", "SAMO's buffer of models for the next merge is full: the model is dropped"

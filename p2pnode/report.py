@@ -151,6 +151,15 @@ def node_rows(
             row["public_rows"] = len(board.rows)
         if node.last_attack is not None:
             row["cia_accuracy"], row["cia_upper_bound"] = node.last_attack
+        knn = node.node.knn
+        if knn is not None:  # the KNN service (protocols/knn.py): its own counts
+            row.update(
+                knn_usage=knn.stats.usage,
+                knn_real=knn.stats.real,
+                knn_randomized=knn.stats.randomized,
+                knn_epsilon=knn.epsilon,
+                knn_queries=len(knn.done),
+            )
         rows.append(row)
     return rows
 

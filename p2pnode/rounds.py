@@ -36,6 +36,7 @@ class RoundLog:
         extra: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.config = config
+        self.prep = prep
         self.nodes = nodes
         self.metric = metric_for(config)
         self.lab = lab_for(prep)
@@ -154,6 +155,11 @@ class RoundLog:
                         row["merged_by_others"] = int(ledger.usage[node])
                         if exposure is not None:
                             row["exposure"] = int(exposure[node])
+        if self.config.knn.active:
+            from p2pnode.knn import knn_plan, knn_summary
+
+            services = [r.node.knn for r in self.nodes.values() if r.node.knn is not None]
+            result["knn"] = knn_summary(services, knn_plan(self.prep))
         if self.config.attack.plugin:
             result["attack_plugin"] = {
                 "name": self.config.attack.plugin,

@@ -26,6 +26,8 @@ from p2pcore.effects import (
     Unreachable,
 )
 from peer_sampling.base import PeerSampler
+from protocols.knn import KnnService
+from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
 from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
 from protocols.messages import FedMessage, ModelMessage, PublicMessage
@@ -202,6 +204,8 @@ class GossipNode:
         #: a user's attack (adversary/plugin.py, ``--attack-plugin``): shown every model this
         #: node receives before it merges it; None: none
         self.attack_plugin: ModelObserver | None = None
+        #: its part in the peer-to-peer KNN service (protocols/knn.py); None: it runs none
+        self.knn: KnnService | None = None
 
     def handle(self, event: Event, now: float, rng: random.Random) -> list[Effect]:
         """The node's one entry: an event in, the effects for the driver out (with the rows of
@@ -222,13 +226,19 @@ class GossipNode:
         return self.start(now, rng)
 
     def start(self, now: float, rng: random.Random) -> list[Effect]:
-        return [*self.sampler.start(now, rng), *self.protocol.start(now, rng)]
+        knn = [] if self.knn is None else self.knn.start(now)
+        return [*self.sampler.start(now, rng), *self.protocol.start(now, rng), *knn]
 
     def on_timer(self, key: str, now: float, rng: random.Random) -> list[Effect]:
         if key == WAKE_TIMER:
-            return self.protocol.on_wake(now, rng)
+            effects = self.protocol.on_wake(now, rng)
+            if self.knn is not None:  # view candidates: a few of the sampler's peers probed
+                effects += self.knn.on_wake(now, self.sampler.out_view())
+            return effects
         if key.startswith("ps:"):
             return self.sampler.on_timer(key, now, rng)
+        if key.startswith("knn:"):
+            return [] if self.knn is None else self.knn.on_timer(key, now)
         return self.protocol.on_timer(key, now, rng)
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
@@ -237,6 +247,9 @@ class GossipNode:
             if self.board is not None:  # the intake refuses rows to a node without a board
                 self.board.take(sender, message)
             return []
+        if isinstance(message, KnnProbe | KnnProfile | KnnAsk | KnnAnswer):
+            # the intake refuses them to a node without the service
+            return [] if self.knn is None else self.knn.on_message(sender, message, now)
         if isinstance(message, ModelMessage | FedMessage):
             if self.protocol.gate is not None:
                 self.protocol.gate.spend(sender, now)

@@ -72,7 +72,7 @@ def parse_batch(data: bytes) -> list[Entry]:
             or not isinstance(entry[3], dict)
             or not all(isinstance(k, str) and isinstance(v, str) for k, v in entry[3].items())
         ):
-            raise WireError("bad-batch", "an entry is [node id, channel 1-3, frame bytes, auth map]")
+            raise WireError("bad-batch", "an entry is [node id, channel 1-4, frame bytes, auth map]")
         out.append((entry[0], Channel(entry[1]), entry[2], entry[3]))
     return out
 

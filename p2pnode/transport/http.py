@@ -1,7 +1,7 @@
 """HTTP transport (aiohttp): one ClientSession per process with connection reuse, and the server.
 
 The HTTP layer only moves bytes (docs/design.md, rule 3): bounded read, hand to ``Host.receive``,
-answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling`` and ``/collude``
+answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling``, ``/collude`` and ``/knn``
 (msgpack frames), ``POST /v1/batch`` (the small frames a process sends to one other process in one
 turn, each with its own post's authentication; p2pnode/transport/batch.py),
 ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
@@ -49,8 +49,13 @@ from p2pnode.wire.schema import Channel, WireError
 
 log = logging.getLogger("p2pnode.http")
 REASON_HEADER = "X-P2P-Reason"
-_ROUTE = {"gossip": Channel.GOSSIP, "sampling": Channel.SAMPLING, "collude": Channel.COLLUDE}
-_PATH = {Channel.GOSSIP: "gossip", Channel.SAMPLING: "sampling", Channel.COLLUDE: "collude"}
+_ROUTE = {
+    "gossip": Channel.GOSSIP,
+    "sampling": Channel.SAMPLING,
+    "collude": Channel.COLLUDE,
+    "knn": Channel.KNN,
+}
+_PATH = {route: name for name, route in _ROUTE.items()}
 _PROBE: web.AppKey[asyncio.Task[None]] = web.AppKey("lag-probe", asyncio.Task)
 GUARD: web.AppKey[AddressGuard] = web.AppKey("address-guard", AddressGuard)
 SHEDDER: web.AppKey[LagShedder] = web.AppKey("lag-shedder", LagShedder)

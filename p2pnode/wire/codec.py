@@ -20,9 +20,11 @@ from adversary.messages import CollusionMessage
 from learning.params import ModelSpec, TensorSpec
 from p2pnode.wire.delta import DeltaDecoder, EncodedModel
 from p2pnode.wire.schema import (
+    KNN_TYPES,
     MAX_ADDRESS_LEN,
     MAX_CYCLON_ENTRIES,
     MAX_NODE_ID,
+    MAX_PROFILE_ITEMS,
     MAX_VIEW_IDS,
     MODEL_TYPES,
     WIRE_VERSION,
@@ -46,6 +48,7 @@ from peer_sampling.messages import (
     Txn,
     Unlock,
 )
+from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
 from protocols.messages import FedMessage, ModelMessage, PublicMessage
 
 _ENVELOPE_KEYS = {"v", "t", "src", "dst", "b"}
@@ -65,6 +68,8 @@ class Frame:
     def channel(self) -> Channel:
         if self.type is MsgType.COLLUDE:
             return Channel.COLLUDE
+        if self.type in KNN_TYPES:
+            return Channel.KNN
         return Channel.GOSSIP if self.type in MODEL_TYPES or self.type is MsgType.PUBLIC else Channel.SAMPLING
 
 
@@ -104,8 +109,8 @@ def encode_model_body(model: EncodedModel, fed_round: int | None = None) -> memo
 
 
 def encode_sampling_frame(sender: int, dest: int, message: object) -> bytes:
-    """The frame for a peer-sampling message."""
-    for msg_type, (cls, enc, _dec) in _SAMPLING.items():
+    """The frame for a peer-sampling message (or a KNN service's, protocols/knn_messages.py)."""
+    for msg_type, (cls, enc, _dec) in (*_SAMPLING.items(), *_KNN.items()):
         if type(message) is cls:
             return _pack(msg_type, sender, dest, enc(message))
     raise TypeError(f"no wire type for {type(message).__name__}")
@@ -214,6 +219,8 @@ def decode_body(
         return _decode_multicast(frame, collusion_spec, memo)
     if frame.type is MsgType.PUBLIC:
         return decode_public(frame, public_spec)
+    if frame.type in KNN_TYPES:
+        return decode_knn(frame)
     return decode_sampling(frame)
 
 
@@ -357,6 +364,18 @@ def decode_sampling(frame: Frame) -> object:
     return entry[2](body)
 
 
+def decode_knn(frame: Frame) -> object:
+    """Turn a KNN service body into its message dataclass (protocols/knn_messages.py); the
+    receiving node checks items and ratings against its catalogue and scale (KnnService.vet)."""
+    entry = _KNN.get(frame.type)
+    if entry is None:
+        raise WireError("unknown-type", f"{frame.type.name} is not a KNN message")
+    body = frame.body
+    if not isinstance(body, dict):
+        raise WireError("schema", f"{frame.type.name}: body must be a map")
+    return entry[2](body)
+
+
 # -- field checks --------------------------------------------------------------------------------
 
 
@@ -491,4 +510,62 @@ _SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
         _dec_shuffle(ShuffleReply, "ShuffleReply"),
     ),
     MsgType.LEAVE: (Leave, lambda m: {}, _dec_leave),
+}
+
+
+# -- the KNN service's bodies -----------------------------------------------------------------------
+
+
+def _items(v: object) -> tuple[int, ...]:
+    if not isinstance(v, list) or len(v) > MAX_PROFILE_ITEMS:
+        raise WireError("schema", f"items: a list of at most {MAX_PROFILE_ITEMS} item ids")
+    if not all(type(x) is int and 0 <= x < 2**31 for x in v):
+        raise WireError("schema", "an item id is an int in [0, 2^31)")
+    return tuple(v)
+
+
+def _number(v: object, what: str) -> float:
+    if type(v) is int:
+        v = float(v)
+    if type(v) is not float or not np.isfinite(v):
+        raise WireError("schema", f"{what} must be a finite number")
+    return v
+
+
+def _count(v: object, what: str) -> int:
+    if type(v) is not int or not 0 <= v < 2**31:
+        raise WireError("schema", f"{what} must be an int in [0, 2^31)")
+    return v
+
+
+def _dec_probe(b: dict[str, Any]) -> object:
+    _field(b, {"i", "r"}, "KnnProbe")
+    items = _items(b["i"])
+    ratings = b["r"]
+    if not isinstance(ratings, list) or len(ratings) != len(items):
+        raise WireError("schema", "KnnProbe: one rating per item")
+    return KnnProbe(items, tuple(_number(r, "a rating") for r in ratings))
+
+
+def _dec_profile(b: dict[str, Any]) -> object:
+    _field(b, {"s", "c", "i"}, "KnnProfile")
+    return KnnProfile(_number(b["s"], "a similarity"), _count(b["c"], "co"), _items(b["i"]))
+
+
+def _dec_ask(b: dict[str, Any]) -> object:
+    _field(b, {"q", "i"}, "KnnAsk")
+    return KnnAsk(_count(b["q"], "a query id"), _count(b["i"], "an item id"))
+
+
+def _dec_answer(b: dict[str, Any]) -> object:
+    _field(b, {"q", "i", "r"}, "KnnAnswer")
+    rating = None if b["r"] is None else _number(b["r"], "a rating")
+    return KnnAnswer(_count(b["q"], "a query id"), _count(b["i"], "an item id"), rating)
+
+
+_KNN: dict[MsgType, tuple[type, _Enc, _Dec]] = {
+    MsgType.KNN_PROBE: (KnnProbe, lambda m: {"i": list(m.items), "r": list(m.ratings)}, _dec_probe),
+    MsgType.KNN_PROFILE: (KnnProfile, lambda m: {"s": m.sim, "c": m.co, "i": list(m.items)}, _dec_profile),
+    MsgType.KNN_ASK: (KnnAsk, lambda m: {"q": m.query, "i": m.item}, _dec_ask),
+    MsgType.KNN_ANSWER: (KnnAnswer, lambda m: {"q": m.query, "i": m.item, "r": m.rating}, _dec_answer),
 }

@@ -26,9 +26,14 @@ class MsgType(IntEnum):
     COLLUDE = 13  #: a colluder's multicast of an observed (u, v_u) to its partners (CIA Alg. 2 l.14)
     LEAVE = 14  #: a node leaving the network for good (Cyclon drops it from its cache)
     PUBLIC = 15  #: rows of PARD's public set D_pub (paper 004 Alg. 1 line 23), on the gossip route
+    KNN_PROBE = 16  #: a querier's profile shown to a candidate neighbour (protocols/knn.py)
+    KNN_PROFILE = 17  #: the candidate's similarity, co-rated count and item ids
+    KNN_ASK = 18  #: a query's ask for one neighbour's rating of an item
+    KNN_ANSWER = 19  #: the neighbour's rating (randomized past τ), or none
 
 
 MODEL_TYPES = frozenset({MsgType.MODEL, MsgType.FED_GLOBAL, MsgType.FED_UPDATE})
+KNN_TYPES = frozenset({MsgType.KNN_PROBE, MsgType.KNN_PROFILE, MsgType.KNN_ASK, MsgType.KNN_ANSWER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +60,11 @@ class Channel(IntEnum):
     GOSSIP = 1
     SAMPLING = 2
     COLLUDE = 3
+    KNN = 4  #: the KNN service's messages (protocols/knn.py)
 
 
 MAX_VIEW_IDS = 4096
+MAX_PROFILE_ITEMS = MAX_VIEW_IDS  #: the most items a KNN profile names (protocols/knn.py): one msgpack array
 MAX_CYCLON_ENTRIES = 256
 MAX_ADDRESS_LEN = 255
 MAX_TENSORS = 64

@@ -1,0 +1,192 @@
+"""The KNN service of a run (``--knn``): each node's ratings, queries and settings from the run's
+data, built the same way in the simulator and in real processes, and the run's figures from the
+nodes' own counts (paper 003's Table 2 metrics, learning/reuseknn.py).
+
+The split is the central module's: ``learning.reuseknn.folds`` over the data set's rating rows
+with the run's seed; a node's ratings are its training rows of fold ``--knn-fold``, its queries
+its test rows, asked in the fold's shuffled order, query j at ``start + j · spacing`` ticks. τ and
+the fallback answer are agreed beforehand like the run's other settings: τ from a pilot run of
+central UserKNN on the same training ratings (003's code rule, ``tau_from_usage``) unless given,
+the fallback the training ratings' mean. Each node's generator is
+``learning.reuseknn.user_stream(seed, node)``, as the central module's per-user streams are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from learning import reuseknn as rk
+from p2pnode.config import ConfigError, RunConfig
+from p2pnode.prepare import Prepared
+from protocols.knn import KnnService, KnnSettings, Query
+
+
+@dataclass(frozen=True)
+class KnnPlan:
+    """What every node of a KNN run derives alike from the run's data."""
+
+    ratings: rk.Ratings  #: the data set's ratings (node ids = users)
+    train: rk.IntArray  #: rows of the fold's training ratings
+    test: rk.IntArray  #: rows of its queries, in the order they are asked
+    tau: float  #: τ, given or from the pilot: who counts as vulnerable (003 eq. 16)
+    cut: float  #: randomized response past this usage: τ (--knn-dp tau), 0 (full) or ∞ (off)
+    fallback: float  #: the training ratings' mean: a query no neighbour answers
+
+    @property
+    def queries(self) -> int:
+        return int(self.test.size)
+
+    @property
+    def most_queries(self) -> int:
+        """The most queries one node asks."""
+        counts = np.bincount(self.ratings.users[self.test], minlength=1)
+        return int(counts.max())
+
+
+def ratings_of(prep: Prepared) -> rk.Ratings:
+    """The run's explicit ratings (ConfigError for a data set without them)."""
+    data = prep.data
+    if data is None or data.ratings is None:
+        raise ConfigError(
+            f"--knn: {prep.config.dataset} has no ratings (the KNN service predicts explicit ratings: "
+            "ml-100k, or a file with a rating column)"
+        )
+    values = np.asarray(data.ratings, dtype=np.float64)
+    return rk.Ratings(
+        data.users.astype(np.int64),
+        data.items.astype(np.int64),
+        values,
+        data.n_users,
+        data.n_items,
+        (float(values.min()), float(values.max())),
+    )
+
+
+def knn_plan(prep: Prepared) -> KnnPlan:
+    """The run's :class:`KnnPlan`, derived once per process (kept in ``prep.cache``)."""
+    held = prep.cache.get("knn")
+    if isinstance(held, KnnPlan):
+        return held
+    cfg = prep.config
+    ratings = ratings_of(prep)
+    train, test = rk.folds(len(ratings), cfg.knn.folds, cfg.seed)[cfg.knn.fold]
+    fallback = float(ratings.values[train].mean())
+    tau = pilot_tau(cfg, ratings, train, test)
+    cut = {"off": math.inf, "full": 0.0}.get(cfg.knn.dp, tau)
+    plan = KnnPlan(ratings, train, test, tau, cut, fallback)
+    prep.cache["knn"] = plan
+    return plan
+
+
+def pilot_tau(cfg: RunConfig, ratings: rk.Ratings, train: rk.IntArray, test: rk.IntArray) -> float:
+    """τ: given, or from a pilot run of central UserKNN on the fold (003 §5.5, the code's rule)."""
+    if cfg.knn.tau > 0:
+        return cfg.knn.tau
+    nb = rk.Neighbourhoods.fit(ratings.subset(train))
+    queries = (ratings.users[test], ratings.items[test])
+    pilot = rk.answer(nb, "userknn", cfg.knn.k, queries, math.inf, False, np.random.default_rng(cfg.seed))
+    return rk.tau_from_usage(pilot.data_usage)
+
+
+def make_knn(prep: Prepared, node_id: int) -> KnnService:
+    """Node ``node_id``'s part in the run's KNN service."""
+    cfg = prep.config
+    plan = knn_plan(prep)
+    r = plan.ratings
+    mine = plan.train[r.users[plan.train] == node_id]
+    order = np.flatnonzero(r.users[plan.test] == node_id)
+    queries = [
+        Query(
+            cfg.knn.start + float(j) * cfg.knn.spacing,
+            int(r.items[plan.test[j]]),
+            float(r.values[plan.test[j]]),
+        )
+        for j in order.tolist()
+    ]
+    settings = KnnSettings(
+        n_items=r.n_items,
+        population=cfg.nodes,
+        strategy=cfg.knn.strategy,
+        k=cfg.knn.k,
+        tau=plan.cut,
+        dp=cfg.knn.dp != "off",
+        scale=r.scale,
+        candidates=cfg.knn.candidates,
+        fallback=plan.fallback,
+        # a querier asks a neighbour once a query at most: an allowance of as many asks as the
+        # plan's busiest querier has queries declines no honest ask, however close the queries
+        ask_burst=float(max(100, plan.most_queries)),
+    )
+    return KnnService(
+        node_id,
+        settings,
+        r.items[mine].tolist(),
+        r.values[mine].tolist(),
+        queries,
+        rk.user_stream(cfg.seed, node_id),
+    )
+
+
+def knn_summary(services: Iterable[KnnService], plan: KnnPlan) -> dict[str, Any]:
+    """The figures of the hosted nodes from their own counts (003 Table 2): MAE over the
+    queries done, DataUsage and the share of nodes past τ, PrivacyRisk, ε, Neighbors@q and
+    CoRatings@q; ``abs_error`` and ``done`` are what a launch sums over its processes."""
+    services = sorted(services, key=lambda s: s.node_id)
+    usage = np.zeros(len(services))
+    real = np.zeros(len(services))
+    # each query's estimate at its place in the fold's order (NaN: not hosted here, or not done),
+    # so that the MAE sums in the central module's order
+    estimates = np.full(plan.queries, np.nan)
+    asker = plan.ratings.users[plan.test]
+    at_q: dict[int, list[int]] = {}
+    co_q: dict[int, list[float]] = {}
+    timeouts = pending = 0
+    for j, s in enumerate(services):
+        usage[j] = s.stats.usage
+        real[j] = s.stats.real
+        mine = np.flatnonzero(asker == s.node_id)[: len(s.done)]
+        estimates[mine] = [d[1] for d in s.done]
+        at_q[s.node_id], co_q[s.node_id] = s.at_q, s.co_q
+        timeouts += s.stats.timeouts
+        pending += len(s.pending)
+    tau = plan.tau
+    done = ~np.isnan(estimates)
+    truth = plan.ratings.values[plan.test]
+    eps = rk.epsilon(usage, real)
+    finite = eps[np.isfinite(eps) & (usage > 0)]
+    return {
+        "strategy": services[0].settings.strategy if services else None,
+        "k": services[0].settings.k if services else None,
+        "tau": tau,
+        "queries": plan.queries,
+        "done": int(done.sum()),
+        "pending": pending,
+        "timeouts": timeouts,
+        "mae": rk.mae(estimates[done], truth[done]) if done.any() else None,
+        "abs_error": float(np.abs(truth[done] - estimates[done]).sum()),
+        "data_usage": {
+            "mean": float(usage.mean()),
+            "max": float(usage.max()),
+            "median": float(np.median(usage)),
+        },
+        "vulnerable": rk.vulnerable_share(usage, tau),
+        "privacy_risk": float(real.mean()),  #: uses of a real rating a node, as the lab's Table 6
+        "epsilon_median": float(np.median(finite)) if finite.size else None,
+        "unprotected": int(np.sum(np.isinf(eps))),
+        "neighbours_at_q": _mean_at(at_q),
+        "coratings_at_q": _mean_at(co_q),
+    }
+
+
+def _mean_at(per_node: Mapping[int, list[Any]]) -> list[float]:
+    longest = max((len(v) for v in per_node.values()), default=0)
+    out = []
+    for q in range(longest):
+        values = [v[q] for v in per_node.values() if len(v) > q]
+        out.append(float(np.mean(values)))
+    return out

@@ -1,0 +1,435 @@
+"""The peer-to-peer KNN service: paper 003 (ReuseKNN) run by its users, each node holding its own
+ratings and counting its own DataUsage.
+
+003 runs centrally: a server holds every rating, picks each query's k neighbours and reads their
+ratings (§4). Here each node is a user and plays both parts:
+
+- **querier** (§4.1-4.2): it shows its profile to candidate neighbours (:class:`KnnProbe`); each
+  answers with the cosine similarity over the items both rated, their number, and the ids of the
+  items it rated (:class:`KnnProfile`). For a query on item i it ranks the candidates who rated
+  i as the central module does (``learning.reuseknn.order``/``pick``: rank(similarity), plus
+  rank(reusability) for Expect and Gain), asks the chosen k with similarity > 0 for their rating
+  (:class:`KnnAsk`) and predicts the similarity-weighted mean of the answers (eq. 1).
+  Reusability comes from what it knows locally: Gain (eq. 6) from the co-rated counts of the
+  profiles; Expect (eq. 5) from item popularity counted over the profiles it holds, its own
+  included, which is the data set's popularity when it holds everyone's and an estimate from a
+  sample when its candidates come from peer sampling.
+- **neighbour** (§4.3): it answers a rating ask, counts the use (DataUsage, eq. 15) and, once
+  past τ, answers through randomized response (eq. 7-8, ε = ln 3 a use) with no trusted party
+  deciding for it. Its ε so far (eq. 10/26) is on its ``/metrics``.
+
+Where it differs from the central version, by construction: a querier shows its own ratings to
+the candidates it probes (the similarity needs both sides' ratings, and the candidate's are what
+DataUsage protects); a candidate shows the ids of the items it rated; a query no neighbour can
+answer gets the run's agreed fallback (the central module's training mean, given in config like
+τ) or else the querier's own mean rating; an ask not answered within the timeout is left out of
+the prediction.
+
+What a member can do to a node (THREAT_MODEL.md, KNN): every ask it answers counts once, so a
+flood cannot push its DataUsage past the answers it gave; the same (querier, item) asked again
+gets the first answer again, uncounted (no fresh randomized-response draw to average); answers
+to one querier are limited by a token allowance; a new profile from the same querier is answered
+at most once per ``reprobe_ticks``, which bounds, but does not close, the similarity answers'
+leak (a crafted profile's cosine says something of the ratings it meets).
+
+With every user as a candidate and the queries asked one after another, the run's
+neighbourhoods, DataUsage and estimates are the central module's with per-user generators
+(``learning.reuseknn.answer(streams=...)``), bit for bit (tests/sim/test_knn_service.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import rankdata
+
+from learning import reuseknn as rk
+from p2pcore.effects import Dropped, Effect, NodeId, Send, SetTimer
+from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
+
+QUERY_TIMER = "knn:query"
+TIMEOUT_PREFIX = "knn:t"
+
+
+@dataclass(frozen=True)
+class KnnSettings:
+    """One node's KNN service (the run's ``[knn]`` settings, p2pnode.config.KnnConfig)."""
+
+    n_items: int
+    population: int
+    strategy: str = "userknn"  #: userknn, reuse, expect or gain (learning.reuseknn.STRATEGIES)
+    k: int = 10
+    tau: float = math.inf  #: randomized response past this DataUsage (with ``dp``)
+    dp: bool = False
+    scale: tuple[float, float] = (1.0, 5.0)
+    candidates: str = "full"  #: full: every node is probed at the start; view: the sampler's peers
+    probes_per_wake: int = 5  #: view: new candidates probed at each wake-up
+    max_profiles: int = 2000  #: view: the most profiles held
+    fallback: float | None = None  #: a query no neighbour answers (None: the node's own mean)
+    timeout_ticks: float = 100.0  #: an ask unanswered this long is left out
+    ask_rate: float = 10.0  #: answers a round to one querier (token allowance)
+    ask_burst: float = 100.0  #: answers to one querier before the rate applies
+    reprobe_ticks: float = 1000.0  #: one new profile from a querier answered per this long
+    round_ticks: float = 100.0
+    q_max: int = 100  #: Neighbors@q and CoRatings@q for the first q_max queries
+
+
+@dataclass(frozen=True)
+class Query:
+    """One of the node's own queries: asked at virtual time ``at``; ``truth`` is its held-out
+    rating, kept for the MAE and never sent."""
+
+    at: float
+    item: int
+    truth: float
+
+
+@dataclass
+class _Pending:
+    item: int
+    truth: float
+    top: npt.NDArray[np.int64]  #: the neighbours asked, in rank order
+    sims: npt.NDArray[np.float64]
+    answers: dict[int, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class KnnStats:
+    """What a node counts (its ``/metrics`` and its summary row)."""
+
+    usage: int = 0  #: asks answered with a rating (DataUsage, eq. 15)
+    real: int = 0  #: of them answered with the real rating (PrivacyRisk's count, eq. 17)
+    randomized: int = 0  #: of them through randomized response
+    repeated: int = 0  #: asks answered again from the first answer (not counted in usage)
+    declined: int = 0  #: asks for an item it did not rate, or past the querier's allowance
+    probes_answered: int = 0
+    timeouts: int = 0  #: its own asks that went unanswered
+
+
+def epsilon_of(usage: int, real: int) -> float:
+    """A node's ε (003 eq. 26): ln(3 + 4 · real / randomized) once some answer went through
+    randomized response, ∞ while every answer was real, 0 before any."""
+    if usage == 0:
+        return 0.0
+    randomized = usage - real
+    return math.inf if randomized == 0 else math.log(3 + 4 * real / randomized)
+
+
+class KnnService:
+    """One node's part in the KNN service: its ratings, its queries and its neighbours' answers."""
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        settings: KnnSettings,
+        items: Sequence[int],
+        ratings: Sequence[float],
+        plan: Sequence[Query],
+        rng: np.random.Generator,
+    ) -> None:
+        if settings.strategy not in rk.STRATEGIES:
+            raise ValueError(f"unknown KNN strategy {settings.strategy!r}")
+        order = np.argsort(np.asarray(items, dtype=np.int64), kind="stable")
+        self.node_id = node_id
+        self.settings = settings
+        self.items = np.asarray(items, dtype=np.int64)[order]
+        self.ratings = np.asarray(ratings, dtype=np.float64)[order]
+        self.plan = list(plan)
+        self.rng = rng
+        self.stats = KnnStats()
+        n = settings.population
+        # -- as a querier: what it knows of each candidate (its own entry included) --
+        self.known = np.zeros(n, bool)
+        self.sim = np.zeros(n)
+        self.co = np.zeros(n)
+        self.items_of: dict[int, npt.NDArray[np.int64]] = {}
+        self.probed: dict[int, float] = {}  #: probes sent and not answered yet, and when
+        self.used = np.zeros(n, bool)  #: its neighbourhood N_u (UserKNN+Reuse, Neighbors@q)
+        self.size = 0
+        self.overlap = 0.0
+        self.at_q: list[int] = []
+        self.co_q: list[float] = []
+        self.next = 0  #: the next query of the plan
+        self.pending: dict[int, _Pending] = {}
+        self.done: list[tuple[int, float, float, int]] = []  #: (item, estimate, truth, neighbours)
+        self._query_ids = 0
+        self._rank: npt.NDArray[np.float64] | None = None
+        if 0 <= node_id < n:
+            self._learn(node_id, 1.0, float(self.items.size), self.items)
+        # -- as a neighbour --
+        self.answered: dict[tuple[int, int], float] = {}  #: (querier, item) → its first answer
+        self.tokens: dict[int, tuple[float, float]] = {}  #: querier → (tokens, when)
+        self.profiles: dict[int, tuple[int, float, KnnProfile]] = {}  #: querier → (hash, when, answer)
+
+    # -- the node's life ----------------------------------------------------------------------------
+
+    def start(self, now: float) -> list[Effect]:
+        """Full candidates: probe every other node. Then the first query's timer."""
+        out: list[Effect] = []
+        if self.settings.candidates == "full":
+            out += self._probe(range(self.settings.population), now)
+        return out + self._next_timer()
+
+    def on_wake(self, now: float, peers: Iterable[NodeId]) -> list[Effect]:
+        """View candidates: probe a few peers of the sampler's view it holds no profile of."""
+        s = self.settings
+        if s.candidates != "view" or len(self.items_of) >= s.max_profiles:
+            return []
+        fresh = [p for p in peers if 0 <= p < s.population and not self.known[p] and p not in self.probed]
+        return self._probe(fresh[: s.probes_per_wake], now)
+
+    def on_timer(self, key: str, now: float) -> list[Effect]:
+        if key == QUERY_TIMER:
+            out: list[Effect] = []
+            while self.next < len(self.plan) and self.plan[self.next].at <= now:
+                out += self._ask(self.plan[self.next], now)
+                self.next += 1
+            return out + self._next_timer()
+        if key.startswith(TIMEOUT_PREFIX):
+            qid = int(key[len(TIMEOUT_PREFIX) :])
+            pending = self.pending.get(qid)
+            if pending is not None:
+                self.stats.timeouts += len(pending.top) - len(pending.answers)
+                self._finish(qid)
+        return []
+
+    def on_message(self, sender: NodeId, message: object, now: float) -> list[Effect]:
+        if isinstance(message, KnnProbe):
+            return self._on_probe(sender, message, now)
+        if isinstance(message, KnnProfile):
+            self.probed.pop(sender, None)
+            self._learn(sender, message.sim, float(message.co), np.asarray(message.items, dtype=np.int64))
+            return []
+        if isinstance(message, KnnAsk):
+            return self._on_ask(sender, message, now)
+        if isinstance(message, KnnAnswer):
+            pending = self.pending.get(message.query)
+            if pending is not None:
+                pending.answers[sender] = message.rating
+                if len(pending.answers) == len(pending.top):
+                    self._finish(message.query)
+                    return [SetTimer(f"{TIMEOUT_PREFIX}{message.query}", math.inf)]
+        return []
+
+    def vet(self, sender: NodeId, message: object) -> str | None:
+        """Why a parsed KNN message must be refused before the node takes it (None: take it):
+        items outside the catalogue or out of order, ratings outside the scale, a profile or an
+        answer the node did not ask for."""
+        s = self.settings
+        if isinstance(message, KnnProbe):
+            if not (_ascending_in(message.items, s.n_items) and len(message.ratings) == len(message.items)):
+                return "schema"
+            return None if all(_in_scale(r, s.scale) for r in message.ratings) else "schema"
+        if isinstance(message, KnnProfile):
+            if sender not in self.probed:
+                return "not-asked"
+            fits = _ascending_in(message.items, s.n_items) and 0 <= message.co <= len(message.items)
+            return None if fits and -1.0 - 1e-9 <= message.sim <= 1.0 + 1e-9 else "schema"
+        if isinstance(message, KnnAsk):
+            return None if 0 <= message.item < s.n_items else "schema"
+        if isinstance(message, KnnAnswer):
+            pending = self.pending.get(message.query)
+            if pending is None or pending.item != message.item or sender not in pending.top.tolist():
+                return "not-asked"
+            if sender in pending.answers:
+                return "not-asked"
+            return None if message.rating is None or _in_scale(message.rating, s.scale) else "schema"
+        return "schema"
+
+    # -- as a neighbour -------------------------------------------------------------------------
+
+    def _on_probe(self, sender: NodeId, probe: KnnProbe, now: float) -> list[Effect]:
+        key = hash((probe.items, probe.ratings))
+        held = self.profiles.get(sender)
+        if held is not None and held[0] == key:
+            return [Send(sender, held[2])]  # the same profile again: the same answer
+        if held is not None and now - held[1] < self.settings.reprobe_ticks:
+            return [Dropped("too-often")]
+        answer = self.profile_for(probe)
+        self.profiles[sender] = (key, now, answer)
+        self.stats.probes_answered += 1
+        return [Send(sender, answer)]
+
+    def profile_for(self, probe: KnnProbe) -> KnnProfile:
+        """The cosine similarity of the probe's profile and this node's over the items both rated
+        (min support 1; computed as the central module does, so equal for ratings on a grid of
+        halves, whose sums are exact), their count, and the ids of this node's items."""
+        theirs = np.asarray(probe.items, dtype=np.int64)
+        common, a, b = np.intersect1d(theirs, self.items, assume_unique=True, return_indices=True)
+        sim = 0.0
+        if common.size:
+            ru = np.asarray(probe.ratings, dtype=np.float64)[a]
+            rc = self.ratings[b]
+            den = float(np.dot(ru, ru)) * float(np.dot(rc, rc))
+            sim = float(np.dot(ru, rc)) / math.sqrt(den) if den > 0 else 0.0
+        return KnnProfile(sim, int(common.size), tuple(self.items.tolist()))
+
+    def _on_ask(self, sender: NodeId, ask: KnnAsk, now: float) -> list[Effect]:
+        first = self.answered.get((sender, ask.item))
+        if first is not None:
+            self.stats.repeated += 1
+            return [Send(sender, KnnAnswer(ask.query, ask.item, first))]
+        where = int(np.searchsorted(self.items, ask.item))
+        rated = where < self.items.size and int(self.items[where]) == ask.item
+        if not rated or not self._spend(sender, now):
+            self.stats.declined += 1
+            return [Send(sender, KnnAnswer(ask.query, ask.item, None))]
+        s = self.stats
+        s.usage += 1
+        rating = float(self.ratings[where])
+        if self.settings.dp and s.usage > self.settings.tau:
+            rating = rk.randomized_response(rating, self.rng, *self.settings.scale)
+            s.randomized += 1
+        else:
+            s.real += 1
+        self.answered[(sender, ask.item)] = rating
+        return [Send(sender, KnnAnswer(ask.query, ask.item, rating))]
+
+    def _spend(self, querier: NodeId, now: float) -> bool:
+        s = self.settings
+        tokens, then = self.tokens.get(querier, (s.ask_burst, now))
+        tokens = min(s.ask_burst, tokens + (now - then) * s.ask_rate / s.round_ticks)
+        if tokens < 1.0:
+            self.tokens[querier] = (tokens, now)
+            return False
+        self.tokens[querier] = (tokens - 1.0, now)
+        return True
+
+    @property
+    def epsilon(self) -> float:
+        return epsilon_of(self.stats.usage, self.stats.real)
+
+    # -- as a querier ---------------------------------------------------------------------------
+
+    def _probe(self, peers: Iterable[NodeId], now: float) -> list[Effect]:
+        probe = KnnProbe(tuple(self.items.tolist()), tuple(self.ratings.tolist()))
+        out: list[Effect] = []
+        for p in peers:
+            if p != self.node_id:
+                self.probed[p] = now
+                out.append(Send(p, probe))
+        return out
+
+    def _learn(self, node: int, sim: float, co: float, items: npt.NDArray[np.int64]) -> None:
+        self.known[node] = True
+        self.sim[node] = sim
+        self.co[node] = co
+        self.items_of[node] = items
+        self._rank = None
+
+    def _next_timer(self) -> list[Effect]:
+        if self.next >= len(self.plan):
+            return []
+        return [SetTimer(QUERY_TIMER, self.plan[self.next].at)]
+
+    def ranking(self) -> npt.NDArray[np.float64]:
+        """Every known node's neighbour-choice score (eq. 4; rank(sim) for UserKNN and Reuse),
+        ranked among the nodes it knows, itself included, as the central module ranks among all."""
+        if self._rank is not None:
+            return self._rank
+        ids = np.flatnonzero(self.known)
+        n = self.settings.population
+        simrank = np.zeros(n)
+        simrank[ids] = rankdata(self.sim[ids], method="max")
+        strategy = self.settings.strategy
+        if strategy in ("userknn", "reuse"):
+            self._rank = simrank
+            return simrank
+        other = np.zeros(n)
+        if strategy == "expect":
+            counts = np.zeros(self.settings.n_items)
+            for its in self.items_of.values():
+                counts[its] += 1.0
+            expect = np.array([counts[self.items_of[int(c)]].sum() for c in ids])
+            other[ids] = rankdata(expect, method="max")
+        else:
+            own = float(self.items.size)
+            gain = self.co[ids] / own if own > 0 else np.zeros(ids.size)
+            other[ids] = rankdata(gain, method="max")
+        self._rank = 0.5 * simrank + 0.5 * other
+        return self._rank
+
+    def _ask(self, query: Query, now: float) -> list[Effect]:
+        i = query.item
+        cand = np.array(
+            sorted(c for c, its in self.items_of.items() if c != self.node_id and _has(its, i)), np.int64
+        )
+        if cand.size == 0:
+            self.done.append((i, self.fallback, query.truth, 0))
+            return []
+        ordered = rk.order(cand, self.ranking(), self.rng.random(cand.size))
+        top, new = rk.pick(ordered, self.settings.strategy == "reuse", self.settings.k, self.used, self.sim)
+        self.size += int(new.size)
+        self.overlap += float(self.co[new].sum())
+        if len(self.at_q) < self.settings.q_max:
+            self.at_q.append(self.size)
+            self.co_q.append(self.overlap / self.size if self.size else 0.0)
+        sims = self.sim[top]
+        top, sims = top[sims > 0], sims[sims > 0]
+        if top.size == 0:
+            self.done.append((i, self.fallback, query.truth, 0))
+            return []
+        self._query_ids += 1
+        qid = self._query_ids
+        self.pending[qid] = _Pending(i, query.truth, top, sims)
+        deadline = now + self.settings.timeout_ticks
+        return [SetTimer(f"{TIMEOUT_PREFIX}{qid}", deadline), *(Send(int(c), KnnAsk(qid, i)) for c in top)]
+
+    def _finish(self, qid: int) -> None:
+        p = self.pending.pop(qid)
+        keep = [j for j, c in enumerate(p.top.tolist()) if p.answers.get(c) is not None]
+        if not keep:
+            self.done.append((p.item, self.fallback, p.truth, 0))
+            return
+        ratings = np.array([p.answers[int(p.top[j])] for j in keep], dtype=np.float64)
+        self.done.append((p.item, rk.estimate(p.sims[keep], ratings), p.truth, len(keep)))
+
+    @property
+    def fallback(self) -> float:
+        if self.settings.fallback is not None:
+            return self.settings.fallback
+        return float(self.ratings.mean()) if self.ratings.size else float(np.mean(self.settings.scale))
+
+    # -- what the host reads ----------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """This node's figures: its DataUsage and ε as a neighbour; its queries' estimates and
+        its neighbourhood as a querier."""
+        s = self.stats
+        return {
+            "usage": s.usage,
+            "real": s.real,
+            "randomized": s.randomized,
+            "repeated": s.repeated,
+            "declined": s.declined,
+            "epsilon": self.epsilon,
+            "profiles": len(self.items_of) - (1 if self.known[self.node_id] else 0),
+            "queries": len(self.done),
+            "pending": len(self.pending),
+            "timeouts": s.timeouts,
+            "neighbours": self.size,
+            "done": [list(d) for d in self.done],
+            "at_q": list(self.at_q),
+            "co_q": list(self.co_q),
+        }
+
+
+def _has(items: npt.NDArray[np.int64], item: int) -> bool:
+    where = int(np.searchsorted(items, item))
+    return where < items.size and int(items[where]) == item
+
+
+def _ascending_in(items: tuple[int, ...], n_items: int) -> bool:
+    if not items:
+        return True
+    arr = np.asarray(items, dtype=np.int64)
+    return bool(arr[0] >= 0 and arr[-1] < n_items and (np.diff(arr) > 0).all())
+
+
+def _in_scale(value: float, scale: tuple[float, float]) -> bool:
+    return math.isfinite(value) and scale[0] <= value <= scale[1]

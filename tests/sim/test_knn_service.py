@@ -1,0 +1,89 @@
+"""The peer-to-peer KNN service (protocols/knn.py) in the simulator, tied to the central module
+(learning/reuseknn.py): with every node a candidate and the queries one after another, the
+nodes' neighbourhoods, DataUsage, randomized answers and estimates are the central module's with
+per-user generators, bit for bit; with candidates from peer sampling they move, and the run says
+by how much."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from learning import reuseknn as rk
+from p2pnode.config import RunConfig
+from p2pnode.knn import knn_plan, knn_summary
+from p2pnode.sim import Simulation
+from protocols.knn import KnnService
+
+NODES = 60
+
+
+def run(strategy: str, **knn: object) -> tuple[Simulation, dict[int, KnnService]]:
+    cfg = RunConfig(nodes=NODES, rounds=2, view_size=10, seed=3).replace(
+        **{"knn.strategy": strategy, **{f"knn.{k}": v for k, v in knn.items()}}
+    )
+    sim = Simulation(cfg)
+    sim.run_round()
+    sim.run_round()
+    services = {i: r.node.knn for i, r in sim.host.nodes.items() if r.node.knn is not None}
+    return sim, services
+
+
+def central(sim: Simulation, strategy: str, k: int, cut: float, dp: bool) -> rk.QueryRun:
+    plan = knn_plan(sim.prep)
+    r = plan.ratings
+    nb = rk.Neighbourhoods.fit(r.subset(plan.train))
+    gens: dict[int, np.random.Generator] = {}
+
+    def stream(u: int) -> np.random.Generator:
+        return gens.setdefault(u, rk.user_stream(sim.config.seed, u))
+
+    queries = (r.users[plan.test], r.items[plan.test])
+    return rk.answer(nb, strategy, k, queries, cut, dp, np.random.default_rng(0), streams=stream)
+
+
+@pytest.mark.parametrize("strategy", rk.STRATEGIES)
+def test_full_candidates_give_the_central_modules_run_bit_for_bit(strategy: str) -> None:
+    """τ = 3 so that most neighbours answer through randomized response: the noise each node
+    draws is the central module's per-user draw."""
+    sim, services = run(strategy, k=5, tau=3.0)
+    plan = knn_plan(sim.prep)
+    want = central(sim, strategy, 5, 3.0, True)
+    r = plan.ratings
+    users = r.users[plan.test]
+    assert sum(len(s.done) for s in services.values()) == plan.queries > 500
+    estimates = np.empty(plan.queries)
+    for u, s in services.items():
+        mine = np.flatnonzero(users == u)
+        assert [d[0] for d in s.done] == r.items[plan.test[mine]].tolist()
+        estimates[mine] = [d[1] for d in s.done]
+        assert s.stats.usage == want.data_usage[u]
+        assert s.stats.real == want.privacy_risk[u]
+        assert s.stats.randomized == want.dp_uses[u]
+        assert s.at_q == want.neighbours_at_q.get(u, [])
+        assert s.co_q == want.coratings_at_q.get(u, [])
+    assert np.array_equal(estimates, want.estimates)
+    assert sum(s.stats.randomized for s in services.values()) > 1000  # the noise was exercised
+    truth = r.values[plan.test]
+    summary = knn_summary(services.values(), plan)
+    assert summary["mae"] == rk.mae(want.estimates, truth)
+    assert summary["done"] == plan.queries and summary["pending"] == 0 and summary["timeouts"] == 0
+
+
+def test_view_candidates_move_exposure_and_mae_and_the_summary_says_how_far() -> None:
+    """Candidates from PeerSwap's views (a few probed each wake-up over two rounds) instead of
+    everyone: each node knows fewer users, so its neighbours are fewer and its answers worse."""
+    _, full = run("userknn", k=5, dp="off")
+    sim, view = run("userknn", k=5, dp="off", candidates="view")
+    plan = knn_plan(sim.prep)
+    f, v = knn_summary(full.values(), plan), knn_summary(view.values(), plan)
+    known = [len(s.items_of) - 1 for s in view.values()]
+    assert 0 < np.mean(known) < NODES - 1  # fewer than everyone, more than none
+    assert v["done"] == f["done"] == plan.queries
+    assert v["mae"] != f["mae"]
+    assert v["data_usage"]["max"] < f["data_usage"]["max"]
+    # without randomized response every node that answered once has spent ε = ∞ (eq. 26)
+    assert all(math.isinf(s.epsilon) == (s.stats.usage > 0) for s in view.values())
+    assert v["unprotected"] == sum(s.stats.usage > 0 for s in view.values())
