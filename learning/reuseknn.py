@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import rankdata
 
 STRATEGIES = ("userknn", "reuse", "expect", "gain")
 IntArray = npt.NDArray[np.int64]
@@ -114,17 +113,27 @@ class Neighbourhoods:
     def ranking(self, strategy: str) -> FloatArray:
         """The neighbour-choice score of every (target, candidate): 0.5 · rank(sim) + 0.5 ·
         rank(reusability) per target (eq. 4; UserKNN and UserKNN+Reuse: rank(sim))."""
-        simrank: FloatArray = np.asarray(rankdata(self.sim, method="max", axis=1), dtype=np.float64)
+        simrank = rank_max(self.sim)
         if strategy in ("userknn", "reuse"):
             return simrank
         if strategy == "expect":
-            other = np.broadcast_to(rankdata(self.expect, method="max"), simrank.shape)
+            other = np.broadcast_to(rank_max(self.expect), simrank.shape)
         elif strategy == "gain":
-            other = rankdata(self.gain, method="max", axis=1)
+            other = rank_max(self.gain)
         else:
             raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
         out: FloatArray = 0.5 * simrank + 0.5 * np.asarray(other, dtype=np.float64)
         return out
+
+
+def rank_max(values: FloatArray) -> FloatArray:
+    """Ranks from 1 with ties given their highest rank (``scipy.stats.rankdata(method="max")``,
+    the authors' ranking), along the last axis: a value's rank is how many values are ≤ it."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        ranks: FloatArray = np.searchsorted(np.sort(values), values, side="right").astype(np.float64)
+        return ranks
+    return np.stack([rank_max(row) for row in values.reshape(-1, values.shape[-1])]).reshape(values.shape)
 
 
 @dataclass

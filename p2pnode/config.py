@@ -712,7 +712,7 @@ class ChurnConfig:
 
 
 _KNN: Check = (lambda c: c.knn.strategy != "off", "--knn userknn|reuse|expect|gain")
-_KNN_TAU: Check = (lambda c: c.knn.strategy != "off" and c.knn.dp == "tau", "--knn ... --knn-dp tau")
+_KNN_TAU: Check = (lambda c: c.knn.strategy != "off" and c.knn.dp == "tau", "--knn with --knn-dp tau")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import rankdata
 
 from learning import reuseknn as rk
 from p2pcore.effects import Dropped, Effect, NodeId, Send, SetTimer
@@ -335,7 +334,7 @@ class KnnService:
         ids = np.flatnonzero(self.known)
         n = self.settings.population
         simrank = np.zeros(n)
-        simrank[ids] = rankdata(self.sim[ids], method="max")
+        simrank[ids] = rk.rank_max(self.sim[ids])
         strategy = self.settings.strategy
         if strategy in ("userknn", "reuse"):
             self._rank = simrank
@@ -346,11 +345,11 @@ class KnnService:
             for its in self.items_of.values():
                 counts[its] += 1.0
             expect = np.array([counts[self.items_of[int(c)]].sum() for c in ids])
-            other[ids] = rankdata(expect, method="max")
+            other[ids] = rk.rank_max(expect)
         else:
             own = float(self.items.size)
             gain = self.co[ids] / own if own > 0 else np.zeros(ids.size)
-            other[ids] = rankdata(gain, method="max")
+            other[ids] = rk.rank_max(gain)
         self._rank = 0.5 * simrank + 0.5 * other
         return self._rank
 

@@ -224,6 +224,8 @@ BRINGS = {
     "--eval sampled": [],
     "--protocol samo or fedavg, and no --merge-plugin": ["--protocol", "samo"],
     "--attack cia or aia, or --attack-plugin": ["--attack", "cia"],
+    "--knn userknn|reuse|expect|gain": ["--knn", "gain"],
+    "--knn with --knn-dp tau": ["--knn", "gain"],
 }
 
 

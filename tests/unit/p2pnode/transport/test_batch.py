@@ -32,7 +32,7 @@ def test_batches_round_trip_and_refuse_anything_else_whole() -> None:
         msgpack.packb([ok]),  # one entry
         msgpack.packb([ok] * (MAX_FRAMES + 1)),
         msgpack.packb([[1, 2, "x", {}], ok]),  # a str, not bytes
-        msgpack.packb([[1, 4, b"x", {}], ok]),  # no channel 4
+        msgpack.packb([[1, 5, b"x", {}], ok]),  # no channel 5
         msgpack.packb([[1.0, 2, b"x", {}], ok]),
         msgpack.packb([[True, 2, b"x", {}], ok]),
         msgpack.packb([[1, 2, b"x"], ok]),  # no auth map

@@ -60,6 +60,14 @@ class Inbox:
     def vet_public(self, sender: int, message: object) -> str | None:
         return "not-public" if self.board is None else self.board.vet(sender, message)
 
+    knn = None  #: a protocols.knn.KnnService: the node's part in the KNN service
+
+    def admit_knn(self, sender: int) -> str | None:
+        return "not-knn" if self.knn is None else None
+
+    def vet_knn(self, sender: int, message: object) -> str | None:
+        return "not-knn" if self.knn is None else self.knn.vet(sender, message)
+
 
 def partner(node_id: int, kept: dict[str, np.ndarray]) -> Inbox:
     inbox = Inbox(node_id, model())

@@ -1,0 +1,136 @@
+"""The KNN service's pure machine (protocols/knn.py): what a neighbour counts and answers, what a
+querier takes, and what a flooding querier cannot do."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from p2pcore.effects import Dropped, Send, SetTimer
+from protocols.knn import KnnService, KnnSettings, Query, epsilon_of
+from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
+
+ITEMS = [1, 4, 7, 9]
+RATINGS = [5.0, 3.0, 1.0, 4.0]
+
+
+def service(node_id: int = 0, plan: list[Query] | None = None, seed: int = 0, **kw: object) -> KnnService:
+    settings = KnnSettings(n_items=20, population=50, **kw)  # type: ignore[arg-type]
+    return KnnService(node_id, settings, ITEMS, RATINGS, plan or [], np.random.default_rng(seed))
+
+
+def answers(effects: list[object]) -> list[float | None]:
+    return [e.message.rating for e in effects if isinstance(e, Send) and isinstance(e.message, KnnAnswer)]
+
+
+def test_a_flooding_querier_cannot_push_data_usage_past_what_was_answered() -> None:
+    """10,000 asks from one querier, for its 4 items again and again and for items it never
+    rated: DataUsage counts each (querier, item) once, a repeat gets the first answer again
+    (randomized response is not drawn afresh for the querier to average), unrated items are
+    declined; past the allowance even new asks are declined, uncounted."""
+    node = service(tau=0.0, dp=True, ask_burst=100.0)
+    first: dict[int, float | None] = {}
+    for n in range(10_000):
+        item = n % 20
+        got = answers(node.on_message(7, KnnAsk(n, item), now=0.0))
+        assert len(got) == 1
+        if item in ITEMS:
+            first.setdefault(item, got[0])
+            assert got[0] == first[item]
+        else:
+            assert got[0] is None
+    assert node.stats.usage == len(ITEMS) == node.stats.randomized
+    assert node.stats.repeated == 10_000 // 20 * len(ITEMS) - len(ITEMS)
+    # a second querier: its own four, no more
+    for n in range(200):
+        node.on_message(8, KnnAsk(n, ITEMS[n % 4]), now=0.0)
+    assert node.stats.usage == 2 * len(ITEMS)
+
+
+def test_the_allowance_declines_a_querier_past_its_burst_and_refills_with_time() -> None:
+    node = service(ask_burst=3.0, ask_rate=10.0)
+    many = KnnService(0, node.settings, list(range(20)), [3.0] * 20, [], np.random.default_rng(0))
+    got = [answers(many.on_message(5, KnnAsk(q, q), now=0.0))[0] for q in range(5)]
+    assert got == [3.0, 3.0, 3.0, None, None]
+    assert many.stats.usage == 3 and many.stats.declined == 2
+    assert answers(many.on_message(5, KnnAsk(9, 9), now=10.0)) == [3.0]  # 10 ticks: one token back
+    assert answers(many.on_message(6, KnnAsk(1, 10), now=0.0)) == [3.0]  # another querier's own
+
+
+def test_past_tau_a_node_answers_through_randomized_response_and_counts_epsilon() -> None:
+    """τ = 2: the first two answers are real (ε = ∞ after them, eq. 26), later ones randomized;
+    the real rating comes back three times in four, within a binomial bound (seeded)."""
+    node = KnnService(0, KnnSettings(n_items=1, population=10_000, tau=2.0, dp=True), [0], [2.0], [],
+                      np.random.default_rng(11))  # fmt: skip
+    assert node.epsilon == 0.0
+    out = [answers(node.on_message(q, KnnAsk(q, 0), now=0.0))[0] for q in range(1, 2)]
+    assert out == [2.0] and math.isinf(node.epsilon)
+    n = 4000
+    out = [answers(node.on_message(q, KnnAsk(q, 0), now=0.0))[0] for q in range(2, 2 + n)]
+    assert node.stats.real == 2 and node.stats.randomized == n - 1 and node.stats.usage == n + 1
+    real = np.isclose(np.array(out[1:], dtype=float), 2.0)
+    assert abs(real.mean() - 0.75) < 4 * math.sqrt(0.75 * 0.25 / real.size)
+    noise = np.array(out[1:], dtype=float)[~real]
+    assert noise.min() >= 1.0 and noise.max() <= 5.0
+    assert node.epsilon == pytest.approx(math.log(3 + 4 * 2 / (n - 1))) == epsilon_of(n + 1, 2)
+
+
+def test_probes_are_answered_with_the_cosine_over_co_rated_items_and_limited_per_querier() -> None:
+    node = service(reprobe_ticks=1000.0)
+    probe = KnnProbe((1, 2, 9), (4.0, 2.0, 2.0))
+    out = node.on_message(3, probe, now=0.0)
+    assert len(out) == 1 and isinstance(out[0], Send)
+    profile = out[0].message
+    assert isinstance(profile, KnnProfile)
+    want = (4 * 5 + 2 * 4) / math.sqrt((16 + 4) * (25 + 16))
+    assert profile.sim == want and profile.co == 2 and profile.items == tuple(ITEMS)
+    assert node.on_message(3, probe, now=1.0) == out  # the same profile: the same answer
+    other = KnnProbe((1,), (1.0,))
+    assert node.on_message(3, other, now=2.0) == [Dropped("too-often")]  # a new one, too soon
+    assert node.on_message(3, other, now=1001.0)[0] != out[0]
+    assert node.stats.probes_answered == 2
+
+
+def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
+    plan = [Query(1.0, 4, 3.0)]
+    node = service(plan=plan, candidates="full", k=2)
+    assert node.vet(1, KnnProbe((3, 2), (1.0, 1.0))) == "schema"  # not ascending
+    assert node.vet(1, KnnProbe((3, 20), (1.0, 1.0))) == "schema"  # past the catalogue
+    assert node.vet(1, KnnProbe((3,), (1.0, 2.0))) == "schema"  # one rating per item
+    assert node.vet(1, KnnProbe((3,), (7.0,))) == "schema"  # outside the scale
+    assert node.vet(1, KnnProbe((3,), (math.nan,))) == "schema"
+    assert node.vet(1, KnnProbe((0, 19), (1.0, 5.0))) is None
+    assert node.vet(1, KnnAsk(1, 20)) == "schema"
+    assert node.vet(1, KnnProfile(0.5, 1, (3,))) == "not-asked"  # never probed
+    assert node.vet(1, KnnAnswer(1, 4, 3.0)) == "not-asked"  # no such query
+    start = node.start(0.0)
+    assert sum(isinstance(e, Send) and isinstance(e.message, KnnProbe) for e in start) == 49
+    assert node.vet(1, KnnProfile(1.5, 1, (3,))) == "schema"
+    assert node.vet(1, KnnProfile(0.5, 2, (3,))) == "schema"  # co past its items
+    for peer, sim in ((1, 0.9), (2, 0.5), (3, -0.2)):
+        assert node.vet(peer, KnnProfile(sim, 1, (4,))) is None
+        node.on_message(peer, KnnProfile(sim, 1, (4,)), 0.0)
+    asks = [e for e in node.on_timer("knn:query", 1.0) if isinstance(e, Send)]
+    assert sorted(e.to for e in asks) == [1, 2] and all(e.message == KnnAsk(1, 4) for e in asks)
+    assert node.vet(3, KnnAnswer(1, 4, 2.0)) == "not-asked"  # asked the two most similar
+    assert node.vet(1, KnnAnswer(1, 5, 2.0)) == "not-asked"  # another item
+    assert node.vet(1, KnnAnswer(1, 4, 9.0)) == "schema"
+    node.on_message(1, KnnAnswer(1, 4, 4.0), 1.0)
+    assert node.vet(1, KnnAnswer(1, 4, 4.0)) == "not-asked"  # a second answer
+    out = node.on_message(2, KnnAnswer(1, 4, 2.0), 1.0)
+    assert out == [SetTimer("knn:t1", math.inf)]
+    assert node.done == [(4, (0.9 * 4 + 0.5 * 2) / 1.4, 3.0, 2)]
+
+
+def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
+    node = service(plan=[Query(1.0, 4, 3.0)], k=2, timeout_ticks=50.0)
+    node.start(0.0)
+    for peer, sim in ((1, 0.9), (2, 0.5)):
+        node.on_message(peer, KnnProfile(sim, 1, (4,)), 0.0)
+    effects = node.on_timer("knn:query", 1.0)
+    assert SetTimer("knn:t1", 51.0) in effects
+    node.on_message(2, KnnAnswer(1, 4, 2.0), 5.0)
+    node.on_timer("knn:t1", 51.0)
+    assert node.done == [(4, 2.0, 3.0, 1)] and node.stats.timeouts == 1 and not node.pending
