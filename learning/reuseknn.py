@@ -159,15 +159,17 @@ def answer(
     rng: np.random.Generator,
     q_max: int = 100,
     ranking: FloatArray | None = None,
-    streams: Callable[[int], np.random.Generator] | None = None,
+    streams: Callable[[int, str], np.random.Generator] | None = None,
 ) -> QueryRun:
     """Answer ``queries`` (target users, items) in order with ``strategy`` and ``k`` neighbours;
     with ``dp``, a neighbour used more than ``tau`` times answers through randomized response.
 
-    ``streams``: each user's own generator (``streams(u)``), as each node of the peer-to-peer
-    service holds one (protocols/knn.py): a query's ties fall by its target's draws, a protected
-    answer by its neighbour's (:func:`randomized_response`). None: every draw from ``rng``, in the
-    order of the queries (the experiment's way)."""
+    ``streams``: each user's own generators (``streams(u, role)``), as each node of the
+    peer-to-peer service holds them (protocols/knn.py): a query's ties fall by its target's
+    ``"ask"`` draws, a protected answer by its neighbour's ``"answer"`` draws
+    (:func:`randomized_response`). Two per user, so that a node's choice of neighbours depends on
+    its own queries alone, not on when it answered others'. None: every draw from ``rng``, in
+    the order of the queries (the experiment's way)."""
     users, items = (np.asarray(q, dtype=np.int64) for q in _columns(queries))
     rank = nb.ranking(strategy) if ranking is None else ranking
     n_users = nb.sim.shape[0]
@@ -189,7 +191,7 @@ def answer(
         if cand.size == 0:
             estimates[q] = nb.mean
             continue
-        draws = (rng if streams is None else streams(u)).random(cand.size)
+        draws = (rng if streams is None else streams(u, "ask")).random(cand.size)
         top, new = pick(order(cand, rank[u], draws), reuse, k, used[u], nb.sim[u])
         size[u] += new.size
         overlap[u] += nb.co[u, new].sum()
@@ -208,7 +210,7 @@ def answer(
             protected = usage[top] > tau
             r = np.array(
                 [
-                    randomized_response(float(v), streams(int(c)), low, high) if p else float(v)
+                    randomized_response(float(v), streams(int(c), "answer"), low, high) if p else float(v)
                     for c, v, p in zip(top.tolist(), r.tolist(), protected.tolist(), strict=True)
                 ]
             )
@@ -272,10 +274,14 @@ def randomized_response(rating: float, rng: np.random.Generator, low: float, hig
     return rating if truthful or second else noise
 
 
-def user_stream(seed: int, user: int) -> np.random.Generator:
-    """User ``user``'s own generator in a run seeded ``seed``: what a node of the peer-to-peer
-    service draws from (p2pnode/knn.py), and ``answer``'s ``streams`` to give the same draws."""
-    return np.random.default_rng([seed, user, 0x6B6E6E])
+STREAM_ROLES = ("ask", "answer")
+
+
+def user_stream(seed: int, user: int, role: str) -> np.random.Generator:
+    """User ``user``'s own generator for ``role`` (``ask``: its queries' tie-breaks; ``answer``:
+    its randomized responses) in a run seeded ``seed``: what a node of the peer-to-peer service
+    draws from (p2pnode/knn.py), and ``answer``'s ``streams`` to give the same draws."""
+    return np.random.default_rng([seed, user, 0x6B6E6E, STREAM_ROLES.index(role)])
 
 
 def _columns(queries: Sequence[tuple[int, int]] | tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:

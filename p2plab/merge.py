@@ -76,6 +76,12 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         kept = all("exposure" in v for v in vectors)  # receivers differ by process: their sum is distinct
         exposure = np.sum([v["exposure"] for v in vectors], axis=0) if kept else None
         total["exposure"] = exposure_summary(usage[:nodes], None if exposure is None else exposure[:nodes])
+    if any(r.get("knn") for r in results):  # the KNN service: its processes' counts added up
+        from p2pnode.knn import merge_knn
+
+        knn = merge_knn([r["knn"] for r in results if r.get("knn")])
+        if knn is not None:
+            total["knn"] = knn
     mia = merge_mia([r["mia"] for r in results if r.get("mia")])
     if mia is not None:
         total["mia"] = mia

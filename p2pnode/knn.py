@@ -8,13 +8,14 @@ its test rows, asked in the fold's shuffled order, query j at ``start + j · spa
 the fallback answer are agreed beforehand like the run's other settings: τ from a pilot run of
 central UserKNN on the same training ratings (003's code rule, ``tau_from_usage``) unless given,
 the fallback the training ratings' mean. Each node's generator is
-``learning.reuseknn.user_stream(seed, node)``, as the central module's per-user streams are.
+``learning.reuseknn.user_stream(seed, node, role)``, one to break its queries' ties and one for
+its randomized responses, as the central module's per-user streams are.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,65 +129,105 @@ def make_knn(prep: Prepared, node_id: int) -> KnnService:
         r.items[mine].tolist(),
         r.values[mine].tolist(),
         queries,
-        rk.user_stream(cfg.seed, node_id),
+        rk.user_stream(cfg.seed, node_id, "ask"),
+        rk.user_stream(cfg.seed, node_id, "answer"),
     )
 
 
 def knn_summary(services: Iterable[KnnService], plan: KnnPlan) -> dict[str, Any]:
     """The figures of the hosted nodes from their own counts (003 Table 2): MAE over the
     queries done, DataUsage and the share of nodes past τ, PrivacyRisk, ε, Neighbors@q and
-    CoRatings@q; ``abs_error`` and ``done`` are what a launch sums over its processes."""
+    CoRatings@q. ``counts`` holds what they are made of, which a launch adds up over its
+    processes (:func:`merge_knn`)."""
     services = sorted(services, key=lambda s: s.node_id)
-    usage = np.zeros(len(services))
-    real = np.zeros(len(services))
     # each query's estimate at its place in the fold's order (NaN: not hosted here, or not done),
     # so that the MAE sums in the central module's order
     estimates = np.full(plan.queries, np.nan)
     asker = plan.ratings.users[plan.test]
-    at_q: dict[int, list[int]] = {}
-    co_q: dict[int, list[float]] = {}
-    timeouts = pending = 0
-    for j, s in enumerate(services):
-        usage[j] = s.stats.usage
-        real[j] = s.stats.real
-        mine = np.flatnonzero(asker == s.node_id)[: len(s.done)]
-        estimates[mine] = [d[1] for d in s.done]
-        at_q[s.node_id], co_q[s.node_id] = s.at_q, s.co_q
-        timeouts += s.stats.timeouts
-        pending += len(s.pending)
-    tau = plan.tau
+    for s in services:
+        mine = np.flatnonzero(asker == s.node_id)
+        for place, _item, estimate, _truth, _n in s.done:
+            estimates[mine[place]] = estimate
     done = ~np.isnan(estimates)
     truth = plan.ratings.values[plan.test]
-    eps = rk.epsilon(usage, real)
-    finite = eps[np.isfinite(eps) & (usage > 0)]
-    return {
-        "strategy": services[0].settings.strategy if services else None,
-        "k": services[0].settings.k if services else None,
-        "tau": tau,
+    first = services[0].settings if services else None
+    counts: dict[str, Any] = {
+        "strategy": None if first is None else first.strategy,
+        "k": None if first is None else first.k,
+        "tau": plan.tau,
         "queries": plan.queries,
         "done": int(done.sum()),
-        "pending": pending,
-        "timeouts": timeouts,
-        "mae": rk.mae(estimates[done], truth[done]) if done.any() else None,
         "abs_error": float(np.abs(truth[done] - estimates[done]).sum()),
+        "pending": sum(len(s.pending) for s in services),
+        "timeouts": sum(s.stats.timeouts for s in services),
+        "declined": sum(s.stats.declined for s in services),
+        "repeated": sum(s.stats.repeated for s in services),
+        "usage": {str(s.node_id): s.stats.usage for s in services},
+        "real": {str(s.node_id): s.stats.real for s in services},
+        "at_q": _sum_at([s.at_q for s in services]),
+        "co_q": _sum_at([s.co_q for s in services]),
+    }
+    mae = rk.mae(estimates[done], truth[done]) if done.any() else None
+    return {**knn_figures(counts, mae), "counts": counts}
+
+
+_PASSED = ("strategy", "k", "tau", "queries", "done", "pending", "timeouts", "declined", "repeated")
+
+
+def knn_figures(counts: Mapping[str, Any], mae: float | None = None) -> dict[str, Any]:
+    """The figures of :func:`knn_summary` from its ``counts`` (``mae``: the MAE summed in the
+    queries' order; else the summed errors over the queries done)."""
+    usage = np.array(list(counts["usage"].values()), dtype=np.float64)
+    real = np.array(list(counts["real"].values()), dtype=np.float64)
+    tau = float(counts["tau"])
+    eps = rk.epsilon(usage, real)
+    finite = eps[np.isfinite(eps) & (usage > 0)]
+    done = int(counts["done"])
+    if mae is None and done:
+        mae = counts["abs_error"] / done
+    return {
+        **{key: counts[key] for key in _PASSED},
+        "mae": mae,
         "data_usage": {
             "mean": float(usage.mean()),
-            "max": float(usage.max()),
             "median": float(np.median(usage)),
+            "max": float(usage.max()),
         },
         "vulnerable": rk.vulnerable_share(usage, tau),
         "privacy_risk": float(real.mean()),  #: uses of a real rating a node, as the lab's Table 6
         "epsilon_median": float(np.median(finite)) if finite.size else None,
         "unprotected": int(np.sum(np.isinf(eps))),
-        "neighbours_at_q": _mean_at(at_q),
-        "coratings_at_q": _mean_at(co_q),
+        "neighbours_at_q": _mean_at(counts["at_q"]),
+        "coratings_at_q": _mean_at(counts["co_q"]),
     }
 
 
-def _mean_at(per_node: Mapping[int, list[Any]]) -> list[float]:
-    longest = max((len(v) for v in per_node.values()), default=0)
-    out = []
-    for q in range(longest):
-        values = [v[q] for v in per_node.values() if len(v) > q]
-        out.append(float(np.mean(values)))
-    return out
+def merge_knn(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A launch's KNN figures from its processes' ``knn`` summaries (None: no KNN service)."""
+    counts = [p["counts"] for p in parts if p and "counts" in p]
+    if not counts:
+        return None
+    total: dict[str, Any] = {key: counts[0][key] for key in ("strategy", "k", "tau", "queries")}
+    for key in ("done", "abs_error", "pending", "timeouts", "declined", "repeated"):
+        total[key] = sum(c[key] for c in counts)
+    for key in ("usage", "real"):
+        total[key] = {node: n for c in counts for node, n in c[key].items()}
+    for key in ("at_q", "co_q"):
+        longest = max(len(c[key][0]) for c in counts)
+        total[key] = [
+            [sum(c[key][j][q] for c in counts if q < len(c[key][j])) for q in range(longest)]
+            for j in range(2)
+        ]
+    return {**knn_figures(total), "counts": total}
+
+
+def _sum_at(per_node: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Per q, the sum over the nodes that asked a q-th query and their count."""
+    longest = max((len(v) for v in per_node), default=0)
+    sums = [float(sum(v[q] for v in per_node if len(v) > q)) for q in range(longest)]
+    count = [float(sum(1 for v in per_node if len(v) > q)) for q in range(longest)]
+    return [sums, count]
+
+
+def _mean_at(sums: Sequence[Sequence[float]]) -> list[float]:
+    return [s / n for s, n in zip(sums[0], sums[1], strict=True) if n]

@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +89,7 @@ class Query:
 
 @dataclass
 class _Pending:
+    place: int  #: the query's place in the plan
     item: int
     truth: float
     top: npt.NDArray[np.int64]  #: the neighbours asked, in rank order
@@ -130,6 +130,7 @@ class KnnService:
         ratings: Sequence[float],
         plan: Sequence[Query],
         rng: np.random.Generator,
+        answer_rng: np.random.Generator | None = None,
     ) -> None:
         if settings.strategy not in rk.STRATEGIES:
             raise ValueError(f"unknown KNN strategy {settings.strategy!r}")
@@ -139,7 +140,9 @@ class KnnService:
         self.items = np.asarray(items, dtype=np.int64)[order]
         self.ratings = np.asarray(ratings, dtype=np.float64)[order]
         self.plan = list(plan)
-        self.rng = rng
+        self.rng = rng  #: its queries' tie-breaks
+        #: its randomized responses: apart, so that whom it asks never depends on when it answered
+        self.answer_rng = answer_rng if answer_rng is not None else rng
         self.stats = KnnStats()
         n = settings.population
         # -- as a querier: what it knows of each candidate (its own entry included) --
@@ -155,7 +158,9 @@ class KnnService:
         self.co_q: list[float] = []
         self.next = 0  #: the next query of the plan
         self.pending: dict[int, _Pending] = {}
-        self.done: list[tuple[int, float, float, int]] = []  #: (item, estimate, truth, neighbours)
+        #: (its place in the plan, item, estimate, truth, neighbours that answered), as each ends:
+        #: a query whose neighbours answer sooner may end before one asked earlier
+        self.done: list[tuple[int, int, float, float, int]] = []
         self._query_ids = 0
         self._rank: npt.NDArray[np.float64] | None = None
         if 0 <= node_id < n:
@@ -175,12 +180,15 @@ class KnnService:
         return out + self._next_timer()
 
     def on_wake(self, now: float, peers: Iterable[NodeId]) -> list[Effect]:
-        """View candidates: probe a few peers of the sampler's view it holds no profile of."""
+        """Probes not answered within the timeout are sent again (a peer's process may not have
+        been up yet); view candidates: a few of the sampler's peers it holds no profile of."""
         s = self.settings
+        stale = [p for p, sent in self.probed.items() if now - sent > s.timeout_ticks]
+        out = self._probe(stale, now) if stale else []
         if s.candidates != "view" or len(self.items_of) >= s.max_profiles:
-            return []
+            return out
         fresh = [p for p in peers if 0 <= p < s.population and not self.known[p] and p not in self.probed]
-        return self._probe(fresh[: s.probes_per_wake], now)
+        return out + self._probe(fresh[: s.probes_per_wake], now)
 
     def on_timer(self, key: str, now: float) -> list[Effect]:
         if key == QUERY_TIMER:
@@ -282,7 +290,7 @@ class KnnService:
         s.usage += 1
         rating = float(self.ratings[where])
         if self.settings.dp and s.usage > self.settings.tau:
-            rating = rk.randomized_response(rating, self.rng, *self.settings.scale)
+            rating = rk.randomized_response(rating, self.answer_rng, *self.settings.scale)
             s.randomized += 1
         else:
             s.real += 1
@@ -359,7 +367,7 @@ class KnnService:
             sorted(c for c, its in self.items_of.items() if c != self.node_id and _has(its, i)), np.int64
         )
         if cand.size == 0:
-            self.done.append((i, self.fallback, query.truth, 0))
+            self.done.append((self.next, i, self.fallback, query.truth, 0))
             return []
         ordered = rk.order(cand, self.ranking(), self.rng.random(cand.size))
         top, new = rk.pick(ordered, self.settings.strategy == "reuse", self.settings.k, self.used, self.sim)
@@ -371,11 +379,11 @@ class KnnService:
         sims = self.sim[top]
         top, sims = top[sims > 0], sims[sims > 0]
         if top.size == 0:
-            self.done.append((i, self.fallback, query.truth, 0))
+            self.done.append((self.next, i, self.fallback, query.truth, 0))
             return []
         self._query_ids += 1
         qid = self._query_ids
-        self.pending[qid] = _Pending(i, query.truth, top, sims)
+        self.pending[qid] = _Pending(self.next, i, query.truth, top, sims)
         deadline = now + self.settings.timeout_ticks
         return [SetTimer(f"{TIMEOUT_PREFIX}{qid}", deadline), *(Send(int(c), KnnAsk(qid, i)) for c in top)]
 
@@ -383,39 +391,16 @@ class KnnService:
         p = self.pending.pop(qid)
         keep = [j for j, c in enumerate(p.top.tolist()) if p.answers.get(c) is not None]
         if not keep:
-            self.done.append((p.item, self.fallback, p.truth, 0))
+            self.done.append((p.place, p.item, self.fallback, p.truth, 0))
             return
         ratings = np.array([p.answers[int(p.top[j])] for j in keep], dtype=np.float64)
-        self.done.append((p.item, rk.estimate(p.sims[keep], ratings), p.truth, len(keep)))
+        self.done.append((p.place, p.item, rk.estimate(p.sims[keep], ratings), p.truth, len(keep)))
 
     @property
     def fallback(self) -> float:
         if self.settings.fallback is not None:
             return self.settings.fallback
         return float(self.ratings.mean()) if self.ratings.size else float(np.mean(self.settings.scale))
-
-    # -- what the host reads ----------------------------------------------------------------------
-
-    def summary(self) -> dict[str, Any]:
-        """This node's figures: its DataUsage and ε as a neighbour; its queries' estimates and
-        its neighbourhood as a querier."""
-        s = self.stats
-        return {
-            "usage": s.usage,
-            "real": s.real,
-            "randomized": s.randomized,
-            "repeated": s.repeated,
-            "declined": s.declined,
-            "epsilon": self.epsilon,
-            "profiles": len(self.items_of) - (1 if self.known[self.node_id] else 0),
-            "queries": len(self.done),
-            "pending": len(self.pending),
-            "timeouts": s.timeouts,
-            "neighbours": self.size,
-            "done": [list(d) for d in self.done],
-            "at_q": list(self.at_q),
-            "co_q": list(self.co_q),
-        }
 
 
 def _has(items: npt.NDArray[np.int64], item: int) -> bool:

@@ -35,10 +35,10 @@ def central(sim: Simulation, strategy: str, k: int, cut: float, dp: bool) -> rk.
     plan = knn_plan(sim.prep)
     r = plan.ratings
     nb = rk.Neighbourhoods.fit(r.subset(plan.train))
-    gens: dict[int, np.random.Generator] = {}
+    gens: dict[tuple[int, str], np.random.Generator] = {}
 
-    def stream(u: int) -> np.random.Generator:
-        return gens.setdefault(u, rk.user_stream(sim.config.seed, u))
+    def stream(u: int, role: str) -> np.random.Generator:
+        return gens.setdefault((u, role), rk.user_stream(sim.config.seed, u, role))
 
     queries = (r.users[plan.test], r.items[plan.test])
     return rk.answer(nb, strategy, k, queries, cut, dp, np.random.default_rng(0), streams=stream)
@@ -57,8 +57,8 @@ def test_full_candidates_give_the_central_modules_run_bit_for_bit(strategy: str)
     estimates = np.empty(plan.queries)
     for u, s in services.items():
         mine = np.flatnonzero(users == u)
-        assert [d[0] for d in s.done] == r.items[plan.test[mine]].tolist()
-        estimates[mine] = [d[1] for d in s.done]
+        assert [d[:2] for d in s.done] == list(enumerate(r.items[plan.test[mine]].tolist()))
+        estimates[mine] = [d[2] for d in s.done]
         assert s.stats.usage == want.data_usage[u]
         assert s.stats.real == want.privacy_risk[u]
         assert s.stats.randomized == want.dp_uses[u]

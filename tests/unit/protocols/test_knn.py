@@ -121,7 +121,7 @@ def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
     assert node.vet(1, KnnAnswer(1, 4, 4.0)) == "not-asked"  # a second answer
     out = node.on_message(2, KnnAnswer(1, 4, 2.0), 1.0)
     assert out == [SetTimer("knn:t1", math.inf)]
-    assert node.done == [(4, (0.9 * 4 + 0.5 * 2) / 1.4, 3.0, 2)]
+    assert node.done == [(0, 4, (0.9 * 4 + 0.5 * 2) / 1.4, 3.0, 2)]
 
 
 def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
@@ -133,4 +133,4 @@ def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
     assert SetTimer("knn:t1", 51.0) in effects
     node.on_message(2, KnnAnswer(1, 4, 2.0), 5.0)
     node.on_timer("knn:t1", 51.0)
-    assert node.done == [(4, 2.0, 3.0, 1)] and node.stats.timeouts == 1 and not node.pending
+    assert node.done == [(0, 4, 2.0, 3.0, 1)] and node.stats.timeouts == 1 and not node.pending

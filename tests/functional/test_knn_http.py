@@ -1,0 +1,38 @@
+"""The KNN service over real HTTP (protocols/knn.py on /v1/nodes/{id}/knn): two processes, every
+node a candidate, randomized response past τ. Who is asked does not depend on when answers come,
+so each node's DataUsage and its real and randomized answers are the simulator's exactly; only
+which answers got the noise may differ, so the MAE is the simulator's within randomized
+response's spread."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from p2plab.launch import launch
+from p2pnode.config import RunConfig
+from p2pnode.sim import simulate
+
+pytestmark = pytest.mark.functional
+
+NODES = 40  #: two processes: nodes 0-19 and 20-39
+
+
+def test_launch_knn_counts_as_the_simulator_across_processes(tmp_path: Path) -> None:
+    config = (
+        RunConfig(nodes=NODES, rounds=3, seed=5, view_size=8, tick_seconds=0.03)
+        .replace(**{"knn.strategy": "gain", "knn.k": 5, "knn.tau": 4.0, "knn.spacing": 0.05})
+        .validate()
+    )
+    real = asyncio.run(launch(config, 2, tmp_path))["knn"]
+    sim = simulate(config, memory_check=False)["knn"]
+    assert real["queries"] == sim["queries"] > 500
+    assert real["done"] == real["queries"] and real["pending"] == 0 and real["timeouts"] == 0
+    for key in ("usage", "real"):
+        assert real["counts"][key] == sim["counts"][key]  # node by node, across the two processes
+    assert real["unprotected"] == sim["unprotected"] and real["epsilon_median"] == sim["epsilon_median"]
+    assert sum(real["counts"]["usage"].values()) > sum(real["counts"]["real"].values()) > 0
+    assert abs(real["mae"] - sim["mae"]) < 0.05, (real["mae"], sim["mae"])
+    assert real["neighbours_at_q"] == pytest.approx(sim["neighbours_at_q"])
