@@ -150,6 +150,7 @@ class KnnService:
         self.sim = np.zeros(n)
         self.co = np.zeros(n)
         self.items_of: dict[int, npt.NDArray[np.int64]] = {}
+        self.raters: dict[int, list[int]] = {}  #: per item, the known nodes who rated it
         self.probed: dict[int, float] = {}  #: probes sent and not answered yet, and when
         self.used = np.zeros(n, bool)  #: its neighbourhood N_u (UserKNN+Reuse, Neighbors@q)
         self.size = 0
@@ -231,7 +232,9 @@ class KnnService:
         if isinstance(message, KnnProbe):
             if not (_ascending_in(message.items, s.n_items) and len(message.ratings) == len(message.items)):
                 return "schema"
-            return None if all(_in_scale(r, s.scale) for r in message.ratings) else "schema"
+            r = np.asarray(message.ratings, dtype=np.float64)
+            fits = bool(np.isfinite(r).all()) and bool((r >= s.scale[0]).all() and (r <= s.scale[1]).all())
+            return None if fits else "schema"
         if isinstance(message, KnnProfile):
             if sender not in self.probed:
                 return "not-asked"
@@ -323,6 +326,10 @@ class KnnService:
         return out
 
     def _learn(self, node: int, sim: float, co: float, items: npt.NDArray[np.int64]) -> None:
+        for item in self.items_of.get(node, np.zeros(0, np.int64)).tolist():  # a profile renewed
+            self.raters[item].remove(node)
+        for item in items.tolist():
+            self.raters.setdefault(item, []).append(node)
         self.known[node] = True
         self.sim[node] = sim
         self.co[node] = co
@@ -363,9 +370,7 @@ class KnnService:
 
     def _ask(self, query: Query, now: float) -> list[Effect]:
         i = query.item
-        cand = np.array(
-            sorted(c for c, its in self.items_of.items() if c != self.node_id and _has(its, i)), np.int64
-        )
+        cand = np.array(sorted(c for c in self.raters.get(i, ()) if c != self.node_id), np.int64)
         if cand.size == 0:
             self.done.append((self.next, i, self.fallback, query.truth, 0))
             return []
@@ -401,11 +406,6 @@ class KnnService:
         if self.settings.fallback is not None:
             return self.settings.fallback
         return float(self.ratings.mean()) if self.ratings.size else float(np.mean(self.settings.scale))
-
-
-def _has(items: npt.NDArray[np.int64], item: int) -> bool:
-    where = int(np.searchsorted(items, item))
-    return where < items.size and int(items[where]) == item
 
 
 def _ascending_in(items: tuple[int, ...], n_items: int) -> bool:

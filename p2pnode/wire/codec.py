@@ -517,11 +517,27 @@ _SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
 
 
 def _items(v: object) -> tuple[int, ...]:
-    if not isinstance(v, list) or len(v) > MAX_PROFILE_ITEMS:
-        raise WireError("schema", f"items: a list of at most {MAX_PROFILE_ITEMS} item ids")
-    if not all(type(x) is int and 0 <= x < 2**31 for x in v):
+    """Item ids packed as little-endian int32, at most MAX_PROFILE_ITEMS of them, each >= 0."""
+    if not isinstance(v, bytes) or len(v) % 4 or len(v) > 4 * MAX_PROFILE_ITEMS:
+        raise WireError("schema", f"items: the bytes of at most {MAX_PROFILE_ITEMS} int32 item ids")
+    ids = np.frombuffer(v, dtype="<i4")
+    if ids.size and int(ids.min()) < 0:
         raise WireError("schema", "an item id is an int in [0, 2^31)")
-    return tuple(v)
+    return tuple(ids.tolist())
+
+
+def _ratings(v: object, count: int) -> tuple[float, ...]:
+    """``count`` ratings packed as little-endian float64, all finite."""
+    if not isinstance(v, bytes) or len(v) != 8 * count:
+        raise WireError("schema", "KnnProbe: one float64 rating per item")
+    values = np.frombuffer(v, dtype="<f8")
+    if not np.isfinite(values).all():
+        raise WireError("schema", "a rating must be a finite number")
+    return tuple(values.tolist())
+
+
+def _pack_items(items: tuple[int, ...]) -> bytes:
+    return np.asarray(items, dtype="<i4").tobytes()
 
 
 def _number(v: object, what: str) -> float:
@@ -541,10 +557,7 @@ def _count(v: object, what: str) -> int:
 def _dec_probe(b: dict[str, Any]) -> object:
     _field(b, {"i", "r"}, "KnnProbe")
     items = _items(b["i"])
-    ratings = b["r"]
-    if not isinstance(ratings, list) or len(ratings) != len(items):
-        raise WireError("schema", "KnnProbe: one rating per item")
-    return KnnProbe(items, tuple(_number(r, "a rating") for r in ratings))
+    return KnnProbe(items, _ratings(b["r"], len(items)))
 
 
 def _dec_profile(b: dict[str, Any]) -> object:
@@ -564,8 +577,16 @@ def _dec_answer(b: dict[str, Any]) -> object:
 
 
 _KNN: dict[MsgType, tuple[type, _Enc, _Dec]] = {
-    MsgType.KNN_PROBE: (KnnProbe, lambda m: {"i": list(m.items), "r": list(m.ratings)}, _dec_probe),
-    MsgType.KNN_PROFILE: (KnnProfile, lambda m: {"s": m.sim, "c": m.co, "i": list(m.items)}, _dec_profile),
+    MsgType.KNN_PROBE: (
+        KnnProbe,
+        lambda m: {"i": _pack_items(m.items), "r": np.asarray(m.ratings, dtype="<f8").tobytes()},
+        _dec_probe,
+    ),
+    MsgType.KNN_PROFILE: (
+        KnnProfile,
+        lambda m: {"s": m.sim, "c": m.co, "i": _pack_items(m.items)},
+        _dec_profile,
+    ),
     MsgType.KNN_ASK: (KnnAsk, lambda m: {"q": m.query, "i": m.item}, _dec_ask),
     MsgType.KNN_ANSWER: (KnnAnswer, lambda m: {"q": m.query, "i": m.item, "r": m.rating}, _dec_answer),
 }

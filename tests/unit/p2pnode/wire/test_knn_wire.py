@@ -32,6 +32,14 @@ def test_knn_messages_roundtrip_on_their_own_channel(message: object) -> None:
     assert decode_knn(frame) == message
 
 
+def _i(*ids: int) -> bytes:
+    return np.asarray(ids, dtype="<i4").tobytes()
+
+
+def _r(*values: float) -> bytes:
+    return np.asarray(values, dtype="<f8").tobytes()
+
+
 def _frame(msg_type: MsgType, body: object) -> bytes:
     return bytes(msgpack.packb({"v": WIRE_VERSION, "t": int(msg_type), "src": 1, "dst": 2, "b": body}))
 
@@ -39,13 +47,15 @@ def _frame(msg_type: MsgType, body: object) -> bytes:
 @pytest.mark.parametrize(
     ("msg_type", "body", "reason"),
     [
-        (MsgType.KNN_PROBE, {"i": [1, 2], "r": [1.0]}, "schema"),  # one rating per item
-        (MsgType.KNN_PROBE, {"i": [1, "2"], "r": [1.0, 2.0]}, "schema"),
-        (MsgType.KNN_PROBE, {"i": [1], "r": [float("nan")]}, "schema"),
-        (MsgType.KNN_PROBE, {"i": [1], "r": [1.0], "x": 1}, "schema"),  # a field too many
-        (MsgType.KNN_PROBE, {"i": list(range(MAX_PROFILE_ITEMS + 1)), "r": [1.0]}, "malformed"),
-        (MsgType.KNN_PROFILE, {"s": "1", "c": 1, "i": []}, "schema"),
-        (MsgType.KNN_PROFILE, {"s": 0.5, "c": -1, "i": []}, "schema"),
+        (MsgType.KNN_PROBE, {"i": _i(1, 2), "r": _r(1.0)}, "schema"),  # one rating per item
+        (MsgType.KNN_PROBE, {"i": [1, 2], "r": _r(1.0, 2.0)}, "schema"),  # not packed
+        (MsgType.KNN_PROBE, {"i": _i(1, 2)[:7], "r": _r(1.0, 2.0)}, "schema"),  # cut inside an id
+        (MsgType.KNN_PROBE, {"i": _i(1, -2), "r": _r(1.0, 2.0)}, "schema"),
+        (MsgType.KNN_PROBE, {"i": _i(1), "r": _r(float("nan"))}, "schema"),
+        (MsgType.KNN_PROBE, {"i": _i(1), "r": _r(1.0), "x": 1}, "schema"),  # a field too many
+        (MsgType.KNN_PROBE, {"i": _i(*range(MAX_PROFILE_ITEMS + 1)), "r": _r(1.0)}, "schema"),  # too many
+        (MsgType.KNN_PROFILE, {"s": "1", "c": 1, "i": _i()}, "schema"),
+        (MsgType.KNN_PROFILE, {"s": 0.5, "c": -1, "i": _i()}, "schema"),
         (MsgType.KNN_ASK, {"q": 1, "i": -3}, "schema"),
         (MsgType.KNN_ASK, [1, 2], "schema"),
         (MsgType.KNN_ANSWER, {"q": 1, "i": 2, "r": float("inf")}, "schema"),
