@@ -766,10 +766,10 @@ class KnnConfig:
                     check=_min(0), needs=_KNN)  # fmt: skip
     start: float = opt(
         100.0,
-        "ticks before the first query (the probes' time)",
+        "ticks before the first query (the probes' time); negative: counted back from the end of the "
+        "last round (-300: three rounds before the end; at least one round in)",
         name="--knn-start",
         group="knn",
-        check=_min(0),
         needs=_KNN,
     )
     spacing: float = opt(

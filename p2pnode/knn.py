@@ -24,7 +24,10 @@ import numpy as np
 from learning import reuseknn as rk
 from p2pnode.config import ConfigError, RunConfig
 from p2pnode.prepare import Prepared
+from protocols.gossip import TimingConfig
 from protocols.knn import KnnService, KnnSettings, Query
+
+ROUND_TICKS = TimingConfig().round_ticks
 
 
 @dataclass(frozen=True)
@@ -101,9 +104,12 @@ def make_knn(prep: Prepared, node_id: int) -> KnnService:
     r = plan.ratings
     mine = plan.train[r.users[plan.train] == node_id]
     order = np.flatnonzero(r.users[plan.test] == node_id)
+    start = (
+        cfg.knn.start if cfg.knn.start >= 0 else max(ROUND_TICKS, cfg.rounds * ROUND_TICKS + cfg.knn.start)
+    )
     queries = [
         Query(
-            cfg.knn.start + float(j) * cfg.knn.spacing,
+            start + float(j) * cfg.knn.spacing,
             int(r.items[plan.test[j]]),
             float(r.values[plan.test[j]]),
         )
