@@ -189,7 +189,7 @@ def footprint_of(config: RunConfig, prep: Prepared) -> Footprint:
     copies = STATE_COPIES[config.model]
     bench = sum(prep.init[k].nbytes for k in workbench_names(config))
     clients = config.nodes if bench else 0
-    extra = pard_node_bytes(prep) + eval_node_bytes(prep)
+    extra = pard_node_bytes(prep) + eval_node_bytes(prep) + knn_node_bytes(prep)
     if plan is None:
         return Footprint(
             model,
@@ -224,6 +224,25 @@ def eval_node_bytes(prep: Prepared) -> int:
         return 0
     n_items = max(int(v.shape[0]) for v in prep.init.values())
     return 8 * n_items
+
+
+#: what a KNN node keeps of each profile it holds beyond its items (4 bytes each in the index):
+#: its similarity, co-rated count, and, as the neighbour it probed, the querier's entry (hash and
+#: time), with the heap's share. Fitted to ``python -m p2plab simulate --nodes 943 --rounds 5
+#: --knn gain``: peak RSS 2.40-2.48 GB against 1.14 GB without --knn.
+KNN_PAIR_BYTES = 1000
+
+
+def knn_node_bytes(prep: Prepared) -> int:
+    """What the KNN service (``--knn``) adds to a node: per profile it holds (every other node's
+    with ``--knn-candidates full``; with ``view`` at most 2,000) its index entries and
+    :data:`KNN_PAIR_BYTES`. At ML-100k's shape, 943 nodes, full: 1.26 MB."""
+    cfg = prep.config
+    if not cfg.knn.active or prep.data is None:
+        return 0
+    held = cfg.nodes - 1 if cfg.knn.candidates == "full" else min(cfg.nodes - 1, 2000)
+    mean_items = len(prep.data) / max(prep.data.n_users, 1)
+    return int(held * (4 * mean_items + KNN_PAIR_BYTES))
 
 
 def pard_node_bytes(prep: Prepared) -> int:

@@ -224,7 +224,25 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
         + (aia_lines(stats["aia"]) if isinstance(stats.get("aia"), dict) else "")
         + (_plugin_line(stats["attack_plugin"]) if isinstance(stats.get("attack_plugin"), dict) else "")
+        + (knn_line(stats["knn"]) if isinstance(stats.get("knn"), dict) else "")
         + (f"\n{stats['self_check']['line']}" if isinstance(stats.get("self_check"), dict) else "")
+    )
+
+
+def knn_line(knn: dict[str, Any]) -> str:
+    """The KNN service's figures (protocols/knn.py, p2pnode/knn.py): its MAE over the queries
+    done, the nodes used more than τ times, and what randomized response cost them."""
+    mae = "no query done" if knn.get("mae") is None else f"MAE {knn['mae']:.4f}"
+    eps = knn.get("epsilon_median")
+    unfinished = knn["queries"] - knn["done"]
+    return (
+        f"\nKNN {knn['strategy']} (k {knn['k']}): {mae} over {knn['done']} of {knn['queries']} queries"
+        + (f" ({unfinished} not done by the last round)" if unfinished else "")
+        + f"; {100 * knn['vulnerable']:.1f}% of nodes used more than τ = {knn['tau']:.1f} times, "
+        f"DataUsage median {knn['data_usage']['median']:.0f} max {knn['data_usage']['max']:.0f}, "
+        f"{knn['privacy_risk']:.1f} real answers a node"
+        + (f", median ε {eps:.2f}" if eps is not None else "")
+        + (f", {knn['timeouts']} asks unanswered" if knn.get("timeouts") else "")
     )
 
 

@@ -79,7 +79,7 @@ def test_view_candidates_move_exposure_and_mae_and_the_summary_says_how_far() ->
     sim, view = run("userknn", k=5, dp="off", candidates="view")
     plan = knn_plan(sim.prep)
     f, v = knn_summary(full.values(), plan), knn_summary(view.values(), plan)
-    known = [len(s.items_of) - 1 for s in view.values()]
+    known = [s.profiles_held for s in view.values()]
     assert 0 < np.mean(known) < NODES - 1  # fewer than everyone, more than none
     assert v["done"] == f["done"] == plan.queries
     assert v["mae"] != f["mae"]

@@ -105,13 +105,16 @@ def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
     assert node.vet(1, KnnAsk(1, 20)) == "schema"
     assert node.vet(1, KnnProfile(0.5, 1, (3,))) == "not-asked"  # never probed
     assert node.vet(1, KnnAnswer(1, 4, 3.0)) == "not-asked"  # no such query
-    start = node.start(0.0)
-    assert sum(isinstance(e, Send) and isinstance(e.message, KnnProbe) for e in start) == 49
+    start = node.start(0.0)  # 49 others, 32 probes on their way at once
+    assert [e.to for e in start if isinstance(e, Send) and isinstance(e.message, KnnProbe)] == list(
+        range(1, 33)
+    )
     assert node.vet(1, KnnProfile(1.5, 1, (3,))) == "schema"
     assert node.vet(1, KnnProfile(0.5, 2, (3,))) == "schema"  # co past its items
     for peer, sim in ((1, 0.9), (2, 0.5), (3, -0.2)):
         assert node.vet(peer, KnnProfile(sim, 1, (4,))) is None
-        node.on_message(peer, KnnProfile(sim, 1, (4,)), 0.0)
+        more = node.on_message(peer, KnnProfile(sim, 1, (4,)), 0.0)
+        assert [e.to for e in more if isinstance(e, Send)] == [32 + peer]  # the window moves on
     asks = [e for e in node.on_timer("knn:query", 1.0) if isinstance(e, Send)]
     assert sorted(e.to for e in asks) == [1, 2] and all(e.message == KnnAsk(1, 4) for e in asks)
     assert node.vet(3, KnnAnswer(1, 4, 2.0)) == "not-asked"  # asked the two most similar
