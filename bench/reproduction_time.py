@@ -63,6 +63,7 @@ EXPERIMENTS = (
         "defences-gossip",
         "eval-full",
         "reuseknn",
+        "knn-p2p",
     ),
 )
 

@@ -1160,6 +1160,16 @@ NETWORK_SETTINGS = (
     "learning.top_k",
     "learning.test_negatives",
     "learning.evaluation",
+    # the KNN service: the same split, plan, τ and rule everywhere (p2pnode/knn.py)
+    "knn.strategy",
+    "knn.k",
+    "knn.dp",
+    "knn.tau",
+    "knn.candidates",
+    "knn.folds",
+    "knn.fold",
+    "knn.start",
+    "knn.spacing",
 )
 
 

@@ -70,6 +70,18 @@ def test_full_candidates_give_the_central_modules_run_bit_for_bit(strategy: str)
     summary = knn_summary(services.values(), plan)
     assert summary["mae"] == rk.mae(want.estimates, truth)
     assert summary["done"] == plan.queries and summary["pending"] == 0 and summary["timeouts"] == 0
+    if strategy == "gain":  # each node's own counts and ε on /metrics, read at scrape time
+        registry = sim.metrics.registry
+        for u in (0, 7):
+            s = services[u]
+            for figure, want_value in (
+                ("data_usage", s.stats.usage),
+                ("randomized", s.stats.randomized),
+                ("epsilon", s.epsilon),
+            ):
+                got = registry.get_sample_value("p2pnode_knn", {"node": str(u), "figure": figure})
+                assert got == want_value
+        assert math.log(3) < services[0].epsilon < math.inf
 
 
 def test_view_candidates_move_exposure_and_mae_and_the_summary_says_how_far() -> None:
