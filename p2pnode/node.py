@@ -245,6 +245,7 @@ class NodeRuntime:
             "rng": [version, list(internal), gauss],
             "observer": node["observer"],
             **({"aia": node["aia"]} if node.get("aia") is not None else {}),  # attribute inference's
+            **({"knn": self.node.knn.state()} if self.node.knn is not None else {}),  # its DataUsage
             **self._public_state(),
             #: when it was taken (a real process's wall clock): a restart ages the views by the gap
             "saved_at": None if self.wall is None else self.wall(),
@@ -285,6 +286,10 @@ class NodeRuntime:
         if attacked != (self.node.observed_users() is not None):
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
         public = self._public_rows(state)  # checked before anything is restored
+        if ("knn" in state) != (self.node.knn is not None):
+            raise ValueError("checkpoint and configuration disagree on whether this node runs --knn")
+        if self.node.knn is not None:  # parsed whole before it changes anything, as the rows above
+            self.node.knn.restore(state["knn"])
         learner: Any = self.learner
         learner.restore(state["learner"])
         self.node.restore(state)

@@ -40,7 +40,7 @@ neighbourhoods, DataUsage and estimates are the central module's with per-user g
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,6 +322,54 @@ class KnnService:
         self.tokens[querier] = (tokens - 1.0, now)
         return True
 
+    # -- checkpoints (p2pnode/checkpoint.py) ------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """What a restart must not forget: as a neighbour its counts (a node that forgot its
+        DataUsage would answer real ratings again), the answers it gave and whose profiles it
+        answered, its generators; as a querier where it is in its plan and what it has asked.
+        Asks on their way are not resumed: the saved state ends their queries with the
+        fallback, counted as timeouts (the running node is not changed). Profiles are probed
+        again after the restart (a same profile costs nothing)."""
+        s = self.stats
+        lost = [(p.place, p.item, self.fallback, p.truth, 0) for p in self.pending.values()]
+        timeouts = s.timeouts + sum(len(p.top) - len(p.answers) for p in self.pending.values())
+        return {
+            "stats": [s.usage, s.real, s.randomized, s.repeated, s.declined, s.probes_answered, timeouts],
+            "answered": [[q, i, r] for (q, i), r in self.answered.items()],
+            "profiles": [[q, h, t] for q, (h, t) in self.profiles.items()],
+            "next": self.next,
+            "done": [list(d) for d in (*self.done, *lost)],
+            "used": np.flatnonzero(self.used).tolist(),
+            "size": self.size,
+            "overlap": self.overlap,
+            "at_q": list(self.at_q),
+            "co_q": list(self.co_q),
+            "rng": [_generator_state(self.rng), _generator_state(self.answer_rng)],
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back a :meth:`state` (ValueError, changing nothing, for one that does not fit)."""
+        try:
+            stats = KnnStats(*(int(v) for v in state["stats"]))
+            answered = {(int(q), int(i)): float(r) for q, i, r in state["answered"]}
+            profiles = {int(q): (int(h), float(t)) for q, h, t in state["profiles"]}
+            done = [(int(p), int(i), float(e), float(t), int(n)) for p, i, e, t, n in state["done"]]
+            used = [int(u) for u in state["used"]]
+            nxt, size, overlap = int(state["next"]), int(state["size"]), float(state["overlap"])
+            at_q, co_q = [int(v) for v in state["at_q"]], [float(v) for v in state["co_q"]]
+            ask, answer = (_generator_from(g) for g in state["rng"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the KNN service's checkpoint does not parse: {exc}") from None
+        if not 0 <= nxt <= len(self.plan) or any(not 0 <= u < self.settings.population for u in used):
+            raise ValueError("the KNN service's checkpoint is of another plan or network")
+        self.stats, self.answered, self.profiles, self.done = stats, answered, profiles, done
+        self.used[:] = False
+        self.used[used] = True
+        self.next, self.size, self.overlap, self.at_q, self.co_q = nxt, size, overlap, at_q, co_q
+        self.rng = ask
+        self.answer_rng = answer if answer is not None else ask
+
     @property
     def epsilon(self) -> float:
         return epsilon_of(self.stats.usage, self.stats.real)
@@ -450,6 +498,28 @@ class KnnService:
         if self.settings.fallback is not None:
             return self.settings.fallback
         return float(self.ratings.mean()) if self.ratings.size else float(np.mean(self.settings.scale))
+
+
+def _generator_state(rng: np.random.Generator) -> list[Any]:
+    """A PCG64 generator's state with its 128-bit numbers as decimal strings (msgpack holds 64)."""
+    st = rng.bit_generator.state
+    return [
+        st["bit_generator"],
+        str(st["state"]["state"]),
+        str(st["state"]["inc"]),
+        st["has_uint32"],
+        st["uinteger"],
+    ]
+
+
+def _generator_from(saved: Sequence[Any]) -> np.random.Generator:
+    name, state, inc, has, word = saved
+    if name != "PCG64":
+        raise ValueError(f"a {name} generator where PCG64 was saved")
+    bits = np.random.PCG64()
+    bits.state = {"bit_generator": name, "state": {"state": int(state), "inc": int(inc)},
+                  "has_uint32": int(has), "uinteger": int(word)}  # fmt: skip
+    return np.random.Generator(bits)
 
 
 def _ascending_in(items: tuple[int, ...], n_items: int) -> bool:

@@ -96,6 +96,12 @@ def test_view_candidates_move_exposure_and_mae_and_the_summary_says_how_far() ->
     assert v["done"] == f["done"] == plan.queries
     assert v["mae"] != f["mae"]
     assert v["data_usage"]["max"] < f["data_usage"]["max"]
+    # a node's checkpoint through the node runtime carries its service (p2pnode/node.py)
+    runtime = sim.host.nodes[0]
+    state = runtime.checkpoint_state()
+    before = view[0].stats
+    runtime.restore_state(state)
+    assert "knn" in state and view[0].stats == before and view[0].stats.usage > 0
     # without randomized response every node that answered once has spent ε = ∞ (eq. 26)
     assert all(math.isinf(s.epsilon) == (s.stats.usage > 0) for s in view.values())
     assert v["unprotected"] == sum(s.stats.usage > 0 for s in view.values())

@@ -137,3 +137,32 @@ def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
     node.on_message(2, KnnAnswer(1, 4, 2.0), 5.0)
     node.on_timer("knn:t1", 51.0)
     assert node.done == [(0, 4, 2.0, 3.0, 1)] and node.stats.timeouts == 1 and not node.pending
+
+
+def test_a_checkpoint_keeps_what_a_restart_must_not_forget() -> None:
+    """Through the checkpoint's own bytes (p2pnode/checkpoint.py): a node past τ that restarts
+    keeps its DataUsage (it would answer real ratings again otherwise), answers a repeated ask
+    from its cache, and draws the randomized responses it would have drawn."""
+    from p2pnode.checkpoint import dumps, loads
+
+    settings = KnnSettings(n_items=20, population=50, tau=1.0, dp=True)
+    node = KnnService(0, settings, ITEMS, RATINGS, [Query(1.0, 4, 3.0)], np.random.default_rng(1),
+                      np.random.default_rng(2))  # fmt: skip
+    for q, item in enumerate(ITEMS[:3]):
+        node.on_message(q + 1, KnnAsk(q, item), now=0.0)
+    node.on_message(9, KnnProbe((4,), (2.0,)), now=0.0)
+    saved = loads(dumps({"knn": node.state()}))["knn"]
+    again = KnnService(0, settings, ITEMS, RATINGS, [Query(1.0, 4, 3.0)], np.random.default_rng(7),
+                       np.random.default_rng(8))  # fmt: skip
+    again.restore(saved)
+    assert again.stats == node.stats and again.stats.usage == 3 and again.stats.randomized == 2
+    assert answers(again.on_message(2, KnnAsk(5, ITEMS[1]), now=1.0)) == [node.answered[(2, ITEMS[1])]]
+    a = answers(node.on_message(4, KnnAsk(6, ITEMS[3]), now=1.0))
+    b = answers(again.on_message(4, KnnAsk(6, ITEMS[3]), now=1.0))
+    assert a == b and again.epsilon == node.epsilon < math.inf
+    probe = KnnProbe((4,), (2.0,))  # the same profile again: answered alike, not counted again
+    assert again.on_message(9, probe, now=2.0) == node.on_message(9, probe, now=2.0)
+    assert again.stats.probes_answered == node.stats.probes_answered == 1
+    with pytest.raises(ValueError, match="does not parse"):
+        again.restore({**saved, "stats": "x"})
+    assert again.stats.usage == 4  # a refused checkpoint changed nothing
