@@ -52,6 +52,7 @@ from p2pcore.effects import Dropped, Effect, NodeId, Send, SetTimer
 from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
 
 QUERY_TIMER = "knn:query"
+HOLD_STEP = 5.0  #: ticks between two looks for missing profiles before a query
 TIMEOUT_PREFIX = "knn:t"
 
 
@@ -72,6 +73,7 @@ class KnnSettings:
     max_profiles: int = 2000  #: view: the most profiles held
     fallback: float | None = None  #: a query no neighbour answers (None: the node's own mean)
     timeout_ticks: float = 100.0  #: an ask unanswered this long is left out
+    hold_ticks: float = 500.0  #: full: how long a query waits for profiles still on their way
     ask_rate: float = 10.0  #: answers a round to one querier (token allowance)
     ask_burst: float = 100.0  #: answers to one querier before the rate applies
     reprobe_ticks: float = 1000.0  #: one new profile from a querier answered per this long
@@ -207,6 +209,12 @@ class KnnService:
 
     def on_timer(self, key: str, now: float) -> list[Effect]:
         if key == QUERY_TIMER:
+            s = self.settings
+            first = self.plan[self.next].at if self.next < len(self.plan) else now
+            if s.candidates == "full" and (self.waiting or self.probed) and now < first + s.hold_ticks:
+                # every node a candidate: the queries wait for the profiles still on their way
+                # (another process not up yet), at most ``hold_ticks``
+                return [SetTimer(QUERY_TIMER, now + HOLD_STEP)]
             out: list[Effect] = []
             while self.next < len(self.plan) and self.plan[self.next].at <= now:
                 out += self._ask(self.plan[self.next], now)

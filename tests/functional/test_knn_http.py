@@ -17,12 +17,12 @@ from p2pnode.sim import simulate
 
 pytestmark = pytest.mark.functional
 
-NODES = 40  #: two processes: nodes 0-19 and 20-39
+NODES = 30  #: two processes: nodes 0-14 and 15-29
 
 
 def test_launch_knn_counts_as_the_simulator_across_processes(tmp_path: Path) -> None:
     config = (
-        RunConfig(nodes=NODES, rounds=3, seed=5, view_size=8, tick_seconds=0.03)
+        RunConfig(nodes=NODES, rounds=3, seed=5, view_size=8, tick_seconds=0.02)
         .replace(**{"knn.strategy": "gain", "knn.k": 5, "knn.tau": 4.0, "knn.spacing": 0.05})
         .validate()
     )

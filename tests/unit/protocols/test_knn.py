@@ -95,7 +95,7 @@ def test_probes_are_answered_with_the_cosine_over_co_rated_items_and_limited_per
 
 def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
     plan = [Query(1.0, 4, 3.0)]
-    node = service(plan=plan, candidates="full", k=2)
+    node = service(plan=plan, candidates="full", k=2, hold_ticks=0.0)  # ask with the profiles it has
     assert node.vet(1, KnnProbe((3, 2), (1.0, 1.0))) == "schema"  # not ascending
     assert node.vet(1, KnnProbe((3, 20), (1.0, 1.0))) == "schema"  # past the catalogue
     assert node.vet(1, KnnProbe((3,), (1.0, 2.0))) == "schema"  # one rating per item
@@ -128,7 +128,7 @@ def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
 
 
 def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
-    node = service(plan=[Query(1.0, 4, 3.0)], k=2, timeout_ticks=50.0)
+    node = service(plan=[Query(1.0, 4, 3.0)], k=2, timeout_ticks=50.0, hold_ticks=0.0)
     node.start(0.0)
     for peer, sim in ((1, 0.9), (2, 0.5)):
         node.on_message(peer, KnnProfile(sim, 1, (4,)), 0.0)
@@ -166,3 +166,22 @@ def test_a_checkpoint_keeps_what_a_restart_must_not_forget() -> None:
     with pytest.raises(ValueError, match="does not parse"):
         again.restore({**saved, "stats": "x"})
     assert again.stats.usage == 4  # a refused checkpoint changed nothing
+
+
+def test_with_every_node_a_candidate_queries_wait_for_the_profiles_on_their_way() -> None:
+    """Another process may not be up when the probes go out: the queries wait (at most
+    ``hold_ticks``) until every probe is answered, so the neighbours are chosen among everyone."""
+    node = KnnService(0, KnnSettings(n_items=20, population=3, hold_ticks=50.0), ITEMS, RATINGS,
+                      [Query(10.0, 4, 3.0)], np.random.default_rng(0))  # fmt: skip
+    node.start(0.0)
+    node.on_message(1, KnnProfile(0.5, 1, (4,)), 0.0)
+    assert node.on_timer("knn:query", 10.0) == [SetTimer("knn:query", 15.0)] and not node.done
+    node.on_message(2, KnnProfile(0.9, 1, (4,)), 12.0)
+    asks = [e.to for e in node.on_timer("knn:query", 15.0) if isinstance(e, Send)]
+    assert asks == [2, 1]  # both known: the most similar first
+    late = KnnService(0, KnnSettings(n_items=20, population=3, hold_ticks=50.0), ITEMS, RATINGS,
+                      [Query(10.0, 4, 3.0)], np.random.default_rng(0))  # fmt: skip
+    late.start(0.0)
+    late.on_message(1, KnnProfile(0.5, 1, (4,)), 0.0)
+    asks = [e.to for e in late.on_timer("knn:query", 60.0) if isinstance(e, Send)]
+    assert asks == [1]  # past the hold: it asks among those it knows
