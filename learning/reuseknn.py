@@ -50,6 +50,15 @@ class Ratings:
     n_items: int
     scale: tuple[float, float]  #: the rating scale (lowest, highest), e.g. (1, 5)
 
+    @classmethod
+    def of(
+        cls, users: IntArray, items: IntArray, ratings: npt.ArrayLike, n_users: int, n_items: int
+    ) -> Ratings:
+        """Ratings of a data set's rows, the scale from the lowest to the highest rating given."""
+        values = np.asarray(ratings, dtype=np.float64)
+        scale = (float(values.min()), float(values.max()))
+        return cls(users.astype(np.int64), items.astype(np.int64), values, n_users, n_items, scale)
+
     def subset(self, rows: IntArray) -> Ratings:
         return Ratings(
             self.users[rows], self.items[rows], self.values[rows], self.n_users, self.n_items, self.scale

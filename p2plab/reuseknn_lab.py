@@ -107,15 +107,7 @@ def load_ratings(dataset: str) -> rk.Ratings:
     data = load_ml100k() if dataset == "ml-100k" else load_table(dataset, min_interactions=1)
     if data.ratings is None:
         raise ConfigError(f"{dataset}: no rating column (ReuseKNN predicts explicit ratings)")
-    values = np.asarray(data.ratings, dtype=np.float64)
-    return rk.Ratings(
-        data.users.astype(np.int64),
-        data.items.astype(np.int64),
-        values,
-        data.n_users,
-        data.n_items,
-        (float(values.min()), float(values.max())),
-    )
+    return rk.Ratings.of(data.users, data.items, data.ratings, data.n_users, data.n_items)
 
 
 def run_fold(

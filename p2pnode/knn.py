@@ -60,15 +60,7 @@ def ratings_of(prep: Prepared) -> rk.Ratings:
             f"--knn: {prep.config.dataset} has no ratings (the KNN service predicts explicit ratings: "
             "ml-100k, or a file with a rating column)"
         )
-    values = np.asarray(data.ratings, dtype=np.float64)
-    return rk.Ratings(
-        data.users.astype(np.int64),
-        data.items.astype(np.int64),
-        values,
-        data.n_users,
-        data.n_items,
-        (float(values.min()), float(values.max())),
-    )
+    return rk.Ratings.of(data.users, data.items, data.ratings, data.n_users, data.n_items)
 
 
 def knn_plan(prep: Prepared) -> KnnPlan:

@@ -355,9 +355,13 @@ def decode_public(frame: Frame, spec: PublicSpec | None) -> PublicMessage:
 
 def decode_sampling(frame: Frame) -> object:
     """Turn a peer-sampling body into its message dataclass."""
-    entry = _SAMPLING.get(frame.type)
+    return _decode_by(frame, _SAMPLING, "a peer-sampling message")
+
+
+def _decode_by(frame: Frame, table: Mapping[MsgType, tuple[type, _Enc, _Dec]], what: str) -> object:
+    entry = table.get(frame.type)
     if entry is None:
-        raise WireError("unknown-type", f"{frame.type.name} is not a peer-sampling message")
+        raise WireError("unknown-type", f"{frame.type.name} is not {what}")
     body = frame.body
     if not isinstance(body, dict):
         raise WireError("schema", f"{frame.type.name}: body must be a map")
@@ -367,13 +371,7 @@ def decode_sampling(frame: Frame) -> object:
 def decode_knn(frame: Frame) -> object:
     """Turn a KNN service body into its message dataclass (protocols/knn_messages.py); the
     receiving node checks items and ratings against its catalogue and scale (KnnService.vet)."""
-    entry = _KNN.get(frame.type)
-    if entry is None:
-        raise WireError("unknown-type", f"{frame.type.name} is not a KNN message")
-    body = frame.body
-    if not isinstance(body, dict):
-        raise WireError("schema", f"{frame.type.name}: body must be a map")
-    return entry[2](body)
+    return _decode_by(frame, _KNN, "a KNN message")
 
 
 # -- field checks --------------------------------------------------------------------------------
