@@ -131,6 +131,11 @@ class BaseLearner(ABC):
     metric = "hit_ratio"  #: utility reported per round as ``{metric}_at_{K}``
     model_name = "gmf"  #: the ``--model`` this learner trains
     dp: PrivateStepper | None = None  #: the node's DP-SGD state when it trains privately
+    #: selective DP-SGD (paper 003's "DP only where needed", §4.3, carried over to model gossip):
+    #: local updates go through DP-SGD only once this many of the node's models were delivered
+    #: (0: from the start). Models sent before the switch left the node unprotected.
+    dp_after: int = 0
+    delivered: int = 0  #: models of this node a peer took (a 200 answer): its DataUsage bound
     #: shared parameters that are sent (an observer reads them) but never merged nor loaded from
     #: the global model: each node keeps its own (paper 004's FedNCF: θ_u is uploaded, and only
     #: the item side is averaged)
@@ -248,8 +253,24 @@ class BaseLearner(ABC):
         """Train on local data; returns the number of optimizer steps."""
 
     def epsilon(self) -> float | None:
-        """DP ε this node has spent so far (None without DP-SGD)."""
+        """DP ε this node has spent so far (None without DP-SGD). Under selective DP-SGD
+        (:attr:`dp_after`) it bounds only the steps since the switch: see :meth:`unprotected`."""
         return None if self.dp is None else self.dp.epsilon()
+
+    def note_delivered(self) -> None:
+        """A peer took one of this node's models (the driver's answer to a model sent)."""
+        self.delivered += 1
+
+    @property
+    def private(self) -> bool:
+        """Whether the next local update goes through DP-SGD: with DP-SGD on, from the start, or
+        under selective DP-SGD once :attr:`delivered` reached :attr:`dp_after`."""
+        return self.dp is not None and self.delivered >= self.dp_after
+
+    def unprotected(self) -> int:
+        """Models of this node that peers took before its DP-SGD began (0: every model it sent was
+        trained under DP-SGD). No ε covers what they carry about its data."""
+        return min(self.delivered, self.dp_after) if self.dp is not None else 0
 
     @property
     def metric_key(self) -> str:
@@ -427,6 +448,7 @@ class BaseLearner(ABC):
             "rng": json.dumps(self.rng.bit_generator.state),
             "optimizer": self._optimizer_state(),
             "dp": None if self.dp is None else self.dp.state(),
+            "delivered": self.delivered,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -447,6 +469,7 @@ class BaseLearner(ABC):
         self._restore_optimizer(state["optimizer"])
         if self.dp is not None:
             self.dp.restore(state["dp"])
+        self.delivered = int(state.get("delivered", 0))  # a restart must not reopen selective DP's window
 
     def _optimizer_state(self) -> dict[str, Any]:
         return {}
@@ -620,9 +643,10 @@ class GMFLearner(BaseLearner):
         tau = self.config.share_less_tau
         before = self.params[gmf.ITEM].copy() if tau > 0 else None
         backend = self._backend
-        if self.dp is not None or not isinstance(backend, FusedGMF):
+        private = self.private
+        if private or not isinstance(backend, FusedGMF):
             self._begin_update()
-        if self.dp is not None:
+        if private:
             return self._private_update(before, tau)
         steps = 0
         if isinstance(backend, FusedGMF):

@@ -82,7 +82,8 @@ class PRMELearner(BaseLearner):
     def _batches(self) -> list[npt.NDArray[np.int64]]:
         """One epoch's batches: a shuffled partition, or under DP-SGD m Poisson samples."""
         n = len(self._next)
-        if self.dp is not None:
+        if self.private:
+            assert self.dp is not None
             return [poisson_batch(self.rng, n, self.dp.sample_rate) for _ in range(self.dp.steps_per_epoch)]
         order = self.rng.permutation(n)
         return [
@@ -100,7 +101,8 @@ class PRMELearner(BaseLearner):
         tau = cfg.share_less_tau
         before = (self.params[prme.ITEM_P].copy(), self.params[prme.ITEM_S].copy()) if tau > 0 else None
         self._begin_update()
-        if self.dp is not None:  # dense noise moves every row
+        dp = self.dp if self.private else None  # selective DP-SGD: off until the switch
+        if dp is not None:  # dense noise moves every row
             for name in self.params:
                 self.history.touch_all(name)
         steps = 0
@@ -109,16 +111,16 @@ class PRMELearner(BaseLearner):
             negatives = sample_negatives(self.rng, self._excluded, n)
             for sel in self._batches():
                 prev, pos, neg, gap = self._previous[sel], self._next[sel], negatives[sel], self._gap[sel]
-                if self.dp is None:
+                if dp is None:
                     rows = np.concatenate((prev, pos, neg))  # made unique where a base saves them
                     for name in (prme.ITEM_P, prme.ITEM_S):
                         self.history.touch_rows(name, rows)
                     self._touch_dense()
                 anchor = (before[0][pos], before[1][pos]) if before is not None else None
-                if self.dp is None:
+                if dp is None:
                     loss += self._trainer.step(prev, pos, neg, gap, anchor, tau)
-                elif self.dp.may_step():
-                    loss += self._trainer.dp_step(prev, pos, neg, gap, self.dp, anchor, tau)
+                elif dp.may_step():
+                    loss += self._trainer.dp_step(prev, pos, neg, gap, dp, anchor, tau)
                 else:
                     break
                 steps += 1

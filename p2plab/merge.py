@@ -97,6 +97,18 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
             "min": min(r["dp_epsilon"]["min"] for r in eps),
         }
         total["dp_epsilon_by_node"] = by_node
+    sel = [r["dp_selective"] for r in results if isinstance(r.get("dp_selective"), dict)]
+    if sel:  # selective DP-SGD (p2pnode.report.selective_stats): weighted by each process's nodes
+        n = sum(s["nodes"] for s in sel)
+        total["dp_selective"] = {
+            "past": max(s["past"] for s in sel),
+            "nodes": n,
+            "switched": sum(s["switched"] * s["nodes"] for s in sel) / n,
+            "unprotected": {
+                "mean": sum(s["unprotected"]["mean"] * s["nodes"] for s in sel) / n,
+                "max": max(s["unprotected"]["max"] for s in sel),
+            },
+        }
     return total
 
 

@@ -155,6 +155,8 @@ def make_learner(prep: Prepared, node_id: int) -> BaseLearner:
     learner = _learner(prep, node_id)
     if prep.config.learning.personal_user:
         learner.personal = frozenset({prme.USER_P if prep.config.model == "prme" else gmf.USER})
+    if prep.config.learning.dp_past:  # selective DP-SGD (learning.learner.BaseLearner.dp_after)
+        learner.dp_after = prep.config.learning.dp_past
     if prep.config.learning.upload_noise > 0:  # 004's APM baseline
         learner.upload_noise = (prep.config.learning.upload_noise, prep.config.seed * 1_000_003 + node_id)
     if prep.config.learning.evaluation == "full":

@@ -310,6 +310,15 @@ class LearningConfig:
     dp_delta: float = opt(
         1e-6, "δ (CIA paper Fig. 5)", group="dp", check=(lambda v: 0 < v < 1, "must be in (0, 1)"), needs=_DP
     )
+    dp_past: int = opt(
+        0,
+        "selective DP-SGD (paper 003's DP only past τ): a node trains with DP-SGD only once peers took "
+        "this many of its models, which leave unprotected until then (0: DP-SGD from the start)",
+        group="dp",
+        metavar="TAU",
+        check=_min(0),
+        needs=_DP,
+    )
 
     @property
     def dp(self) -> bool:

@@ -102,6 +102,12 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.dp_unprotected = Gauge(
+            "p2pnode_dp_unprotected",
+            "selective DP-SGD (--dp-past): models of this node peers took before its DP-SGD began",
+            ["node"],
+            registry=r,
+        )
         self.cia_accuracy = Gauge(
             "p2pnode_cia_accuracy",
             "CIA Accuracy@R of this adversary at the last evaluation: |Ĉ ∩ C| / K",

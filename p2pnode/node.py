@@ -83,6 +83,22 @@ class HostedModel(Protocol):
         """DP-SGD ε spent so far, or None for a node that does not train with DP-SGD."""
         ...
 
+    #: selective DP-SGD (learning.learner.BaseLearner): models taken before DP-SGD begins (0: none)
+    dp_after: int
+
+    @property
+    def private(self) -> bool:
+        """Whether its local updates go through DP-SGD now."""
+        ...
+
+    def note_delivered(self) -> None:
+        """A peer took one of its models."""
+        ...
+
+    def unprotected(self) -> int:
+        """Its models peers took before its DP-SGD began."""
+        ...
+
 
 def _finite(value: float | None) -> float:
     """ε for a gauge: +Inf stays +Inf (σ = 0), None (no DP) reads as NaN."""
@@ -219,6 +235,8 @@ class NodeRuntime:
                 metrics.knn.labels(label, figure).set_function(read)
         if learner.epsilon() is not None:  # read at scrape time: the accountant is the source
             metrics.dp_epsilon.labels(label).set_function(lambda: _finite(learner.epsilon()))
+            if learner.dp_after:  # selective DP-SGD: the models that left before the switch
+                metrics.dp_unprotected.labels(label).set_function(learner.unprotected)
         self._synced = (0, 0)
         self._swaps_synced: dict[str, int] = {}
         self.round = 0
@@ -548,6 +566,7 @@ class NodeRuntime:
             if outcome.ok:
                 view = encoded.view if message is not None else None
                 self.encoder.acknowledged(peer, self.wire_version(version), view)
+                self.learner.note_delivered()  # its DataUsage bound: selective DP-SGD counts it
                 self._handle(Delivered(peer))
                 return
             self.encoder.forget(peer)

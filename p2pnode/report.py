@@ -54,11 +54,14 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
     eps: list[float] = []
+    selective: list[tuple[int, bool, int]] = []  #: (τ, switched, unprotected) under selective DP-SGD
     for node in nodes:
         figures = node.learner.ranking()
         spent = node.learner.epsilon()
         if spent is not None:
             eps.append(spent)
+            if node.learner.dp_after:
+                selective.append((node.learner.dp_after, node.learner.private, node.learner.unprotected()))
         node.record_round(round_no, figures)
         if figures is not None:
             total += figures.utility
@@ -109,7 +112,22 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
         out[f"{metric.key}_random"] = chance / max(n, 1)
     if eps:
         out["dp_epsilon"] = {"mean": sum(eps) / len(eps), "max": max(eps), "min": min(eps)}
+    if selective:
+        out["dp_selective"] = selective_stats(selective)
     return out
+
+
+def selective_stats(nodes: Sequence[tuple[int, bool, int]]) -> dict[str, Any]:
+    """Selective DP-SGD over ``(τ, switched, unprotected)`` per node: τ, the share of nodes that
+    train under DP-SGD, and how many of a node's models peers took before its DP-SGD began (no ε
+    covers those; ``dp_epsilon`` counts only the steps since the switch)."""
+    unprotected = [u for _, _, u in nodes]
+    return {
+        "past": max(t for t, _, _ in nodes),
+        "nodes": len(nodes),
+        "switched": sum(1 for _, on, _ in nodes if on) / len(nodes),
+        "unprotected": {"mean": sum(unprotected) / len(nodes), "max": max(unprotected)},
+    }
 
 
 def node_rows(
@@ -146,6 +164,8 @@ def node_rows(
         spent = node.learner.epsilon()
         if spent is not None:
             row["dp_epsilon"] = spent
+            if node.learner.dp_after:  # selective DP-SGD: models taken before the switch
+                row["dp_unprotected"] = node.learner.unprotected()
         board = node.node.board
         if board is not None:  # PARD: the rows of D_pub this node holds (protocols/public.py)
             row["public_rows"] = len(board.rows)
@@ -219,6 +239,7 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
             if "dp_epsilon" in stats
             else ""
         )
+        + (_selective_text(stats["dp_selective"]) if isinstance(stats.get("dp_selective"), dict) else "")
         + _trouble_line(stats)
         + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
@@ -226,6 +247,14 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + (_plugin_line(stats["attack_plugin"]) if isinstance(stats.get("attack_plugin"), dict) else "")
         + (knn_line(stats["knn"]) if isinstance(stats.get("knn"), dict) else "")
         + (f"\n{stats['self_check']['line']}" if isinstance(stats.get("self_check"), dict) else "")
+    )
+
+
+def _selective_text(sel: dict[str, Any]) -> str:
+    return (
+        f" since the switch (selective, past {sel['past']} models taken: {sel['switched']:.0%} of nodes "
+        f"switched; before it {sel['unprotected']['mean']:.1f} models a node left unprotected, at most "
+        f"{sel['unprotected']['max']})"
     )
 
 

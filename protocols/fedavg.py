@@ -100,6 +100,15 @@ class ParamStore:
         """The server trains nothing, so it spends no DP budget."""
         return None
 
+    dp_after = 0  #: the server trains nothing: no selective DP-SGD either
+    private = False
+
+    def note_delivered(self) -> None:
+        """The global model reached a client: the server keeps no data to protect."""
+
+    def unprotected(self) -> int:
+        return 0
+
 
 def average(models: Sequence[ParamsView], how: str = "mean") -> dict[str, npt.NDArray[np.float32]]:
     """The element-wise mean of ``models`` (uniform FedAvg weights), or their coordinate-wise

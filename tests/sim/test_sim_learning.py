@@ -7,6 +7,7 @@ import pytest
 
 from learning.metrics import random_hit_ratio
 from p2pnode.config import RunConfig
+from p2pnode.report import metric_for, summary
 from p2pnode.sim import Simulation, simulate
 
 RANDOM_HR = random_hit_ratio(20, 100)
@@ -234,6 +235,25 @@ def test_dp_sgd_network_spends_at_most_its_target_epsilon() -> None:
     assert spent == sorted(spent) and spent[0] < spent[-1]  # ε only grows
     # every coordinate moves each step, so no row delta is ever smaller than the full model
     assert result["delta_messages"] <= result["model_messages"] // 10
+
+
+def test_selective_dp_sgd_switches_each_node_on_after_its_models_were_taken() -> None:
+    """``--dp-past 3``: a node trains plainly until peers took 3 of its models, then under
+    DP-SGD; the summary says how many switched and how many models left unprotected."""
+    cfg = RunConfig(nodes=40, rounds=6, seed=4, dataset="synthetic")
+    result = simulate(cfg.replace(**{"learning.lr": 0.01, "learning.dp_noise": 1.0, "learning.dp_past": 3}))
+    rows = {r["node"]: r for r in result["per_node"]}
+    sel = result["dp_selective"]
+    assert sel["past"] == 3 and sel["nodes"] == 40 and sel["unprotected"]["max"] == 3
+    switched = [r for r in rows.values() if r["dp_unprotected"] == 3]
+    assert sel["switched"] == len(switched) / 40 > 0.5
+    # a node spends ε only after its switch (one that switched after its last update spent none)
+    assert sum(r["dp_epsilon"] > 0 for r in switched) > len(switched) // 2
+    assert all(r["dp_epsilon"] == 0 for r in rows.values() if r["dp_unprotected"] < 3)
+    plain = simulate(cfg.replace(**{"learning.lr": 0.01, "learning.dp_noise": 1.0}))
+    assert "dp_selective" not in plain and result["dp_epsilon"]["mean"] < plain["dp_epsilon"]["mean"]
+    line = summary(result, metric_for(cfg))
+    assert "since the switch (selective, past 3 models taken" in line
 
 
 def test_samo_buffer_drops_are_counted_as_rejections_by_the_runtime() -> None:

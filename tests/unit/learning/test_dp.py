@@ -16,6 +16,7 @@ from learning import gmf, prme
 from learning.dp import DPConfig, NodeAccountant, PrivateStepper, clip_factors, poisson_batch
 from learning.gmf_numpy import NumpyGMF
 from learning.learner import GMFLearner, TrainConfig
+from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.prme_numpy import NumpyPRME
 from learning.split import leave_one_out
 from learning.synthetic import SyntheticConfig, planted_communities
@@ -272,3 +273,40 @@ def test_prme_clipped_sum_matches_opacus(clip: float, tau: float) -> None:
     ref = {"user_p": inner.user, "item_p": inner.item_p, "item_s": inner.item_s}
     for name, module in ref.items():
         np.testing.assert_allclose(ours[name], module.weight.grad.numpy(), rtol=3e-4, atol=3e-6, err_msg=name)
+
+
+def _selective_learner(model: str) -> GMFLearner | PRMELearner:
+    data, _planted = planted_communities(SyntheticConfig(users=10, items=200, seed=0))
+    user = leave_one_out(data, seed=0)[0]
+    dp = DPConfig(noise_multiplier=1.0)
+    rng = np.random.default_rng(0)
+    learner: GMFLearner | PRMELearner
+    if model == "gmf":
+        cfg = TrainConfig(factors=8, backend="numpy", dp=dp)
+        learner = GMFLearner(user, gmf.init_params(data.n_items, 8, seed=0), cfg, rng)
+    else:
+        learner = PRMELearner(user, prme.init_params(data.n_items, 8, seed=0), PRMEConfig(dim=8, dp=dp), rng)
+    learner.dp_after = 2
+    return learner
+
+
+@pytest.mark.parametrize("model", ["gmf", "prme"])
+def test_selective_dp_trains_plainly_until_the_switch_then_charges_every_step(model: str) -> None:
+    """003's DP only past τ, for model gossip: no DP-SGD step (and no ε) while fewer than
+    ``dp_after`` models were taken; then every update is private, and a checkpoint keeps the
+    count so a restart does not reopen the unprotected window."""
+    learner = _selective_learner(model)
+    assert learner.dp is not None and not learner.private
+    for _ in range(2):
+        assert learner.local_update() > 0
+        assert learner.dp.accountant.steps == 0 and learner.epsilon() == 0.0
+        learner.note_delivered()
+    assert learner.private and learner.unprotected() == 2
+    steps = learner.local_update()
+    spent = learner.epsilon()
+    assert steps > 0 and learner.dp.accountant.steps == steps and spent is not None and spent > 0
+    learner.note_delivered()
+    assert learner.unprotected() == 2  # a model sent after the switch was trained under DP-SGD
+    fresh = _selective_learner(model)
+    fresh.restore(learner.state())
+    assert fresh.delivered == 3 and fresh.private
