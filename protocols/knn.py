@@ -323,7 +323,9 @@ class KnnService:
     def _spend(self, querier: NodeId, now: float) -> bool:
         s = self.settings
         tokens, then = self.tokens.get(querier, (s.ask_burst, now))
-        tokens = min(s.ask_burst, tokens + (now - then) * s.ask_rate / s.round_ticks)
+        if math.isnan(then):  # restored from a checkpoint: no refill for the time it was down
+            then = now
+        tokens = min(s.ask_burst, tokens + max(now - then, 0.0) * s.ask_rate / s.round_ticks)
         if tokens < 1.0:
             self.tokens[querier] = (tokens, now)
             return False
@@ -354,6 +356,7 @@ class KnnService:
             "at_q": list(self.at_q),
             "co_q": list(self.co_q),
             "rng": [_generator_state(self.rng), _generator_state(self.answer_rng)],
+            "tokens": [[q, t] for q, (t, _) in self.tokens.items()],  # a restart does not refill them
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -367,11 +370,13 @@ class KnnService:
             nxt, size, overlap = int(state["next"]), int(state["size"]), float(state["overlap"])
             at_q, co_q = [int(v) for v in state["at_q"]], [float(v) for v in state["co_q"]]
             ask, answer = (_generator_from(g) for g in state["rng"])
+            tokens = {int(q): (float(t), math.nan) for q, t in state.get("tokens", [])}
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"the KNN service's checkpoint does not parse: {exc}") from None
         if not 0 <= nxt <= len(self.plan) or any(not 0 <= u < self.settings.population for u in used):
             raise ValueError("the KNN service's checkpoint is of another plan or network")
         self.stats, self.answered, self.profiles, self.done = stats, answered, profiles, done
+        self.tokens = tokens
         self.used[:] = False
         self.used[used] = True
         self.next, self.size, self.overlap, self.at_q, self.co_q = nxt, size, overlap, at_q, co_q

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -224,9 +226,20 @@ def test_prme_learns_on_synthetic_data_and_reports_f1() -> None:
     assert tail > 1.8 * random_f1, result["history"]  # measured 2.3-2.7x over seeds 4-6
 
 
-def test_dp_sgd_network_spends_at_most_its_target_epsilon() -> None:
-    cfg = RunConfig(nodes=40, rounds=6, seed=4, dataset="synthetic")
-    result = simulate(cfg.replace(**{"learning.lr": 0.01, "learning.dp_epsilon": 8.0}))
+_DP_NET = RunConfig(nodes=40, rounds=6, seed=4, dataset="synthetic").replace(
+    **{"learning.lr": 0.01, "learning.dp_epsilon": 8.0}
+)
+
+
+@pytest.fixture(scope="module")
+def dp_network() -> dict[str, Any]:
+    """A DP-SGD network's summary, shared by the tests of DP-SGD for all and selective DP-SGD."""
+    return simulate(_DP_NET)
+
+
+@pytest.mark.xdist_group("dp-network")
+def test_dp_sgd_network_spends_at_most_its_target_epsilon(dp_network: dict[str, Any]) -> None:
+    result = dp_network
     eps = result["dp_epsilon_by_node"]
     assert len(eps) == 40 and result["dp_epsilon"]["max"] == max(eps.values())
     assert all(0 < e <= 8.0 for e in eps.values())
@@ -237,11 +250,14 @@ def test_dp_sgd_network_spends_at_most_its_target_epsilon() -> None:
     assert result["delta_messages"] <= result["model_messages"] // 10
 
 
-def test_selective_dp_sgd_switches_each_node_on_after_its_models_were_taken() -> None:
+@pytest.mark.xdist_group("dp-network")
+def test_selective_dp_sgd_switches_each_node_on_after_its_models_were_taken(
+    dp_network: dict[str, Any],
+) -> None:
     """``--dp-past 3``: a node trains plainly until peers took 3 of its models, then under
     DP-SGD; the summary says how many switched and how many models left unprotected."""
-    cfg = RunConfig(nodes=40, rounds=6, seed=4, dataset="synthetic")
-    result = simulate(cfg.replace(**{"learning.lr": 0.01, "learning.dp_noise": 1.0, "learning.dp_past": 3}))
+    cfg = _DP_NET.replace(**{"learning.dp_past": 3})
+    result = simulate(cfg)
     rows = {r["node"]: r for r in result["per_node"]}
     sel = result["dp_selective"]
     assert sel["past"] == 3 and sel["nodes"] == 40 and sel["unprotected"]["max"] == 3
@@ -250,7 +266,7 @@ def test_selective_dp_sgd_switches_each_node_on_after_its_models_were_taken() ->
     # a node spends ε only after its switch (one that switched after its last update spent none)
     assert sum(r["dp_epsilon"] > 0 for r in switched) > len(switched) // 2
     assert all(r["dp_epsilon"] == 0 for r in rows.values() if r["dp_unprotected"] < 3)
-    plain = simulate(cfg.replace(**{"learning.lr": 0.01, "learning.dp_noise": 1.0}))
+    plain = dp_network  # the same σ for every node: a selective node spends less of it
     assert "dp_selective" not in plain and result["dp_epsilon"]["mean"] < plain["dp_epsilon"]["mean"]
     line = summary(result, metric_for(cfg))
     assert "since the switch (selective, past 3 models taken" in line

@@ -66,6 +66,24 @@ def test_recoveries_add_up_over_processes_and_an_older_summary_counts_none() -> 
     assert merged["recoveries"] == {"events": 8, "nodes": 3}
 
 
+def test_selective_dp_of_each_process_is_weighted_by_its_nodes() -> None:
+    from p2plab.merge import aggregate
+    from p2pnode.report import selective_stats
+
+    def process(nodes: list[tuple[int, bool, int]]) -> dict:  # type: ignore[type-arg]
+        out = {"nodes": len(nodes), "round": 5, "rounds": 5, "hr": 0.5, "rejected": {}}
+        out.update({k: 1 for k in ("messages", "model_messages", "delta_messages", "bytes")})
+        out.update({k: 1 for k in ("merges", "local_steps", "send_failures")})
+        out["dp_selective"] = selective_stats(nodes)
+        return out
+
+    a = [(4, True, 4), (4, True, 4), (4, False, 3)]
+    b = [(4, False, 1)]
+    merged = aggregate([process(a), process(b)], "hr")["dp_selective"]
+    assert merged == selective_stats(a + b)  # the processes together are the network's nodes
+    assert merged["switched"] == 0.5 and merged["unprotected"] == {"mean": 3.0, "max": 4}
+
+
 def test_attribute_inference_keeps_each_observer_and_each_process_omniscient_view_apart() -> None:
     def summary(observed: int) -> dict[str, object]:
         return {"last": {"observed": observed}, "best": {}}

@@ -59,6 +59,21 @@ def test_the_allowance_declines_a_querier_past_its_burst_and_refills_with_time()
     assert answers(many.on_message(6, KnnAsk(1, 10), now=0.0)) == [3.0]  # another querier's own
 
 
+def test_a_restart_does_not_refill_a_querier_allowance() -> None:
+    """The allowance is in the checkpoint: a querier that spent it cannot have a node restarted
+    (or wait out its downtime) for a fresh burst; it refills at the usual rate from the restart."""
+    from p2pnode.checkpoint import dumps, loads
+
+    settings = KnnSettings(n_items=20, population=50, ask_burst=3.0, ask_rate=10.0)
+    node = KnnService(0, settings, list(range(20)), [3.0] * 20, [], np.random.default_rng(0))
+    assert [answers(node.on_message(5, KnnAsk(q, q), now=0.0))[0] for q in range(4)] == [3.0] * 3 + [None]
+    again = KnnService(0, settings, list(range(20)), [3.0] * 20, [], np.random.default_rng(0))
+    again.restore(loads(dumps({"knn": node.state()}))["knn"])
+    assert answers(again.on_message(5, KnnAsk(7, 7), now=500.0)) == [None]  # still spent
+    assert answers(again.on_message(5, KnnAsk(8, 8), now=510.0)) == [3.0]  # one token in 10 ticks
+    assert answers(again.on_message(6, KnnAsk(9, 9), now=510.0)) == [3.0]  # another querier's own
+
+
 def test_past_tau_a_node_answers_through_randomized_response_and_counts_epsilon() -> None:
     """τ = 2: the first two answers are real (ε = ∞ after them, eq. 26), later ones randomized;
     the real rating comes back three times in four, within a binomial bound (seeded)."""
