@@ -158,6 +158,7 @@ def knn_summary(services: Iterable[KnnService], plan: KnnPlan) -> dict[str, Any]
         "abs_error": float(np.abs(truth[done] - estimates[done]).sum()),
         "pending": sum(len(s.pending) for s in services),
         "timeouts": sum(s.stats.timeouts for s in services),
+        "asked_again": sum(s.stats.asked_again for s in services),
         "declined": sum(s.stats.declined for s in services),
         "repeated": sum(s.stats.repeated for s in services),
         "usage": {str(s.node_id): s.stats.usage for s in services},
@@ -169,7 +170,10 @@ def knn_summary(services: Iterable[KnnService], plan: KnnPlan) -> dict[str, Any]
     return {**knn_figures(counts, mae), "counts": counts}
 
 
-_PASSED = ("strategy", "k", "tau", "queries", "done", "pending", "timeouts", "declined", "repeated")
+_PASSED = (
+    *("strategy", "k", "tau", "queries", "done", "pending"),
+    *("timeouts", "asked_again", "declined", "repeated"),
+)
 
 
 def knn_figures(counts: Mapping[str, Any], mae: float | None = None) -> dict[str, Any]:
@@ -206,8 +210,8 @@ def merge_knn(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if not counts:
         return None
     total: dict[str, Any] = {key: counts[0][key] for key in ("strategy", "k", "tau", "queries")}
-    for key in ("done", "abs_error", "pending", "timeouts", "declined", "repeated"):
-        total[key] = sum(c[key] for c in counts)
+    for key in ("done", "abs_error", "pending", "timeouts", "asked_again", "declined", "repeated"):
+        total[key] = sum(c.get(key, 0) for c in counts)
     for key in ("usage", "real"):
         total[key] = {node: n for c in counts for node, n in c[key].items()}
     for key in ("at_q", "co_q"):

@@ -22,7 +22,8 @@ Where it differs from the central version, by construction: a querier shows its 
 the candidates it probes (the similarity needs both sides' ratings, and the candidate's are what
 DataUsage protects); a candidate shows the ids of the items it rated; a query no neighbour can
 answer gets the run's agreed fallback (the central module's training mean, given in config like
-τ) or else the querier's own mean rating; an ask not answered within the timeout is left out of
+τ) or else the querier's own mean rating; an ask not answered within the timeout is sent once more
+(a refused or lost ask or answer), and one still not answered then is left out of
 the prediction.
 
 What a member can do to a node (THREAT_MODEL.md, KNN): every ask it answers counts once, so a
@@ -72,7 +73,7 @@ class KnnSettings:
     probe_window: int = 32  #: probes on their way at once (the rest wait for answers)
     max_profiles: int = 2000  #: view: the most profiles held
     fallback: float | None = None  #: a query no neighbour answers (None: the node's own mean)
-    timeout_ticks: float = 100.0  #: an ask unanswered this long is left out
+    timeout_ticks: float = 100.0  #: an ask unanswered this long is sent once more, then left out
     hold_ticks: float = 500.0  #: full: how long a query waits for profiles still on their way
     ask_rate: float = 10.0  #: answers a round to one querier (token allowance)
     ask_burst: float = 100.0  #: answers to one querier before the rate applies
@@ -99,6 +100,7 @@ class _Pending:
     top: npt.NDArray[np.int64]  #: the neighbours asked, in rank order
     sims: npt.NDArray[np.float64]
     answers: dict[int, float | None] = field(default_factory=dict)
+    asked_again: bool = False  #: its silent neighbours were asked once more
 
 
 @dataclass
@@ -112,6 +114,7 @@ class KnnStats:
     declined: int = 0  #: asks for an item it did not rate, or past the querier's allowance
     probes_answered: int = 0
     timeouts: int = 0  #: its own asks that went unanswered
+    asked_again: int = 0  #: its own asks sent once more after the first timeout
 
 
 def epsilon_of(usage: int, real: int) -> float:
@@ -223,9 +226,18 @@ class KnnService:
         if key.startswith(TIMEOUT_PREFIX):
             qid = int(key[len(TIMEOUT_PREFIX) :])
             pending = self.pending.get(qid)
-            if pending is not None:
-                self.stats.timeouts += len(pending.top) - len(pending.answers)
-                self._finish(qid)
+            if pending is None:
+                return []
+            silent = [int(c) for c in pending.top.tolist() if c not in pending.answers]
+            if not pending.asked_again:
+                # an ask or its answer refused (busy) or lost: asked once more; a neighbour
+                # that did answer gives its first answer again, uncounted (_on_ask)
+                pending.asked_again = True
+                self.stats.asked_again += len(silent)
+                deadline = now + self.settings.timeout_ticks
+                return [SetTimer(key, deadline), *(Send(c, KnnAsk(qid, pending.item)) for c in silent)]
+            self.stats.timeouts += len(silent)
+            self._finish(qid)
         return []
 
     def on_message(self, sender: NodeId, message: object, now: float) -> list[Effect]:
@@ -345,7 +357,10 @@ class KnnService:
         lost = [(p.place, p.item, self.fallback, p.truth, 0) for p in self.pending.values()]
         timeouts = s.timeouts + sum(len(p.top) - len(p.answers) for p in self.pending.values())
         return {
-            "stats": [s.usage, s.real, s.randomized, s.repeated, s.declined, s.probes_answered, timeouts],
+            "stats": [
+                *(s.usage, s.real, s.randomized, s.repeated, s.declined, s.probes_answered),
+                *(timeouts, s.asked_again),
+            ],
             "answered": [[q, i, r] for (q, i), r in self.answered.items()],
             "profiles": [[q, h, t] for q, (h, t) in self.profiles.items()],
             "next": self.next,

@@ -31,8 +31,8 @@ def test_launch_knn_counts_as_the_simulator_across_processes(tmp_path: Path) -> 
     assert real["queries"] == sim["queries"] > 500
     assert real["done"] == real["queries"] and real["pending"] == 0
     # node by node, across the two processes: the simulator's counts, less at most the asks that
-    # went unanswered on a loaded machine (a failed ask is not sent again; none is lost on a quiet
-    # one, where the two are equal)
+    # went unanswered twice on a loaded machine (an unanswered ask is sent once more; none is lost
+    # on a quiet one, where the two are equal)
     lost = real["timeouts"]
     assert lost <= 20, lost
     for key in ("usage", "real"):

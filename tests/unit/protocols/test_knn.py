@@ -142,7 +142,9 @@ def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
     assert node.done == [(0, 4, (0.9 * 4 + 0.5 * 2) / 1.4, 3.0, 2)]
 
 
-def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
+def test_an_unanswered_ask_is_sent_once_more_then_left_out() -> None:
+    """A refused or lost ask (or answer) is asked again at the first timeout, of the silent
+    neighbours only; one still silent at the second is left out of the estimate."""
     node = service(plan=[Query(1.0, 4, 3.0)], k=2, timeout_ticks=50.0, hold_ticks=0.0)
     node.start(0.0)
     for peer, sim in ((1, 0.9), (2, 0.5)):
@@ -150,8 +152,27 @@ def test_an_unanswered_ask_is_left_out_at_the_timeout() -> None:
     effects = node.on_timer("knn:query", 1.0)
     assert SetTimer("knn:t1", 51.0) in effects
     node.on_message(2, KnnAnswer(1, 4, 2.0), 5.0)
-    node.on_timer("knn:t1", 51.0)
+    again = node.on_timer("knn:t1", 51.0)
+    assert again == [SetTimer("knn:t1", 101.0), Send(1, KnnAsk(1, 4))] and node.stats.asked_again == 1
+    assert node.pending and not node.done
+    node.on_timer("knn:t1", 101.0)
     assert node.done == [(0, 4, 2.0, 3.0, 1)] and node.stats.timeouts == 1 and not node.pending
+
+
+def test_an_answer_to_the_second_ask_completes_the_query_and_is_not_counted_twice() -> None:
+    """The neighbour answered the first ask but its answer was lost: the second ask gets the
+    first answer again from its cache (uncounted), and the querier's estimate takes it."""
+    querier = service(plan=[Query(1.0, 4, 3.0)], k=1, timeout_ticks=50.0, hold_ticks=0.0)
+    neighbour = service(node_id=1)
+    querier.start(0.0)
+    querier.on_message(1, KnnProfile(0.9, 1, (4,)), 0.0)
+    ask = next(e for e in querier.on_timer("knn:query", 1.0) if isinstance(e, Send))
+    first = answers(neighbour.on_message(0, ask.message, 2.0))  # its answer is lost
+    resent = next(e for e in querier.on_timer("knn:t1", 51.0) if isinstance(e, Send))
+    second = answers(neighbour.on_message(0, resent.message, 52.0))
+    assert first == second == [3.0] and neighbour.stats.usage == 1 and neighbour.stats.repeated == 1
+    querier.on_message(1, KnnAnswer(1, 4, 3.0), 53.0)
+    assert querier.done == [(0, 4, 3.0, 3.0, 1)] and querier.stats.timeouts == 0
 
 
 def test_a_checkpoint_keeps_what_a_restart_must_not_forget() -> None:
