@@ -761,11 +761,12 @@ class KnnConfig:
     )
     candidates: str = opt(
         "full",
-        "whom a node may ask: every node (full; probed at the start) or the peers its sampler shows "
-        "it (view; a few probed at each wake-up)",
+        "whom a node may ask: every node (full; probed at the start), the peers its sampler shows "
+        "it (view; a few probed at each wake-up), or those and the most similar peers of its most "
+        "similar candidates (ranked: a similarity overlay built by gossip)",
         name="--knn-candidates",
         group="knn",
-        choices=("full", "view"),
+        choices=("full", "view", "ranked"),
         needs=_KNN,
     )
     folds: int = opt(

@@ -68,7 +68,10 @@ class KnnSettings:
     tau: float = math.inf  #: randomized response past this DataUsage (with ``dp``)
     dp: bool = False
     scale: tuple[float, float] = (1.0, 5.0)
-    candidates: str = "full"  #: full: every node is probed at the start; view: the sampler's peers
+    #: full: every node is probed at the start; view: the sampler's peers; ranked: those and the
+    #: most similar peers of its most similar candidates (a similarity overlay, as Vicinity builds)
+    candidates: str = "full"
+    near: int = 8  #: ranked: the most similar peers a profile answer names
     probes_per_wake: int = 5  #: view: new candidates probed at each wake-up
     probe_window: int = 32  #: probes on their way at once (the rest wait for answers)
     max_profiles: int = 2000  #: view: the most profiles held
@@ -200,7 +203,7 @@ class KnnService:
         s = self.settings
         stale = [p for p, sent in self.probed.items() if now - sent > s.timeout_ticks]
         out = self._probe(stale, now) if stale else []
-        if s.candidates == "view" and self.profiles_held < s.max_profiles:
+        if s.candidates in ("view", "ranked") and self.profiles_held < s.max_profiles:
             queued = set(self.waiting)
             fresh = [
                 p
@@ -246,6 +249,8 @@ class KnnService:
         if isinstance(message, KnnProfile):
             self.probed.pop(sender, None)
             self._learn(sender, message.sim, float(message.co), np.asarray(message.items, dtype=np.int64))
+            if message.near and self.settings.candidates == "ranked":
+                self._suggested(message.sim, message.near)
             return self._pump(now)
         if isinstance(message, KnnAsk):
             return self._on_ask(sender, message, now)
@@ -309,7 +314,40 @@ class KnnService:
             rc = self.ratings[b]
             den = float(np.dot(ru, ru)) * float(np.dot(rc, rc))
             sim = float(np.dot(ru, rc)) / math.sqrt(den) if den > 0 else 0.0
-        return KnnProfile(sim, int(common.size), tuple(self.items.tolist()))
+        near = self.nearest(self.settings.near) if self.settings.candidates == "ranked" else ()
+        return KnnProfile(sim, int(common.size), tuple(self.items.tolist()), near)
+
+    def nearest(self, n: int) -> tuple[int, ...]:
+        """Ranked candidates: the ``n`` candidates most similar to this node among those it holds
+        a profile of (similarity > 0, ties by id), what a profile answer suggests to the prober."""
+        held = np.flatnonzero(self.known & (self.sim > 0))
+        held = held[held != self.node_id]
+        if held.size == 0 or n <= 0:
+            return ()
+        top = held[np.argsort(-self.sim[held], kind="stable")[:n]]
+        return tuple(int(p) for p in top.tolist())
+
+    def _suggested(self, sim: float, near: Sequence[int]) -> None:
+        """Ranked candidates: a candidate among the k most similar this node holds names its own
+        most similar peers; those it holds no profile of are probed next (a similar peer's similar
+        peers are likely similar: Vicinity's, and Pers-Gossip's, rule), ``probes_per_wake`` of a
+        suggestion at most and never past ``max_profiles``. A less similar candidate's
+        suggestions are not followed, so a member's lie leads a node only as far as its own
+        claimed similarity places it."""
+        s = self.settings
+        held = np.flatnonzero(self.known)
+        others = self.sim[held[held != self.node_id]]
+        kth = others.size - s.k  # the k-th most similar held (the sender among them)
+        if sim <= 0 or (kth >= 0 and sim < np.partition(others, kth)[kth]):
+            return
+        room = s.max_profiles - self.profiles_held - len(self.probed) - len(self.waiting)
+        queued = set(self.waiting)
+        fresh = [
+            p for p in dict.fromkeys(near)
+            if 0 <= p < s.population and p != self.node_id and not self.known[p]
+            and p not in self.probed and p not in queued
+        ]  # fmt: skip
+        self.waiting += fresh[: max(0, min(room, s.probes_per_wake))]
 
     def _on_ask(self, sender: NodeId, ask: KnnAsk, now: float) -> list[Effect]:
         first = self.answered.get((sender, ask.item))

@@ -18,11 +18,14 @@ class KnnProbe:
 class KnnProfile:
     """A candidate's answer to a probe: the cosine similarity of the two profiles, how many items
     both rated, and the ids (never the ratings) of the items it rated, by which the querier knows
-    whom to ask for an item and estimates item popularity for Expect (eq. 5)."""
+    whom to ask for an item and estimates item popularity for Expect (eq. 5). With ranked
+    candidates, ``near``: the ids of the candidate's own most similar peers, for the querier to
+    probe next (empty otherwise)."""
 
     sim: float
     co: int
     items: tuple[int, ...]
+    near: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

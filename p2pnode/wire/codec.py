@@ -23,6 +23,7 @@ from p2pnode.wire.schema import (
     KNN_TYPES,
     MAX_ADDRESS_LEN,
     MAX_CYCLON_ENTRIES,
+    MAX_NEAR,
     MAX_NODE_ID,
     MAX_PROFILE_ITEMS,
     MAX_VIEW_IDS,
@@ -559,8 +560,20 @@ def _dec_probe(b: dict[str, Any]) -> object:
 
 
 def _dec_profile(b: dict[str, Any]) -> object:
-    _field(b, {"s", "c", "i"}, "KnnProfile")
-    return KnnProfile(_number(b["s"], "a similarity"), _count(b["c"], "co"), _items(b["i"]))
+    _field(b, {"s", "c", "i", "n"} if "n" in b else {"s", "c", "i"}, "KnnProfile")
+    near: tuple[int, ...] = ()
+    if "n" in b:  # ranked candidates: the candidate's most similar peers
+        if not isinstance(b["n"], list) or not 0 < len(b["n"]) <= MAX_NEAR:
+            raise WireError("schema", f"KnnProfile: near is a list of 1 to {MAX_NEAR} node ids")
+        near = tuple(_node_id(x, "near") for x in b["n"])
+    return KnnProfile(_number(b["s"], "a similarity"), _count(b["c"], "co"), _items(b["i"]), near)
+
+
+def _enc_profile(m: KnnProfile) -> dict[str, Any]:
+    out: dict[str, Any] = {"s": m.sim, "c": m.co, "i": _pack_items(m.items)}
+    if m.near:  # absent unless ranked: a profile answer is the bytes it was before ranked views
+        out["n"] = list(m.near)
+    return out
 
 
 def _dec_ask(b: dict[str, Any]) -> object:
@@ -582,7 +595,7 @@ _KNN: dict[MsgType, tuple[type, _Enc, _Dec]] = {
     ),
     MsgType.KNN_PROFILE: (
         KnnProfile,
-        lambda m: {"s": m.sim, "c": m.co, "i": _pack_items(m.items)},
+        _enc_profile,
         _dec_profile,
     ),
     MsgType.KNN_ASK: (KnnAsk, lambda m: {"q": m.query, "i": m.item}, _dec_ask),

@@ -65,6 +65,7 @@ class Channel(IntEnum):
 
 MAX_VIEW_IDS = 4096
 MAX_PROFILE_ITEMS = MAX_VIEW_IDS  #: the most items a KNN profile names (protocols/knn.py): one msgpack array
+MAX_NEAR = 32  #: the most peer ids a KNN profile suggests (ranked candidates, protocols/knn.py)
 MAX_CYCLON_ENTRIES = 256
 MAX_ADDRESS_LEN = 255
 MAX_TENSORS = 64

@@ -221,3 +221,23 @@ def test_with_every_node_a_candidate_queries_wait_for_the_profiles_on_their_way(
     late.on_message(1, KnnProfile(0.5, 1, (4,)), 0.0)
     asks = [e.to for e in late.on_timer("knn:query", 60.0) if isinstance(e, Send)]
     assert asks == [1]  # past the hold: it asks among those it knows
+
+
+def test_ranked_candidates_follow_the_suggestions_of_the_most_similar_only() -> None:
+    """Ranked candidates: a profile answer names the answering node's most similar peers; the
+    querier probes those it does not know, but only from a candidate among its k most similar,
+    at most ``probes_per_wake`` a suggestion and never past ``max_profiles``."""
+    node = service(candidates="ranked", k=2, probes_per_wake=3, probe_window=0, max_profiles=8)
+    for peer, sim in ((1, 0.9), (2, 0.8), (3, 0.1)):
+        node.on_message(peer, KnnProfile(sim, 1, (4,)), 0.0)
+    assert node.nearest(2) == (1, 2) and node.nearest(5) == (1, 2, 3)
+    answer = node.profile_for(KnnProbe((4,), (3.0,)))
+    assert answer.near == tuple(node.nearest(node.settings.near))
+    node.on_message(4, KnnProfile(0.05, 1, (4,), (10, 11)), 0.0)  # not among the 2 most similar
+    assert node.waiting == []
+    node.on_message(5, KnnProfile(0.95, 1, (4,), (1, 0, 12, 12, 13, 14, 15, 99)), 0.0)
+    assert node.waiting == [12, 13, 14]  # known, itself and repeats skipped; 3 a suggestion
+    node.on_message(6, KnnProfile(0.99, 1, (4,), (20, 21, 22)), 0.0)
+    assert node.waiting == [12, 13, 14]  # 6 held and 3 waiting: max_profiles 8 leaves no room
+    plain = service(candidates="view")
+    assert plain.profile_for(KnnProbe((4,), (3.0,))).near == ()

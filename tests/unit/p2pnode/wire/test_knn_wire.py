@@ -9,7 +9,7 @@ import pytest
 
 from p2pnode.intake import take
 from p2pnode.wire.codec import decode_frame, decode_knn, encode_sampling_frame
-from p2pnode.wire.schema import MAX_PROFILE_ITEMS, WIRE_VERSION, Channel, MsgType, WireError
+from p2pnode.wire.schema import MAX_NEAR, MAX_PROFILE_ITEMS, WIRE_VERSION, Channel, MsgType, WireError
 from protocols.knn import KnnService, KnnSettings
 from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
 from tests.unit.p2pnode.wire.helpers import LIMIT, Inbox, model
@@ -21,6 +21,7 @@ from tests.unit.p2pnode.wire.helpers import LIMIT, Inbox, model
         KnnProbe((1, 5, 9), (4.0, 3.5, 1.0)),
         KnnProbe((), ()),
         KnnProfile(0.25, 2, (0, 5)),
+        KnnProfile(0.25, 2, (0, 5), (3, 17, 4)),  # ranked candidates: the candidate's nearest
         KnnAsk(7, 42),
         KnnAnswer(7, 42, 3.0),
         KnnAnswer(7, 42, None),
@@ -56,6 +57,10 @@ def _frame(msg_type: MsgType, body: object) -> bytes:
         (MsgType.KNN_PROBE, {"i": _i(*range(MAX_PROFILE_ITEMS + 1)), "r": _r(1.0)}, "schema"),  # too many
         (MsgType.KNN_PROFILE, {"s": "1", "c": 1, "i": _i()}, "schema"),
         (MsgType.KNN_PROFILE, {"s": 0.5, "c": -1, "i": _i()}, "schema"),
+        (MsgType.KNN_PROFILE, {"s": 0.5, "c": 1, "i": _i(), "n": []}, "schema"),  # near, but empty
+        (MsgType.KNN_PROFILE, {"s": 0.5, "c": 1, "i": _i(), "n": list(range(MAX_NEAR + 1))}, "schema"),
+        (MsgType.KNN_PROFILE, {"s": 0.5, "c": 1, "i": _i(), "n": [1, -4]}, "schema"),
+        (MsgType.KNN_PROFILE, {"s": 0.5, "c": 1, "i": _i(), "n": _i(1)}, "schema"),
         (MsgType.KNN_ASK, {"q": 1, "i": -3}, "schema"),
         (MsgType.KNN_ASK, [1, 2], "schema"),
         (MsgType.KNN_ANSWER, {"q": 1, "i": 2, "r": float("inf")}, "schema"),
@@ -90,3 +95,9 @@ def test_the_intake_refuses_knn_frames_to_a_node_without_the_service_or_out_of_i
     assert reason(encode_sampling_frame(1, 2, KnnAsk(1, 10))) == ("schema", 400)  # past the catalogue
     assert reason(encode_sampling_frame(1, 2, KnnAnswer(1, 3, 4.0))) == ("not-asked", 422)
     assert reason(encode_sampling_frame(1, 2, KnnProbe((3,), (9.0,)))) == ("schema", 400)
+
+
+def test_a_profile_without_suggestions_is_the_bytes_it_was_before_ranked_candidates() -> None:
+    """The ``n`` field is sent only with ranked candidates: full and view runs speak as before."""
+    frame = encode_sampling_frame(1, 2, KnnProfile(0.5, 1, (3,)))
+    assert frame == _frame(MsgType.KNN_PROFILE, {"s": 0.5, "c": 1, "i": _i(3)})
