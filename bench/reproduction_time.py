@@ -64,6 +64,8 @@ EXPERIMENTS = (
         "eval-full",
         "reuseknn",
         "knn-p2p",
+        "exposure",
+        "dp-selective",
     ),
 )
 
