@@ -413,8 +413,8 @@ async def _watch(
                         statuses.append(await resp.json())
                 except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
                     pass
-            if not statuses or len(statuses) < len(polled):
-                continue
+            if not statuses or (up is None and len(statuses) < len(polled)):
+                continue  # under churn a process (re)starting answers late: the others' line still shows
             rnd = statuses[0]["round"] if up is not None else min(s["round"] for s in statuses)
             if rnd <= shown["round"]:
                 continue
@@ -444,5 +444,5 @@ async def _watch(
                 + (f" (bound {sum(bounds) / len(bounds):.3f})" if cia and bounds else "")
                 + (f"  failed sends {failures}" if failures else "")
                 + (f"  refused {refused}" if refused else "")
-                + (f"  processes up {len(polled)}/{len(addresses)}" if up is not None else "")
+                + (f"  processes up {len(statuses)}/{len(addresses)}" if up is not None else "")
             )
