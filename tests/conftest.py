@@ -21,7 +21,10 @@ def ml100k() -> Interactions:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2``), the functional tests run one at a time on one worker
     (``--dist loadgroup``): they start real processes on loopback ports and time real rounds,
-    so two of them at once would compete for ports and for the cores their timings assume."""
+    so two of them at once would compete for ports and for the cores their timings assume. Those
+    marked ``untimed`` run no timed rounds (a Ray cluster running simulations) and go beside the
+    others: the functional tests one after another are the suite's longest path."""
     for item in items:
-        if "tests/functional/" in str(item.path).replace("\\", "/"):
+        functional = "tests/functional/" in str(item.path).replace("\\", "/")
+        if functional and not item.get_closest_marker("untimed"):
             item.add_marker(pytest.mark.xdist_group("functional"))

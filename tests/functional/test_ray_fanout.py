@@ -26,6 +26,10 @@ TINY = {"nodes": 24, "rounds": 2, "attack": {"target_k": 3}}
 #: the memory the head offers to tasks: two tiny runs (~0.5 GB each) fit, a 943-node one (~1.5 GB) not
 OFFERED = 1_000_000_000
 
+# a Ray cluster running simulations: no timed rounds, so beside the other worker's tests rather
+# than in the functional tests' one line (tests/conftest.py); its module's tests share one cluster
+pytestmark = [pytest.mark.untimed, pytest.mark.xdist_group("ray")]
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
