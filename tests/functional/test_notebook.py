@@ -18,6 +18,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "quickstart.ipynb"
 pytestmark = pytest.mark.functional
 
 
+@pytest.mark.untimed  # the notebook simulates only: beside the other worker's tests (tests/conftest.py)
 def test_the_quickstart_notebook_runs_and_ends_with_a_plot(tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
