@@ -204,14 +204,19 @@ class KnnService:
         stale = [p for p, sent in self.probed.items() if now - sent > s.timeout_ticks]
         out = self._probe(stale, now) if stale else []
         if s.candidates in ("view", "ranked") and self.profiles_held < s.max_profiles:
-            queued = set(self.waiting)
-            fresh = [
-                p
-                for p in peers
-                if 0 <= p < s.population and not self.known[p] and p not in self.probed and p not in queued
-            ]
-            self.waiting += fresh[: s.probes_per_wake]
+            self.waiting += self._unknown(peers)[: s.probes_per_wake]
         return out + self._pump(now)
+
+    def _unknown(self, peers: Iterable[NodeId]) -> list[int]:
+        """The peers of ``peers`` (once each, in order) of this network, not itself, that it holds
+        no profile of and has neither probed nor queued: candidates to probe."""
+        s = self.settings
+        queued = set(self.waiting)
+        return [
+            p for p in dict.fromkeys(peers)
+            if 0 <= p < s.population and p != self.node_id and not self.known[p]
+            and p not in self.probed and p not in queued
+        ]  # fmt: skip
 
     def on_timer(self, key: str, now: float) -> list[Effect]:
         if key == QUERY_TIMER:
@@ -341,13 +346,7 @@ class KnnService:
         if sim <= 0 or (kth >= 0 and sim < np.partition(others, kth)[kth]):
             return
         room = s.max_profiles - self.profiles_held - len(self.probed) - len(self.waiting)
-        queued = set(self.waiting)
-        fresh = [
-            p for p in dict.fromkeys(near)
-            if 0 <= p < s.population and p != self.node_id and not self.known[p]
-            and p not in self.probed and p not in queued
-        ]  # fmt: skip
-        self.waiting += fresh[: max(0, min(room, s.probes_per_wake))]
+        self.waiting += self._unknown(near)[: max(0, min(room, s.probes_per_wake))]
 
     def _on_ask(self, sender: NodeId, ask: KnnAsk, now: float) -> list[Effect]:
         first = self.answered.get((sender, ask.item))
