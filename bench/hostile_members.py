@@ -22,10 +22,17 @@ the clean run's:
   aborted are printed);
 - ``eclipse-poison``: swap-forgery for the first 10 rounds, then neighbour-escalate from the
   places B's ids then hold;
+- ``label-blowup``: B's process is a patched build that refuses every frame it would take with a
+  new 2 kB ``X-P2P-Reason`` (A's ``/metrics`` size and its ``other`` failures are printed);
 - ``slow-uploads``: 96 signed model posts as B's ids from 4 addresses, each body at 1 byte a
   second and posted again when it ends (A's honest intake is the figure to read).
 
     .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
+        [--processes 3]
+
+``--processes 3`` adds an honest third process C (nodes 40-59, 60 nodes in all; the member is
+still B): the slow uploads then show whether B's uploads hold capacity C's nodes need at A (C's
+sends that A refused are printed beside A's intake).
 
 ``--clip-factor 0`` gives the papers' plain merge (the daemon clips at 1 by default, issue #61).
 
@@ -65,7 +72,7 @@ from p2pnode.wire.delta import DeltaEncoder
 from peer_sampling.messages import LockRequest, SwapAdopt, SwapPropose
 from peer_sampling.peerswap import _rank
 
-A, B = range(20), range(20, 40)
+A, B, C = range(20), range(20, 40), range(40, 60)
 ATTACKS = (
     "clean",
     "as-A's-id",
@@ -79,6 +86,7 @@ ATTACKS = (
     "lock-flood",
     "slow-uploads",
     "eclipse-poison",
+    "label-blowup",
 )
 ECLIPSE_ROUNDS = 10  #: eclipse-poison: rounds of SwapAdopt lies before the poisoning
 LOCKED = range(5)  #: the A nodes the lock flood asks
@@ -249,39 +257,56 @@ def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, ra
 
 
 @contextlib.contextmanager
-def cluster(tmp: Path, rounds: int, tick: float, clip: float) -> Iterator[tuple[dict[int, str], list[str]]]:
-    """A (0-19) and B (20-39) with identities, until the block ends: (node -> address, [A, B])."""
+def cluster(
+    tmp: Path, rounds: int, tick: float, clip: float, processes: int = 2, patched_b: bool = False
+) -> Iterator[tuple[dict[int, str], list[str]]]:
+    """A (0-19), B (20-39) and with ``processes`` 3 C (40-59), with identities, until the block
+    ends: (node -> address, [A, B(, C)]); ``patched_b``: B runs ``bench._made_up_reasons``."""
+    groups = [("a", A), ("b", B), ("c", C)][:processes]
     authority = Authority.generate("members")
     save_keyring(tmp / "k", Keyring.generate("members").trust(authority.public_key))
-    for name, ids in (("a", A), ("b", B)):
+    for name, ids in groups:
         save_identity(tmp / f"{name}.identity", authority.issue([(ids[0], ids[-1])]))
-    a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    listen = [f"127.0.0.1:{free_port()}" for _ in groups]
+    nodes = 20 * processes
 
     def start(listen: str, peer: str, ids: range, name: str) -> subprocess.Popen[str]:
+        module = "bench._made_up_reasons" if patched_b and name == "b" else "p2pnode"
         args = [
-            sys.executable, "-m", "p2pnode", "run", "--listen", listen, "--peers", peer,
-            "--users", f"{ids[0]}-{ids[-1]}", "--nodes", "40", "--rounds", str(rounds),
+            sys.executable, "-m", module, "run", "--listen", listen, "--peers", peer,
+            "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
             "--tick-seconds", str(tick), "--lr", "0.01", "--seed", "1",
             "--cluster-key-file", str(tmp / "k"), "--identity", str(tmp / f"{name}.identity"), "--quiet",
             "--clip-factor", str(clip),
         ]  # fmt: skip
-        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with open(tmp / f"{name}.stderr", "w") as log:  # a file: a pipe nobody reads fills and blocks it
+            return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
 
-    procs = [start(a, b, A, "a"), start(b, a, B, "b")]
+    procs = [
+        start(listen[k], ",".join(x for j, x in enumerate(listen) if j != k), ids, name)
+        for k, (name, ids) in enumerate(groups)
+    ]
     try:
-        wait_for_round((a, b), procs, 1, 120.0)
-        yield {**dict.fromkeys(A, a), **dict.fromkeys(B, b)}, [a, b]
+        wait_for_round(listen, procs, 1, 120.0)
+        yield {n: listen[k] for k, (_, ids) in enumerate(groups) for n in ids}, listen
+    except Exception as e:  # say what the processes said
+        tails = {name: (tmp / f"{name}.stderr").read_text()[-2000:] for name, _ in groups}
+        raise RuntimeError(f"{e}; rc {[p.poll() for p in procs]}; stderr {tails}") from e
     finally:
         stop(procs)
 
 
-def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
-    init = prepare(RunConfig(nodes=40)).init
-    with tempfile.TemporaryDirectory() as tmp, cluster(Path(tmp), rounds, tick, clip) as (addresses, procs):
+def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) -> dict[str, Any]:
+    init = prepare(RunConfig(nodes=20 * processes)).init
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        cluster(Path(tmp), rounds, tick, clip, processes, name == "label-blowup") as (addresses, procs),
+    ):
         member = Member(Path(tmp) / "k", load_identity(Path(tmp) / "b.identity"), addresses)
         act = actions(name, init)
         rng = random.Random(7)
         t0, start_models = time.time(), counter(procs[0], "p2pnode_models_received_total")
+        c_failed0 = counter(procs[2], "p2pnode_send_failures_total") if processes > 2 else 0.0
         swaps0 = swaps(procs[0])
         views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
         done = 0
@@ -305,7 +330,9 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
                 act(member, current, rng)
             time.sleep(0.05)
         models = counter(procs[0], "p2pnode_models_received_total") - start_models
+        c_failed = counter(procs[2], "p2pnode_send_failures_total") - c_failed0 if processes > 2 else 0.0
         swaps1 = swaps(procs[0])
+        metrics = get(procs[0], "/metrics")
         stop_flood.set()  # after the counters: a slow upload ends when A answers it
         seconds = time.time() - t0
         nodes = [n for s in status for n in s["nodes"]]
@@ -320,7 +347,20 @@ def run(name: str, rounds: int, tick: float, clip: float) -> dict[str, Any]:
         "answers": dict(member.answers),
         "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
         "swaps": {k: swaps1[k] - swaps0[k] for k in swaps1},
+        "c_failed": c_failed,  #: C's sends (to A and B) that failed, with 3 processes
+        "metrics_kb": len(metrics) / 1000,  #: A's /metrics page at the end
+        "reasons": failure_reasons(metrics),  #: A's failed sends by reason label
     }
+
+
+def failure_reasons(metrics: str) -> dict[str, float]:
+    """A process's failed sends by their ``reason`` label, from its /metrics page."""
+    out: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("p2pnode_send_failures_total{"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            out[reason] = out.get(reason, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def swaps(address: str) -> dict[str, float]:
@@ -343,12 +383,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--clip-factor", type=float, default=1.0, help="the processes' --clip-factor (daemon default: 1)"
     )
+    parser.add_argument(
+        "--processes", type=int, default=2, choices=(2, 3), help="3: an honest process C beside A and B"
+    )
     args = parser.parse_args(argv)
     print(
-        f"2 x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
+        f"{args.processes} x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
         f"--clip-factor {args.clip_factor}; attacker: B's operator"
     )
-    clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor)
+    clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor, args.processes)
+    third = args.processes > 2
     print(
         f"{'attack':<18} {'HR@20':>6} {'Δ':>6}  {'A intake/s':>10} {'ratio':>6}  {'A swaps ok/aborted':>18}"
         "  answers to the attack"
@@ -356,23 +400,28 @@ def main(argv: list[str] | None = None) -> None:
     sw = clean["swaps"]
     print(
         f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f}  {clean['intake']:10.1f} {1:6.2f}  "
-        f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  -",
+        f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  -"
+        + (f"  (C's failed sends {clean['c_failed']:.0f})" if third else ""),
         flush=True,
     )
     for name in args.attacks:
         if name == "clean":
             continue
-        r = run(name, args.rounds, args.tick_seconds, args.clip_factor)
+        r = run(name, args.rounds, args.tick_seconds, args.clip_factor, args.processes)
         extra = (
             f"; A's out-view places held by 37-39: {r['views'][0]} -> {r['views'][1]}"
             if name == "swap-forgery"
+            else f"; A's /metrics {clean['metrics_kb']:.0f} -> {r['metrics_kb']:.0f} kB, A's failed sends by "
+            f"reason {json.dumps(r['reasons'], sort_keys=True)}"
+            if name == "label-blowup"
             else ""
         )
         sw = r["swaps"]
         print(
             f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f}  {r['intake']:10.1f} "
             f"{r['intake'] / clean['intake']:6.2f}  {sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
-            f"{json.dumps(r['answers'], sort_keys=True)}{extra}",
+            f"{json.dumps(r['answers'], sort_keys=True)}{extra}"
+            + (f"  (C's failed sends {r['c_failed']:.0f})" if third else ""),
             flush=True,
         )
 
