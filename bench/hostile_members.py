@@ -34,7 +34,8 @@ the clean run's:
 still B): the slow uploads then show whether B's uploads hold capacity C's nodes need at A (C's
 sends that A refused are printed beside A's intake).
 
-``--clip-factor 0`` gives the papers' plain merge (the daemon clips at 1 by default, issue #61).
+``--clip-factor 0 --norm-band 0`` gives the papers' plain merge (the daemon clips at 1 and keeps
+the norm band at 0.05 by default, issue #61, protocols.robust.NormBand).
 
 Issue #31's targets: no attack moves mean HR@20 by more than 5 points from the clean run, or A's
 honest intake by more than 20%.
@@ -88,6 +89,7 @@ ATTACKS = (
     "eclipse-poison",
     "label-blowup",
 )
+BAND = [0.05]  #: the processes' --norm-band (set from the command line)
 ECLIPSE_ROUNDS = 10  #: eclipse-poison: rounds of SwapAdopt lies before the poisoning
 LOCKED = range(5)  #: the A nodes the lock flood asks
 
@@ -277,7 +279,7 @@ def cluster(
             "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
             "--tick-seconds", str(tick), "--lr", "0.01", "--seed", "1",
             "--cluster-key-file", str(tmp / "k"), "--identity", str(tmp / f"{name}.identity"), "--quiet",
-            "--clip-factor", str(clip),
+            "--clip-factor", str(clip), "--norm-band", str(BAND[0]),
         ]  # fmt: skip
         with open(tmp / f"{name}.stderr", "w") as log:  # a file: a pipe nobody reads fills and blocks it
             return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -384,12 +386,16 @@ def main(argv: list[str] | None = None) -> None:
         "--clip-factor", type=float, default=1.0, help="the processes' --clip-factor (daemon default: 1)"
     )
     parser.add_argument(
+        "--norm-band", type=float, default=0.05, help="the processes' --norm-band (daemon: 0.05; 0: off)"
+    )
+    parser.add_argument(
         "--processes", type=int, default=2, choices=(2, 3), help="3: an honest process C beside A and B"
     )
     args = parser.parse_args(argv)
+    BAND[0] = args.norm_band
     print(
         f"{args.processes} x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
-        f"--clip-factor {args.clip_factor}; attacker: B's operator"
+        f"--clip-factor {args.clip_factor}, --norm-band {args.norm_band}; attacker: B's operator"
     )
     clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor, args.processes)
     third = args.processes > 2

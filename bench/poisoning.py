@@ -13,13 +13,21 @@ B's ids. The attacks, each for every round of the run:
 - ``neighbour-90x`` and ``neighbour-escalate``: the ids 36-39 post 5 frames a round (90x, or 30x
   the receiver's model) to every node whose in-view holds them: the places a member gets
   honestly, which no gate can take from it.
+- ``member-90x``, ``member-escalate``, ``member-flip``, ``member-zero``: the member holds all of
+  B's ids (20-39, half the network, as in ``bench.hostile_members``' 2 x 20 cluster) and posts one
+  frame a round from every place they hold in an A node's in-view: 90x an initial model, 30x,
+  −30x or 0x the receiver's model. Each node is told who stands behind each id (A or B), as
+  processes with identities are, so the clip's window gives the member its 4 places.
 
 Defences: ``none`` (the fixed bound only: ``--no-sender-gate``), ``gate`` (in-neighbours only,
 about one model per sender per wake-up: the default), ``gate+clipC`` (and ClippedGossip with
-``--clip-factor C``). Each row: mean HR@20 over all nodes and over A's, models clipped, and the
-attack's frames taken and refused; a clean run of the same seeds beside it.
+``--clip-factor C``), any of them ``+bandB`` (and the norm band, ``--norm-band B``). Each row:
+mean HR@20 over all nodes and over A's, models clipped, and the attack's frames taken and
+refused; a clean run of the same seeds beside it.
 
     .venv/bin/python -m bench.poisoning [--rounds 30] [--seeds 1 2] [--defences none gate gate+clip2]
+    .venv/bin/python -m bench.poisoning --attacks clean member-90x member-escalate member-flip \
+        member-zero --defences gate+clip1 gate+clip1+band0.05
 """
 
 from __future__ import annotations
@@ -32,18 +40,26 @@ import time
 
 import numpy as np
 
+from p2pnode.build import set_owner
 from p2pnode.config import RunConfig
 from p2pnode.sim import Simulation
 from p2pnode.wire.codec import encode_model_frame
 from p2pnode.wire.delta import DeltaEncoder
 from p2pnode.wire.schema import Channel
 
-ATTACKS = ("clean", "flood-90x", "escalate", "poison-10%", "neighbour-90x", "neighbour-escalate")
+ATTACKS = (
+    *("clean", "flood-90x", "escalate", "poison-10%", "neighbour-90x", "neighbour-escalate"),
+    *("member-90x", "member-escalate", "member-flip", "member-zero"),
+)
+MEMBER = range(20, 40)  #: the member-* attacks: process B's ids, half the network
 A = range(20)
 
 
 def defence(name: str) -> dict[str, object]:
     """The configuration keys of a defence named on the command line."""
+    if "+band" in name:
+        head, band = name.rsplit("+band", 1)
+        return {**defence(head), "norm_band": float(band)}
     if name == "none":
         return {"sender_gate": False, "clip_factor": 0.0}
     if name == "gate":
@@ -60,6 +76,9 @@ def run(attack: str, defence_name: str, seed: int, rounds: int) -> dict[str, flo
         **{"learning.lr": 0.01, **defence(defence_name)}
     )
     sim = Simulation(config)
+    if attack.startswith("member-"):
+        for n in sim.host.nodes.values():
+            set_owner(n.node, lambda i: "B" if i in MEMBER else "A")
     init = {k: v.copy() for k, v in sim.host.nodes[0].learner.snapshot().items()}
     rng = random.Random(seed)
     versions: dict[int, int] = {}
@@ -72,6 +91,7 @@ def run(attack: str, defence_name: str, seed: int, rounds: int) -> dict[str, flo
         key = outcome.reason or "taken"
         outcomes[key] = outcomes.get(key, 0) + 1
 
+    member = {"member-90x": 90.0, "member-escalate": 30.0, "member-flip": -30.0, "member-zero": 0.0}
     for _ in range(rounds):
         sim.run_round()
         if attack == "flood-90x":
@@ -86,6 +106,12 @@ def run(attack: str, defence_name: str, seed: int, rounds: int) -> dict[str, flo
         elif attack == "poison-10%":
             for src in (36, 37, 38, 39):
                 post(src, rng.randrange(36), {k: v * 90 for k, v in init.items()})
+        elif attack in member:
+            for dst in A:
+                node = sim.host.nodes[dst]
+                for src in sorted(set(node.node.sampler.in_view()) & set(MEMBER)):
+                    base = init if attack == "member-90x" else node.learner.snapshot()
+                    post(src, dst, {k: v * np.float32(member[attack]) for k, v in base.items()})
         elif attack.startswith("neighbour-"):
             for dst, node in sim.host.nodes.items():
                 for src in sorted(set(node.node.sampler.in_view()) & {36, 37, 38, 39}):

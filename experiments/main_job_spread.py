@@ -27,8 +27,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from p2pnode.config import defaults
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,12 +46,13 @@ def readme_main_job(readme: Path = ROOT / "README.md") -> list[str]:
 
 def simulator_flags(flags: Sequence[str]) -> list[str]:
     """The launch's flags as ``simulate`` takes them for the same configuration: ``launch`` starts
-    from the daemon's safe defaults (the clip on, issue #61), ``simulate`` from the papers' plain
-    merge, so the daemon's clip is given unless the command names the clip or a preset itself."""
-    named = ("--clip-factor", "--preset")
+    from the daemon's safe defaults (the clip and the norm band on, issue #61), ``simulate`` from
+    the papers' plain merge, so the daemon's defaults are given as ``--preset safe`` unless the
+    command names a preset, the clip or the band itself."""
+    named = ("--clip-factor", "--norm-band", "--preset")
     if any(f in named or f.startswith(tuple(n + "=" for n in named)) for f in flags):
         return list(flags)
-    return [*flags, "--clip-factor", str(defaults(daemon=True).clip_factor)]
+    return [*flags, "--preset", "safe"]
 
 
 def run_once(command: str, flags: Sequence[str], seed: int) -> dict[str, float]:

@@ -459,6 +459,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         identity["learning"].pop("upload_noise", None)
     if not config.stop_at:
         identity.pop("stop_at", None)
+    if not config.norm_band:  # nor from before the norm band
+        identity.pop("norm_band", None)
     attack = identity["attack"]
     if not attack.get("plugin"):  # runs from before plug-ins existed keep their keys
         attack.pop("plugin", None)

@@ -41,7 +41,7 @@ from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
 from protocols.merging import Merger, PluginMerger, ScoreWeightedMerge, UniformMerge
 from protocols.messages import PublicMessage
 from protocols.public import PublicBoard
-from protocols.robust import ClipRadius, SenderGate
+from protocols.robust import ClipRadius, NormBand, SenderGate
 from protocols.samo import Samo
 
 
@@ -352,6 +352,8 @@ def make_node(
     protocol.max_distance = cfg.max_model_distance
     if cfg.clip_factor > 0:
         protocol.clip = ClipRadius(cfg.clip_factor)
+    if cfg.norm_band > 0:
+        protocol.band = NormBand(cfg.norm_band)
     if cfg.sender_gate and cfg.protocol != "fedavg":
         protocol.gate = sender_gate(protocol, timing)
     wire = cfg.wire

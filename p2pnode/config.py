@@ -939,6 +939,15 @@ class RunConfig:
         check=_min(0),
         needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
     )
+    norm_band: float = opt(
+        0.0,
+        "take a received model at most 0.25 x the own model's norm away from it, and with its norm "
+        "within (1 ± B) x the own model's (Base GL, SAMO; 0: off): bounds a member that holds half "
+        "of a node's in-neighbour places, which the clip's window does not (issue #61)",
+        metavar="B",
+        check=(lambda v: 0.0 <= v < 1.0, "must be in [0, 1)"),
+        needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
+    )
     sender_gate: bool = opt(
         True,
         "take gossip models from any member at any rate (default: with static and PeerSwap views "
@@ -1129,13 +1138,14 @@ class RunConfig:
 
 #: what the daemon's commands (``run``, ``launch``, ``deploy``) start from, on top of the fields'
 #: defaults (issue #61, THREAT_MODEL.md): a member's models are clipped to the radius the honest ones
-#: set (ClippedGossip on top of the sender gate). The lab's commands (``simulate``, ``experiment``,
-#: ``p2pnode.simulate``) start from the fields' defaults, the papers' plain merge, so every
-#: reproduced number stays where the papers' setting puts it.
-SAFE: dict[str, Any] = {"clip_factor": 1.0}
+#: set (ClippedGossip on top of the sender gate) and kept within reach and norm of the own model
+#: (the norm band, against a member in half of a node's in-neighbour places). The lab's commands
+#: (``simulate``, ``experiment``, ``p2pnode.simulate``) start from the fields' defaults, the
+#: papers' plain merge, so every reproduced number stays where the papers' setting puts it.
+SAFE: dict[str, Any] = {"clip_factor": 1.0, "norm_band": 0.05}
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"clip_factor": 0.0},  # the papers' plain merge, on any command
+    "paper": {"clip_factor": 0.0, "norm_band": 0.0},  # the papers' plain merge, on any command
     "quick": {"nodes": 100, "rounds": 10, "learning.lr": 0.01},
     "safe": SAFE,
     "hostile": SAFE,  # the name of "safe" before it was the daemon's default

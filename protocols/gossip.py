@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from learning.params import ParamsView, distance, l2_norm, toward
 from p2pcore.effects import (
     Delivered,
@@ -32,7 +34,7 @@ from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
 from protocols.messages import FedMessage, ModelMessage, PublicMessage
 from protocols.public import PublicBoard
-from protocols.robust import ClipRadius, SenderGate
+from protocols.robust import ClipRadius, NormBand, SenderGate
 
 WAKE_TIMER = "wake"
 
@@ -58,6 +60,7 @@ class ProtocolStats:
     buffer_drops: int = 0
     recoveries: int = 0  #: times the model went non-finite and went back to its last good state
     clipped: int = 0  #: received models whose difference was clipped (ClippedGossip)
+    banded: int = 0  #: received models whose norm the norm band moved (NormBand)
 
 
 class GossipProtocol(ABC):
@@ -76,6 +79,7 @@ class GossipProtocol(ABC):
     name = "abstract"
     max_distance = 0.0
     clip: ClipRadius | None = None  #: ClippedGossip (``--clip-factor``); None: models taken whole
+    band: NormBand | None = None  #: the norm band (``--norm-band``); None: norms taken as they come
     gate: SenderGate | None = None  #: whose models are taken at all (protocols.robust); None: anyone's
 
     def __init__(
@@ -150,16 +154,28 @@ class GossipProtocol(ABC):
 
     def clipped(self, sender: NodeId, params: ParamsView) -> ParamsView:
         """``params`` as the merge takes them: with ClippedGossip, its difference from the own
-        model clipped to the adaptive radius (:class:`ClipRadius`; a new model, the received
-        one is unchanged, since it may be a sender's delta base)."""
-        if self.clip is None:
+        model clipped to the adaptive radius (:class:`ClipRadius`), and with a norm band its
+        difference at most reach × ‖θ_own‖ and its norm moved into the band (:class:`NormBand`).
+        A changed model is a new one: the received one is unchanged, since it may be a sender's
+        delta base."""
+        if self.clip is None and self.band is None:
             return params
         own = self.learner.params
-        scale = self.clip.scale(sender, distance(own, params), self.own_norm(tuple(params)))
-        if scale >= 1.0:
-            return params
-        self.stats.clipped += 1
-        return toward(own, params, scale)
+        own_norm = self.own_norm(tuple(params))
+        dist = distance(own, params)
+        scale = 1.0 if self.clip is None else self.clip.scale(sender, dist, own_norm)
+        if self.band is not None:
+            scale *= self.band.reach_scale(dist * scale, own_norm)
+        out = params if scale >= 1.0 else toward(own, params, scale)
+        if scale < 1.0:
+            self.stats.clipped += 1
+        if self.band is not None:
+            factor = self.band.norm_scale(l2_norm(out), own_norm)
+            if factor != 1.0:
+                self.band.bounded += 1
+                self.stats.banded += 1
+                out = {k: v * np.float32(factor) for k, v in out.items()}
+        return out
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the protocol (its counters, the clip's distances; subclasses

@@ -153,3 +153,49 @@ class ClipRadius:
 
     def restore(self, state: list[list[float]]) -> None:
         self._recent = deque((self._key(int(s)), int(s), float(d)) for s, d in state[-self.window :])
+
+
+class NormBand:
+    """Where a taken model may move the node's own, bounded by the own model alone (issue #61).
+
+    :class:`ClipRadius` sets its radius from the distances of recent models; a member in half of a
+    node's in-neighbour places holds half of that window, so the radius follows its frames (with
+    two owners, 4 of the 8 places), and its frames, each at the radius, grow the model's norm (90x
+    or escalating frames) or shrink and reverse it (frames at −30x or zero), and the network's
+    models follow. ``NormBand`` bounds a taken model θ̃_j (after the clip, if any) by the
+    receiver's own θ_i, which a sender cannot steer:
+
+    - its difference from θ_i is at most ``reach`` × ‖θ_i‖ (``reach`` < 1 keeps the merge on θ_i's
+      side of the origin: a reversed frame can no longer flip the model);
+    - then its norm is moved into [(1 − ``band``)‖θ_i‖, (1 + ``band``)‖θ_i‖] by scaling it whole
+      (its direction is kept).
+
+    An honest neighbour's model differs from the own in direction, which the band keeps, and grows
+    in norm over training by far less than ``band`` a merge; what a frame can still do is rotate
+    the model by at most ``reach`` a merge, which the honest merges between undo.
+    """
+
+    def __init__(self, band: float, reach: float = 0.25) -> None:
+        if not 0.0 < band < 1.0 or not 0.0 < reach < 1.0:
+            raise ValueError(f"a norm band needs 0 < band < 1 and 0 < reach < 1 (got {band}, {reach})")
+        self.band = band
+        self.reach = reach
+        self.bounded = 0  #: models the band moved
+
+    def reach_scale(self, dist: float, own_norm: float) -> float:
+        """The factor a difference of ``dist`` is taken at so that it is at most reach × ‖θ_i‖."""
+        limit = self.reach * own_norm
+        if not math.isfinite(dist) or dist <= limit:
+            return 1.0 if math.isfinite(dist) else 0.0
+        return limit / dist
+
+    def norm_scale(self, norm: float, own_norm: float) -> float:
+        """The factor the whole model of norm ``norm`` is scaled by to lie in the band."""
+        if not math.isfinite(norm) or norm <= 0.0 or own_norm <= 0.0:
+            return 1.0
+        high, low = (1.0 + self.band) * own_norm, (1.0 - self.band) * own_norm
+        if norm > high:
+            return high / norm
+        if norm < low:
+            return low / norm
+        return 1.0

@@ -334,6 +334,11 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
     assert cfg("run", "--preset", "quick").clip_factor == 1.0  # a preset that does not name it
     assert cfg("simulate").clip_factor == 0.0
     assert cfg("simulate", "--preset", "safe").clip_factor == 1.0
+    assert (cfg("run").norm_band, cfg("simulate").norm_band, cfg("run", "--preset", "paper").norm_band) == (
+        0.05,
+        0.0,
+        0.0,
+    )  # the norm band is the daemon's too (issue #61), and the papers' merge has none
     f = tmp_path / "c.toml"
     f.write_text("rounds = 3\n")
     assert cfg("run", "--config", str(f)).clip_factor == 1.0

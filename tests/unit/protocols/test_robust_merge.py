@@ -340,3 +340,59 @@ def test_toward_moves_a_copy_and_leaves_both_models_as_they_were() -> None:
     assert np.allclose(moved["E"], 1.0) and moved["extra"] is far["extra"]
     assert float(own["E"].sum()) == 0.0 and float(far["E"].sum()) == 60.0
     assert distance(own, moved) == pytest.approx(0.1 * distance(own, far))
+
+
+def test_norm_band_keeps_a_member_with_half_the_clip_window_from_flipping_or_inflating_the_model() -> None:
+    """Issue #61: with two owners the clip's radius stays at its warm-up value, C × ‖θ_own‖ (fewer
+    than 3 owners in the window), and a member's frames are taken at that radius: one at −30x the
+    own model lands on zero (the model erased), one at +30x doubles its norm. The norm band bounds
+    both by the own model alone."""
+    from protocols.robust import ClipRadius, NormBand
+
+    def protocol(band: NormBand | None) -> BaseGossip:
+        p = BaseGossip(0, Learner(), StaticView(0, [1, 2], [1, 2]), TimingConfig())
+        p.clip = ClipRadius(1.0)
+        p.clip.owner = lambda s: "B" if s >= 20 else "A"
+        p.band = band
+        own = p.learner.params["q"]
+        for s in range(8):  # the window: 4 places each, the member's at its frames' distances
+            p.clip.scale(s, 0.5, float(np.linalg.norm(own)))
+            p.clip.scale(20 + s, 31 * float(np.linalg.norm(own)), float(np.linalg.norm(own)))
+        return p
+
+    own = np.ones((2, 3), dtype=np.float32)
+    norm = float(np.linalg.norm(own))
+    for factor in (-30.0, 30.0):
+        frame = {"q": own * np.float32(factor)}
+        plain = protocol(None).clipped(25, frame)["q"]
+        banded_protocol = protocol(NormBand(0.05))
+        banded = banded_protocol.clipped(25, frame)["q"]
+        if factor < 0:
+            assert np.abs(plain).max() < 1e-6  # without the band the frame erases the model
+        else:
+            assert np.linalg.norm(plain) > 1.99 * norm  # ... or doubles its norm
+        cosine = float((banded * own).sum()) / (np.linalg.norm(banded) * norm)
+        assert cosine == pytest.approx(1.0, abs=1e-6)  # the direction kept
+        assert 0.95 * norm - 1e-5 <= np.linalg.norm(banded) <= 1.05 * norm + 1e-5  # the norm in the band
+        assert banded_protocol.stats.banded == 1 and np.array_equal(frame["q"], own * np.float32(factor))
+
+
+def test_norm_band_leaves_a_near_model_alone_and_bounds_each_part_on_its_own() -> None:
+    from protocols.robust import NormBand
+
+    band = NormBand(0.05, reach=0.5)  # (the default reach is 0.25)
+    assert band.reach_scale(0.4, own_norm=1.0) == 1.0 and band.reach_scale(2.0, 1.0) == pytest.approx(0.25)
+    assert band.reach_scale(float("inf"), 1.0) == 0.0
+    assert band.norm_scale(1.02, 1.0) == 1.0
+    assert band.norm_scale(2.1, 1.0) == pytest.approx(0.5)
+    assert band.norm_scale(0.5, 1.0) == pytest.approx(1.9)
+    assert band.norm_scale(0.0, 1.0) == 1.0  # a zero model has no direction to keep: the reach bounds it
+    p = BaseGossip(0, Learner(), StaticView(0, [1, 2], [1, 2]), TimingConfig())
+    p.band = band
+    near = {"q": np.full((2, 3), 1.2, dtype=np.float32)}  # 0.2 away, norm 1.2: in reach, above the band
+    taken = p.clipped(1, near)["q"]
+    assert np.allclose(taken, 1.05) and p.stats.clipped == 0 and p.stats.banded == 1
+    assert p.clipped(1, {"q": np.full((2, 3), 1.01, dtype=np.float32)})["q"] is not None
+    assert p.stats.banded == 1  # inside the band: taken as it came
+    with pytest.raises(ValueError, match="0 < band < 1"):
+        NormBand(1.5)
