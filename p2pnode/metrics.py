@@ -31,6 +31,13 @@ class Metrics:
             ["node", "reason"],
             registry=r,
         )
+        self.bounded = Counter(
+            "p2pnode_models_bounded_total",
+            "Taken models the robust merge moved: how=clipped (their difference cut to the clip's "
+            "radius or the norm band's reach), how=banded (their norm moved into the norm band)",
+            ["node", "how"],
+            registry=r,
+        )
         self.recoveries = Counter(
             "p2pnode_model_recoveries_total",
             "Times a node's model went non-finite and went back to its last good model",

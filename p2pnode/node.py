@@ -239,6 +239,7 @@ class NodeRuntime:
                 metrics.dp_unprotected.labels(label).set_function(learner.unprotected)
         self._synced = (0, 0)
         self._swaps_synced: dict[str, int] = {}
+        self._bounded_synced: dict[str, int] = {}
         self.round = 0
         self.last_hit: float | None = None
         #: this adversary's latest CIA accuracy and upper bound (None: not an evaluated adversary)
@@ -396,6 +397,11 @@ class NodeRuntime:
         self._m_merges.inc(stats.merges - merges)
         self._m_steps.inc(stats.local_steps - steps)
         self._synced = (stats.merges, stats.local_steps)
+        for how, value in (("clipped", stats.clipped), ("banded", stats.banded)):
+            done = self._bounded_synced.get(how, 0)
+            if value > done:  # a series only for nodes that bound any
+                self._metrics.bounded.labels(self._label, how).inc(value - done)
+            self._bounded_synced[how] = value
         swaps = self.node.sampler.view_changes()
         if swaps is not None:
             for outcome, value in (

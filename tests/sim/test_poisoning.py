@@ -88,11 +88,12 @@ def test_the_sender_gate_takes_models_only_from_in_neighbours_at_an_honest_rate(
 
 
 @functools.cache
-def member_run(attack: float | None, band: float) -> float:
+def member_run(attack: float | None, band: float) -> tuple[float, float]:
     """Issue #61: a member holding half the network (ids 20-39, as process B of a 2 x 20 cluster)
     posts, every round, from every place it holds in an A node's in-view, the receiver's own model
     times ``attack`` (None: a clean run). The clip is on (C = 1) and each node knows who stands
-    behind each id (A or B), as processes with identities do. Returns A's mean HR@20."""
+    behind each id (A or B), as processes with identities do. Returns A's mean HR@20 and the
+    models A's nodes took into the band (``p2pnode_models_bounded_total{how="banded"}``)."""
     from p2pnode.build import set_owner
 
     config = RunConfig(nodes=40, rounds=20, seed=1).replace(
@@ -114,7 +115,10 @@ def member_run(attack: float | None, band: float) -> float:
                 frame = bytes(encode_model_frame(src, dst, DeltaEncoder(False).encode(dst, version, params)))
                 sim.host.receive(dst, Channel.GOSSIP, frame, sender=src)
     sim.stats()  # evaluates every node
-    return float(np.mean([sim.host.nodes[u].last_hit for u in range(20)]))
+    registry = sim.metrics.registry
+    labels = [{"node": str(u), "how": "banded"} for u in range(20)]
+    banded = sum(registry.get_sample_value("p2pnode_models_bounded_total", one) or 0.0 for one in labels)
+    return float(np.mean([sim.host.nodes[u].last_hit for u in range(20)])), banded
 
 
 def test_the_norm_band_holds_a_member_with_half_the_network_that_the_clip_alone_does_not() -> None:
@@ -123,7 +127,11 @@ def test_the_norm_band_holds_a_member_with_half_the_network_that_the_clip_alone_
     learning: the clip alone is seen failing. With ``--norm-band`` A's HR@20 stays within 5 points
     of a clean run with the band, and so it does against frames at −30x (which the clip at its
     radius takes to zero; the clip alone held this one in this run)."""
-    clean = member_run(None, 0.05)
+    clean, _ = member_run(None, 0.05)
     for attack in (30.0, -30.0):
-        assert member_run(attack, 0.05) >= clean - 0.05, (attack, clean, member_run(attack, 0.05))
-    assert member_run(30.0, 0.0) < member_run(None, 0.0) - 0.2, (member_run(None, 0.0), member_run(30.0, 0.0))
+        hr, banded = member_run(attack, 0.05)
+        assert hr >= clean - 0.05, (attack, clean, hr)
+        assert banded > 100  # the band did it, and /metrics says so
+    (unbanded_clean, _), (unbanded, none_banded) = member_run(None, 0.0), member_run(30.0, 0.0)
+    assert unbanded < unbanded_clean - 0.2, (unbanded_clean, unbanded)
+    assert none_banded == 0.0  # no band, nothing banded
