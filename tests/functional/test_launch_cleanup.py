@@ -32,6 +32,7 @@ def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return made
 
 
+@pytest.mark.untimed  # two launches of 2 rounds whose files are checked, not their timings
 def test_launch_removes_the_keys_it_made_and_its_temporary_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
