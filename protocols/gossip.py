@@ -172,7 +172,6 @@ class GossipProtocol(ABC):
         if self.band is not None:
             factor = self.band.norm_scale(l2_norm(out), own_norm)
             if factor != 1.0:
-                self.band.bounded += 1
                 self.stats.banded += 1
                 out = {k: v * np.float32(factor) for k, v in out.items()}
         return out

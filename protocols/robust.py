@@ -180,7 +180,6 @@ class NormBand:
             raise ValueError(f"a norm band needs 0 < band < 1 and 0 < reach < 1 (got {band}, {reach})")
         self.band = band
         self.reach = reach
-        self.bounded = 0  #: models the band moved
 
     def reach_scale(self, dist: float, own_norm: float) -> float:
         """The factor a difference of ``dist`` is taken at so that it is at most reach × ‖θ_i‖."""
