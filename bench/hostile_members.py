@@ -34,8 +34,9 @@ the clean run's:
 still B): the slow uploads then show whether B's uploads hold capacity C's nodes need at A (C's
 sends that A refused are printed beside A's intake).
 
-``--clip-factor 0 --norm-band 0`` gives the papers' plain merge (the daemon clips at 1 and keeps
-the norm band at 0.05 by default, issue #61, protocols.robust.NormBand).
+``--clip-factor 0 --norm-band 0 --steady-pull 0`` gives the papers' plain merge (the daemon clips
+at 1, keeps the norm band at 0.05 and the steady-pull memory at 0.7 by default, issue #61,
+protocols.robust.NormBand and SteadyPull).
 
 Issue #31's targets: no attack moves mean HR@20 by more than 5 points from the clean run, or A's
 honest intake by more than 20%.
@@ -89,7 +90,7 @@ ATTACKS = (
     "eclipse-poison",
     "label-blowup",
 )
-BAND = [0.05]  #: the processes' --norm-band (set from the command line)
+BAND = [0.05, 0.7]  #: the processes' --norm-band and --steady-pull (set from the command line)
 ECLIPSE_ROUNDS = 10  #: eclipse-poison: rounds of SwapAdopt lies before the poisoning
 LOCKED = range(5)  #: the A nodes the lock flood asks
 
@@ -279,7 +280,7 @@ def cluster(
             "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
             "--tick-seconds", str(tick), "--lr", "0.01", "--seed", "1",
             "--cluster-key-file", str(tmp / "k"), "--identity", str(tmp / f"{name}.identity"), "--quiet",
-            "--clip-factor", str(clip), "--norm-band", str(BAND[0]),
+            "--clip-factor", str(clip), "--norm-band", str(BAND[0]), "--steady-pull", str(BAND[1]),
         ]  # fmt: skip
         with open(tmp / f"{name}.stderr", "w") as log:  # a file: a pipe nobody reads fills and blocks it
             return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -342,9 +343,11 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
     for t in flood:  # the cluster is stopped: what the attacker still had open fails at once
         t.join(timeout=30)
     hits = [n[status[0]["metric"]] for n in nodes if n.get(status[0]["metric"]) is not None]
+    hits_a = [n[status[0]["metric"]] for n in status[0]["nodes"] if n.get(status[0]["metric"]) is not None]
     own = {37, 38, 39}
     return {
         "hr": float(np.mean(hits)) if hits else float("nan"),
+        "hr_a": float(np.mean(hits_a)) if hits_a else float("nan"),  #: A's nodes only
         "intake": (models - member.taken) / seconds,
         "answers": dict(member.answers),
         "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
@@ -352,16 +355,27 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
         "c_failed": c_failed,  #: C's sends (to A and B) that failed, with 3 processes
         "metrics_kb": len(metrics) / 1000,  #: A's /metrics page at the end
         "reasons": failure_reasons(metrics),  #: A's failed sends by reason label
+        "bounded": labelled(metrics, "p2pnode_models_bounded_total", "how"),  #: A's models moved
     }
+
+
+def bounded(r: dict[str, Any]) -> str:
+    """A's taken models the clip, the norm band and the steady-pull memory moved."""
+    return "/".join(f"{r['bounded'].get(how, 0):.0f}" for how in ("clipped", "banded", "damped"))
 
 
 def failure_reasons(metrics: str) -> dict[str, float]:
     """A process's failed sends by their ``reason`` label, from its /metrics page."""
+    return labelled(metrics, "p2pnode_send_failures_total", "reason")
+
+
+def labelled(metrics: str, name: str, label: str) -> dict[str, float]:
+    """A counter of a process's /metrics page summed over its nodes, by the value of ``label``."""
     out: dict[str, float] = {}
     for line in metrics.splitlines():
-        if line.startswith("p2pnode_send_failures_total{"):
-            reason = line.split('reason="', 1)[1].split('"', 1)[0]
-            out[reason] = out.get(reason, 0.0) + float(line.rsplit(" ", 1)[1])
+        if line.startswith(name + "{"):
+            value = line.split(f'{label}="', 1)[1].split('"', 1)[0]
+            out[value] = out.get(value, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -389,24 +403,28 @@ def main(argv: list[str] | None = None) -> None:
         "--norm-band", type=float, default=0.05, help="the processes' --norm-band (daemon: 0.05; 0: off)"
     )
     parser.add_argument(
+        "--steady-pull", type=float, default=0.7, help="the processes' --steady-pull (daemon: 0.7; 0: off)"
+    )
+    parser.add_argument(
         "--processes", type=int, default=2, choices=(2, 3), help="3: an honest process C beside A and B"
     )
     args = parser.parse_args(argv)
-    BAND[0] = args.norm_band
+    BAND[:] = [args.norm_band, args.steady_pull]
     print(
         f"{args.processes} x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
-        f"--clip-factor {args.clip_factor}, --norm-band {args.norm_band}; attacker: B's operator"
+        f"--clip-factor {args.clip_factor}, --norm-band {args.norm_band}, --steady-pull {args.steady_pull}; "
+        "attacker: B's operator"
     )
     clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor, args.processes)
     third = args.processes > 2
     print(
-        f"{'attack':<18} {'HR@20':>6} {'Δ':>6}  {'A intake/s':>10} {'ratio':>6}  {'A swaps ok/aborted':>18}"
-        "  answers to the attack"
+        f"{'attack':<18} {'HR@20':>6} {'Δ':>6} {'A only':>6}  {'A intake/s':>10} {'ratio':>6}  "
+        f"{'A swaps ok/aborted':>18}  {'A clip/band/damp':>16}  answers to the attack"
     )
     sw = clean["swaps"]
     print(
-        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f}  {clean['intake']:10.1f} {1:6.2f}  "
-        f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  -"
+        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f} {clean['hr_a']:6.3f}  {clean['intake']:10.1f} {1:6.2f}  "
+        f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  {bounded(clean):>16}  -"
         + (f"  (C's failed sends {clean['c_failed']:.0f})" if third else ""),
         flush=True,
     )
@@ -424,9 +442,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         sw = r["swaps"]
         print(
-            f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f}  {r['intake']:10.1f} "
+            f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f}  {r['intake']:10.1f} "
             f"{r['intake'] / clean['intake']:6.2f}  {sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
-            f"{json.dumps(r['answers'], sort_keys=True)}{extra}"
+            f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}"
             + (f"  (C's failed sends {r['c_failed']:.0f})" if third else ""),
             flush=True,
         )

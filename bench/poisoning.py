@@ -18,16 +18,21 @@ B's ids. The attacks, each for every round of the run:
   frame a round from every place they hold in an A node's in-view: 90x an initial model, 30x,
   −30x or 0x the receiver's model. Each node is told who stands behind each id (A or B), as
   processes with identities are, so the clip's window gives the member its 4 places.
+  ``member-clean`` is their clean run: owners told, no frames.
 
 Defences: ``none`` (the fixed bound only: ``--no-sender-gate``), ``gate`` (in-neighbours only,
 about one model per sender per wake-up: the default), ``gate+clipC`` (and ClippedGossip with
-``--clip-factor C``), any of them ``+bandB`` (and the norm band, ``--norm-band B``). Each row:
-mean HR@20 over all nodes and over A's, models clipped, and the attack's frames taken and
-refused; a clean run of the same seeds beside it.
+``--clip-factor C``), any of them ``+bandB`` (and the norm band, ``--norm-band B``), then
+``+pullL`` (and the steady-pull memory, ``--steady-pull L``). Each row: mean HR@20 over all
+nodes and over A's, models clipped, models damped, and the attack's frames taken and refused; a
+clean run of the same seeds beside it.
 
     .venv/bin/python -m bench.poisoning [--rounds 30] [--seeds 1 2] [--defences none gate gate+clip2]
     .venv/bin/python -m bench.poisoning --attacks clean member-90x member-escalate member-flip \
         member-zero --defences gate+clip1 gate+clip1+band0.05
+    .venv/bin/python -m bench.poisoning --seeds 1 2 3 4 5 --attacks member-clean member-90x \
+        member-escalate member-flip member-zero --defences gate+clip1+band0.05 \
+        gate+clip1+band0.05+pull0.7
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from p2pnode.wire.schema import Channel
 
 ATTACKS = (
     *("clean", "flood-90x", "escalate", "poison-10%", "neighbour-90x", "neighbour-escalate"),
-    *("member-90x", "member-escalate", "member-flip", "member-zero"),
+    *("member-clean", "member-90x", "member-escalate", "member-flip", "member-zero"),
 )
 MEMBER = range(20, 40)  #: the member-* attacks: process B's ids, half the network
 A = range(20)
@@ -57,6 +62,9 @@ A = range(20)
 
 def defence(name: str) -> dict[str, object]:
     """The configuration keys of a defence named on the command line."""
+    if "+pull" in name:
+        head, limit = name.rsplit("+pull", 1)
+        return {**defence(head), "steady_pull": float(limit)}
     if "+band" in name:
         head, band = name.rsplit("+band", 1)
         return {**defence(head), "norm_band": float(band)}
@@ -68,7 +76,7 @@ def defence(name: str) -> dict[str, object]:
         return {"sender_gate": True, "clip_factor": float(name.removeprefix("gate+clip"))}
     if name.startswith("clip"):
         return {"sender_gate": False, "clip_factor": float(name.removeprefix("clip"))}
-    raise SystemExit(f"unknown defence {name!r}: none, gate, gate+clipC or clipC")
+    raise SystemExit(f"unknown defence {name!r}: none, gate, gate+clipC or clipC (+bandB, then +pullL)")
 
 
 def run(attack: str, defence_name: str, seed: int, rounds: int) -> dict[str, float]:
@@ -76,7 +84,7 @@ def run(attack: str, defence_name: str, seed: int, rounds: int) -> dict[str, flo
         **{"learning.lr": 0.01, **defence(defence_name)}
     )
     sim = Simulation(config)
-    if attack.startswith("member-"):
+    if attack.startswith("member-"):  # member-clean too: the same owners, no frames
         for n in sim.host.nodes.values():
             set_owner(n.node, lambda i: "B" if i in MEMBER else "A")
     init = {k: v.copy() for k, v in sim.host.nodes[0].learner.snapshot().items()}
@@ -122,10 +130,12 @@ def run(attack: str, defence_name: str, seed: int, rounds: int) -> dict[str, flo
     sim.stats()  # evaluates every node
     hits = {u: n.last_hit for u, n in sim.host.nodes.items() if n.last_hit is not None}
     clipped = sum(n.node.protocol.stats.clipped for n in sim.host.nodes.values())
+    damped = sum(n.node.protocol.stats.damped for n in sim.host.nodes.values())
     return {
         "hr": float(np.mean(list(hits.values()))),
         "hr_a": float(np.mean([hits[u] for u in A if u in hits])),
         "clipped": clipped,
+        "damped": damped,
         "refused": sum(v for k, v in outcomes.items() if k != "taken"),
         **{f"refused:{k}": v for k, v in outcomes.items() if k != "taken"},
         "taken": outcomes.get("taken", 0),
@@ -145,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     np.seterr(over="ignore", invalid="ignore")
     print(f"40 nodes (A: 0-19), Base GL, GMF lr 0.01, {args.rounds} rounds, seeds {args.seeds}")
     print(
-        f"{'attack':<18} {'defence':<11}  {'HR@20 all':>14}  {'HR@20 A':>14}  {'clipped':>7}  attack frames"
+        f"{'attack':<18} {'defence':<11}  {'HR@20 all':>14}  {'HR@20 A':>14}  {'clipped':>7}  "
+        f"{'damped':>6}  attack frames"
     )
     for attack in args.attacks:
         for name in args.defences:
@@ -160,12 +171,13 @@ def main(argv: list[str] | None = None) -> None:
             frames = (
                 f"taken {sum(r['taken'] for r in runs):.0f}, refused {sum(r['refused'] for r in runs):.0f}"
                 + (f" ({why})" if why else "")
-                if attack != "clean"
+                if attack not in ("clean", "member-clean")
                 else "-"
             )
             print(
                 f"{attack:<18} {name:<11}  {statistics.mean(hr):.3f} ± {spread:.3f}  "
                 f"{statistics.mean(hr_a):.3f} ± {spread_a:.3f}  {sum(r['clipped'] for r in runs):>7.0f}  "
+                f"{sum(r['damped'] for r in runs):>6.0f}  "
                 f"{frames}  ({time.perf_counter() - t0:.0f} s)",
                 flush=True,
             )

@@ -461,6 +461,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         identity.pop("stop_at", None)
     if not config.norm_band:  # nor from before the norm band
         identity.pop("norm_band", None)
+    if not config.steady_pull:  # nor from before the steady-pull memory
+        identity.pop("steady_pull", None)
     attack = identity["attack"]
     if not attack.get("plugin"):  # runs from before plug-ins existed keep their keys
         attack.pop("plugin", None)

@@ -41,7 +41,7 @@ from protocols.gossip import GossipNode, GossipProtocol, TimingConfig
 from protocols.merging import Merger, PluginMerger, ScoreWeightedMerge, UniformMerge
 from protocols.messages import PublicMessage
 from protocols.public import PublicBoard
-from protocols.robust import ClipRadius, NormBand, SenderGate
+from protocols.robust import ClipRadius, NormBand, SenderGate, SteadyPull
 from protocols.samo import Samo
 
 
@@ -65,13 +65,17 @@ def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tup
 def set_owner(node: GossipNode, owner: Callable[[int], Hashable]) -> None:
     """Tell a node who stands behind each node id, so that one member's ids share one member's
     limits: a PeerSwap sampler's lock share (``peer_sampling.peerswap.LockShare``; alone or under
-    Pers-Gossip) and the clip's places in its window (``protocols.robust.ClipRadius``)."""
+    Pers-Gossip), the clip's places in its window (``protocols.robust.ClipRadius``) and the
+    steady-pull memory (``protocols.robust.SteadyPull``)."""
     inner = node.sampler.inner if isinstance(node.sampler, Personalized) else node.sampler
     if isinstance(inner, PeerSwap):
         inner.owner = owner
     clip = getattr(node.protocol, "clip", None)
     if isinstance(clip, ClipRadius):
         clip.owner = owner
+    pull = getattr(node.protocol, "pull", None)
+    if isinstance(pull, SteadyPull):
+        pull.owner = owner
 
 
 def server_id(config: RunConfig) -> int:
@@ -354,6 +358,8 @@ def make_node(
         protocol.clip = ClipRadius(cfg.clip_factor)
     if cfg.norm_band > 0:
         protocol.band = NormBand(cfg.norm_band)
+    if cfg.steady_pull > 0:
+        protocol.pull = SteadyPull(cfg.steady_pull)
     if cfg.sender_gate and cfg.protocol != "fedavg":
         protocol.gate = sender_gate(protocol, timing)
     wire = cfg.wire

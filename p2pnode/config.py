@@ -948,6 +948,16 @@ class RunConfig:
         check=(lambda v: 0.0 <= v < 1.0, "must be in [0, 1)"),
         needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
     )
+    steady_pull: float = opt(
+        0.0,
+        "damp a member's models that keep pulling the own model one way: per member (an id "
+        "without identities), an average of the directions of its taken models' differences; "
+        "above length L a difference is taken at (1 - length) / (1 - L) (Base GL, SAMO; 0: off; "
+        "run, launch and deploy: 0.7 unless --preset paper)",
+        metavar="L",
+        check=(lambda v: 0.0 <= v < 1.0, "must be in [0, 1)"),
+        needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
+    )
     sender_gate: bool = opt(
         True,
         "take gossip models from any member at any rate (default: with static and PeerSwap views "
@@ -1142,10 +1152,11 @@ class RunConfig:
 #: (the norm band, against a member in half of a node's in-neighbour places). The lab's commands
 #: (``simulate``, ``experiment``, ``p2pnode.simulate``) start from the fields' defaults, the
 #: papers' plain merge, so every reproduced number stays where the papers' setting puts it.
-SAFE: dict[str, Any] = {"clip_factor": 1.0, "norm_band": 0.05}
+SAFE: dict[str, Any] = {"clip_factor": 1.0, "norm_band": 0.05, "steady_pull": 0.7}
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"clip_factor": 0.0, "norm_band": 0.0},  # the papers' plain merge, on any command
+    # the papers' plain merge, on any command
+    "paper": {"clip_factor": 0.0, "norm_band": 0.0, "steady_pull": 0.0},
     "quick": {"nodes": 100, "rounds": 10, "learning.lr": 0.01},
     "safe": SAFE,
     "hostile": SAFE,  # the name of "safe" before it was the daemon's default

@@ -34,7 +34,8 @@ class Metrics:
         self.bounded = Counter(
             "p2pnode_models_bounded_total",
             "Taken models the robust merge moved: how=clipped (their difference cut to the clip's "
-            "radius or the norm band's reach), how=banded (their norm moved into the norm band)",
+            "radius or the norm band's reach), how=banded (their norm moved into the norm band), "
+            "how=damped (their difference damped: their member keeps pulling one way)",
             ["node", "how"],
             registry=r,
         )

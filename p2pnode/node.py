@@ -397,7 +397,7 @@ class NodeRuntime:
         self._m_merges.inc(stats.merges - merges)
         self._m_steps.inc(stats.local_steps - steps)
         self._synced = (stats.merges, stats.local_steps)
-        for how, value in (("clipped", stats.clipped), ("banded", stats.banded)):
+        for how, value in (("clipped", stats.clipped), ("banded", stats.banded), ("damped", stats.damped)):
             done = self._bounded_synced.get(how, 0)
             if value > done:  # a series only for nodes that bound any
                 self._metrics.bounded.labels(self._label, how).inc(value - done)

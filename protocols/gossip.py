@@ -34,7 +34,7 @@ from protocols.learner import Learner
 from protocols.merging import Merger, UniformMerge
 from protocols.messages import FedMessage, ModelMessage, PublicMessage
 from protocols.public import PublicBoard
-from protocols.robust import ClipRadius, NormBand, SenderGate
+from protocols.robust import ClipRadius, NormBand, SenderGate, SteadyPull
 
 WAKE_TIMER = "wake"
 
@@ -61,6 +61,7 @@ class ProtocolStats:
     recoveries: int = 0  #: times the model went non-finite and went back to its last good state
     clipped: int = 0  #: received models whose difference was clipped (ClippedGossip)
     banded: int = 0  #: received models whose norm the norm band moved (NormBand)
+    damped: int = 0  #: received models whose difference the steady-pull memory damped (SteadyPull)
 
 
 class GossipProtocol(ABC):
@@ -80,6 +81,7 @@ class GossipProtocol(ABC):
     max_distance = 0.0
     clip: ClipRadius | None = None  #: ClippedGossip (``--clip-factor``); None: models taken whole
     band: NormBand | None = None  #: the norm band (``--norm-band``); None: norms taken as they come
+    pull: SteadyPull | None = None  #: ``--steady-pull``; None: no memory of who pulls which way
     gate: SenderGate | None = None  #: whose models are taken at all (protocols.robust); None: anyone's
 
     def __init__(
@@ -155,10 +157,11 @@ class GossipProtocol(ABC):
     def clipped(self, sender: NodeId, params: ParamsView) -> ParamsView:
         """``params`` as the merge takes them: with ClippedGossip, its difference from the own
         model clipped to the adaptive radius (:class:`ClipRadius`), and with a norm band its
-        difference at most reach × ‖θ_own‖ and its norm moved into the band (:class:`NormBand`).
+        difference at most reach × ‖θ_own‖ and its norm moved into the band (:class:`NormBand`),
+        then damped when its owner's models keep pulling one way (:class:`SteadyPull`).
         A changed model is a new one: the received one is unchanged, since it may be a sender's
         delta base."""
-        if self.clip is None and self.band is None:
+        if self.clip is None and self.band is None and self.pull is None:
             return params
         own = self.learner.params
         own_norm = self.own_norm(tuple(params))
@@ -174,6 +177,11 @@ class GossipProtocol(ABC):
             if factor != 1.0:
                 self.stats.banded += 1
                 out = {k: v * np.float32(factor) for k, v in out.items()}
+        if self.pull is not None:
+            damp = self.pull.scale(sender, own, out)
+            if damp < 1.0:
+                self.stats.damped += 1
+                out = toward(own, out, damp)
         return out
 
     def state(self) -> dict[str, Any]:
@@ -182,12 +190,16 @@ class GossipProtocol(ABC):
         out: dict[str, Any] = {"stats": dataclasses.asdict(self.stats)}
         if self.clip is not None:
             out["clip"] = self.clip.state()
+        if self.pull is not None:
+            out["pull"] = self.pull.state()
         return out
 
     def restore(self, state: dict[str, Any]) -> None:
         self._own_norm = None
         if self.clip is not None and "clip" in state:
             self.clip.restore(state["clip"])
+        if self.pull is not None and "pull" in state:
+            self.pull.restore(state["pull"])
         for k, v in state["stats"].items():
             if hasattr(self.stats, k):
                 setattr(self.stats, k, int(v))

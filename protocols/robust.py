@@ -19,8 +19,13 @@ Two parts, each pure and per node (the distance bound, ``GossipProtocol.vet``, i
 from __future__ import annotations
 
 import math
+import zlib
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from p2pcore.effects import NodeId
 
@@ -198,3 +203,132 @@ class NormBand:
         if norm < low:
             return low / norm
         return 1.0
+
+
+_SKETCH_SEED = 61  #: the sketch's signs are fixed (a node's memory survives its restart)
+_SIGNS: dict[tuple[str, int], npt.NDArray[np.float32]] = {}
+
+
+def _signs(name: str, size: int) -> npt.NDArray[np.float32]:
+    """The sketch's random sign (±1) for each coordinate of tensor ``name`` (fixed, shared)."""
+    found = _SIGNS.get((name, size))
+    if found is None:
+        rng = np.random.default_rng([_SKETCH_SEED, zlib.crc32(name.encode()), size])
+        found = _SIGNS[(name, size)] = np.where(rng.random(size) < 0.5, -1.0, 1.0).astype(np.float32)
+    return found
+
+
+def _fold(flat: npt.NDArray[np.float32], buckets: int) -> npt.NDArray[np.float32]:
+    """Coordinate k of ``flat`` summed into bucket k mod ``buckets``."""
+    whole = flat.size // buckets * buckets
+    out = flat[:whole].reshape(-1, buckets).sum(axis=0) if whole else np.zeros(buckets, np.float32)
+    out[: flat.size - whole] += flat[whole:]
+    return out
+
+
+class SteadyPull:
+    """Damps one member's models when they keep pulling the own model the same way (issue #61).
+
+    :class:`NormBand` bounds what one taken model does; a member in half of a node's in-neighbour
+    places still moves it, because every frame it sends pulls toward one fixed point (a 90x model,
+    sent every round) and half the places outweigh the honest merges between. Honest models pull
+    from where each neighbour's own training took it, which changes from one model to the next.
+    ``SteadyPull`` keeps, per owner (a member: all the ids its credential names; without
+    identities, an id), an average of the directions of the differences it had taken,
+    m ← ``memory`` · m + (1 − ``memory``) · u, u = (θ̃_j − θ_i) / ‖θ̃_j − θ_i‖ (θ̃_j as the clip and
+    the band left it), and its length c = ‖m‖ (1: every difference one direction; an honest
+    owner's stay near 0.6). Above ``limit`` the difference is taken at (1 − c) / (1 − ``limit``),
+    down to 0 for a member whose every frame points one way.
+
+    The directions are kept as count-sketches (Charikar, Chen, Farach-Colton 2002) of ``buckets``
+    numbers: a fixed random sign per coordinate, coordinate k summed into bucket k mod
+    ``buckets``. The sketch is linear, O(model) to compute, and, the signs being independent, the
+    inner product of two sketches is that of the two vectors in expectation with a spread of
+    about ‖x‖‖y‖/√``buckets``: the length of a sum of sketched directions estimates the length of
+    the sum of the directions. The memory is kept for the last ``owners`` owners.
+
+    What it does not stop: a member without identities spreads its frames over its ids, each of
+    which pulls the same way less often (keyed by id, a 20-id member's 90x frames were not held);
+    a member whose frames change direction is what the band bounds, one frame at a time.
+    """
+
+    def __init__(self, limit: float, memory: float = 0.8, buckets: int = 256, owners: int = 64) -> None:
+        if not 0.0 < limit < 1.0 or not 0.0 < memory < 1.0 or buckets < 1 or owners < 1:
+            raise ValueError(
+                f"a steady-pull limit needs 0 < limit < 1, 0 < memory < 1 (got {limit}, {memory})"
+            )
+        self.limit = limit
+        self.memory = memory
+        self.buckets = buckets
+        self.owners = owners
+        #: who stands behind a sender id (the process sets it, as for :class:`ClipRadius`)
+        self.owner: Callable[[NodeId], Hashable] = _itself
+        self._pulls: OrderedDict[Hashable, npt.NDArray[np.float64]] = OrderedDict()
+
+    def direction(
+        self, own: Mapping[str, npt.NDArray[np.float32]], taken: Mapping[str, npt.NDArray[np.float32]]
+    ) -> npt.NDArray[np.float64] | None:
+        """The sketch of (taken − own) / ‖taken − own‖ over the tensors both have (None: no
+        difference, or not finite)."""
+        acc = np.zeros(self.buckets)
+        square = 0.0
+        for name in sorted(taken):
+            mine = own.get(name)
+            if mine is None:
+                continue
+            diff = (taken[name] - mine).ravel()
+            square += float(np.dot(diff, diff))
+            diff *= _signs(name, diff.size)
+            acc += _fold(diff, self.buckets)
+        if not (math.isfinite(square) and square > 0.0) or not np.all(np.isfinite(acc)):
+            return None
+        return acc / math.sqrt(square)
+
+    def scale(
+        self,
+        sender: NodeId,
+        own: Mapping[str, npt.NDArray[np.float32]],
+        taken: Mapping[str, npt.NDArray[np.float32]],
+    ) -> float:
+        """The factor ``taken``'s difference from ``own`` enters the merge at (1: as it is); the
+        direction joins its owner's memory first."""
+        u = self.direction(own, taken)
+        if u is None:
+            return 1.0
+        return self._factor(self._remember(self._key(sender), u))
+
+    def steadiness(self, sender: NodeId) -> float:
+        """c = ‖m‖ of ``sender``'s owner now (0 for one not remembered)."""
+        m = self._pulls.get(self._key(sender))
+        return 0.0 if m is None else float(np.linalg.norm(m))
+
+    def _remember(self, key: Hashable, u: npt.NDArray[np.float64]) -> float:
+        m = self._pulls.get(key)
+        m = (1.0 - self.memory) * u if m is None else self.memory * m + (1.0 - self.memory) * u
+        self._pulls[key] = m
+        self._pulls.move_to_end(key)
+        while len(self._pulls) > self.owners:
+            self._pulls.popitem(last=False)
+        return float(np.linalg.norm(m))
+
+    def _factor(self, c: float) -> float:
+        if c <= self.limit:
+            return 1.0
+        return max(0.0, (1.0 - c) / (1.0 - self.limit))
+
+    def _key(self, sender: NodeId) -> Hashable:
+        owner = self.owner(sender)
+        return sender if owner is None else owner
+
+    def state(self) -> list[list[Any]]:
+        """[owner, [m...]] for each remembered owner, oldest first (owners are ids or strings)."""
+        return [[k, [float(x) for x in m]] for k, m in self._pulls.items() if isinstance(k, int | str)]
+
+    def restore(self, state: list[list[Any]]) -> None:
+        """The memory a checkpoint kept; entries of another sketch size, or not finite, are left
+        out (their owners start afresh: damped again once their frames repeat a direction)."""
+        self._pulls = OrderedDict()
+        for key, values in state[-self.owners :]:
+            m = np.asarray(values, dtype=np.float64)
+            if isinstance(key, int | str) and m.shape == (self.buckets,) and np.all(np.isfinite(m)):
+                self._pulls[key] = m

@@ -57,7 +57,7 @@ def test_the_main_job_spread_script_runs_the_readmes_own_command() -> None:
     # its simulator leg runs the launch's configuration (the daemon's defaults clip, the lab's not)
     launched = config_from_args(_parser("launch").parse_args(flags), {}, daemon=True)
     simulated = config_from_args(_parser("simulate").parse_args(script["simulator_flags"](flags)), {})
-    assert launched.clip_factor == 1.0 and launched.norm_band == 0.05
+    assert launched.clip_factor == 1.0 and launched.norm_band == 0.05 and launched.steady_pull == 0.7
     assert simulated.to_dict() == launched.to_dict()
     assert script["spread"]([24.0, 38.0, 28.0]) == "30.0 ± 7.2 (24–38)"
 

@@ -339,6 +339,10 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
         0.0,
         0.0,
     )  # the norm band is the daemon's too (issue #61), and the papers' merge has none
+    pulls = (cfg("run").steady_pull, cfg("simulate").steady_pull, cfg("run", "--preset", "paper").steady_pull)
+    assert pulls == (0.7, 0.0, 0.0)  # so is the steady-pull memory
+    with pytest.raises(ConfigError, match="--steady-pull must be in"):
+        cfg("run", "--steady-pull", "1")
     f = tmp_path / "c.toml"
     f.write_text("rounds = 3\n")
     assert cfg("run", "--config", str(f)).clip_factor == 1.0
