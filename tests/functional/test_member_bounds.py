@@ -2,7 +2,8 @@
 answers every frame with a reason of its own making adds no label to /metrics; probing the
 distance bound with refused models costs the prober its sender-gate tokens; a members page that
 lists another process's nodes places none of them and stops no start; a member's slow uploads
-hold at most its share of the process's slots, from however many addresses."""
+hold at most its share of the process's slots, from however many addresses; a member's frames
+that all pull one way are damped once its memory knows them."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 import pytest
 from aiohttp import web
 
+from learning.params import l2_norm
 from p2pnode.auth import load_keyring, sign
 from p2pnode.identity import load_identity
 from p2pnode.limits import Limits
@@ -26,7 +29,7 @@ from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import failed_sends
 from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
-from tests.functional.test_identities_http import cluster_files, two_processes
+from tests.functional.test_identities_http import cluster_files, post, two_processes
 
 pytestmark = pytest.mark.functional
 
@@ -137,3 +140,64 @@ async def test_a_members_slow_uploads_from_two_addresses_hold_only_its_share(tmp
         for session in sessions:
             await session.close()
         await asyncio.gather(*(p.shutdown() for p in procs))
+
+
+async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[float, float, float, float]:
+    """B's operator posts ``frames`` models at one point 90 norms of node 1's model away, as B's ids 6-9 in
+    turn, one after the other, to a cluster whose nodes are paused (no honest merges between).
+    Returns how far node 1's model moved toward the point (in its own norms at the start), the
+    memory's length for ids 6 and 9, and the models node 1 damped."""
+    tmp_path.mkdir()
+    key, _authority, ids = cluster_files(tmp_path)
+    config = cfg(nodes=12, rounds=1000, sampling="static").replace(
+        clip_factor=1.0, norm_band=0.05, steady_pull=pull, sender_gate=False
+    )
+    procs, addrs = two_processes(config, key, ids)
+    await asyncio.gather(*(p.start() for p in procs))
+    try:
+        for p in procs:
+            for n in p.host.nodes.values():
+                n.pause()
+        await asyncio.sleep(0.5)  # what was in flight lands
+        dest = procs[0].host.nodes[1]
+        start = dest.learner.snapshot()
+        rng = np.random.default_rng(0)
+        away = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in start.items()}
+        scale = np.float32(90 * l2_norm(start) / l2_norm(away))
+        point = {k: v * scale for k, v in away.items()}  # one point, 90x away, every frame pulls toward
+        far = {k: pack_tensor(v) for k, v in point.items()}
+        member = load_identity(ids[1])
+        path = "/v1/nodes/1/gossip"
+        async with aiohttp.ClientSession() as s:
+            for n in range(frames):
+                merges = dest.node.protocol.stats.merges
+                sender = 6 + n % 4
+                body = frame(MsgType.MODEL, sender, 1, {"ver": (int(time.time()) << 32) + n, "p": far})
+                answer = await post(s, f"http://{addrs[0]}{path}", path, key, sender, body, member)
+                assert answer == (200, "ok")
+                for _ in range(200):
+                    if dest.node.protocol.stats.merges > merges:
+                        break
+                    await asyncio.sleep(0.01)
+        damped = float(dest.node.protocol.stats.damped)  # (on /metrics at the next round's record)
+        pull_of = dest.node.protocol.pull
+        steady = (pull_of.steadiness(6), pull_of.steadiness(9)) if pull_of is not None else (0.0, 0.0)
+        end = dest.learner.snapshot()
+        toward_point = sum(float(((end[k] - start[k]) * point[k]).sum()) for k in start) / l2_norm(point)
+        return toward_point / l2_norm(start), *steady, damped
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+
+
+async def test_a_members_frames_that_all_pull_one_way_are_damped(tmp_path: Path) -> None:
+    """Issue #61, the steady-pull memory over real HTTP with identities: 32 frames toward one
+    point from B's ids 6-9 in turn build one memory for B, the owner the process read from the
+    credential that signed them (ids 6 and 9 read the same one); from the sixth frame or so on
+    they are damped and the model stops moving toward the point (1.2 own norms in all, measured).
+    Without the memory (seen failing) it goes on, one bounded step a frame (6.4 norms)."""
+    drift, steady_6, steady_9, damped = await member_pulls(tmp_path / "on", 0.7)
+    assert steady_6 > 0.9 and steady_9 == steady_6  # one memory for the member, from all its ids
+    assert damped >= 20, damped
+    plain_drift, _, _, none_damped = await member_pulls(tmp_path / "off", 0.0)
+    assert none_damped == 0.0
+    assert drift < 0.3 * plain_drift, (drift, plain_drift)
