@@ -14,6 +14,7 @@ from learning.learner import BaseLearner
 from learning.metrics import f1_at_k
 from learning.negatives import sample_negatives
 from learning.params import Array
+from learning.prme_fused import FusedPRME
 from learning.prme_numpy import NumpyPRME
 from learning.split import UserData
 
@@ -32,6 +33,7 @@ class PRMEConfig:
     dp: DPConfig = field(
         default_factory=DPConfig
     )  #: local DP-SGD (learning/dp.py); off unless σ or a target ε is set
+    backend: str = "numpy"  #: "numpy" or "fused" (learning/prme_fused.py; DP-SGD steps stay numpy)
 
 
 class PRMELearner(BaseLearner):
@@ -51,11 +53,15 @@ class PRMELearner(BaseLearner):
     ) -> None:
         super().__init__(data, init, shared, rng, config.top_k)
         self.config = config
+        if config.backend not in ("numpy", "fused"):
+            raise ValueError(f"unknown PRME training backend {config.backend!r}")
         self._trainer = NumpyPRME(self.params, config.lr, config.reg)
+        self._fused = FusedPRME(self.params, config.lr, config.reg) if config.backend == "fused" else None
         items, times = data.train_items, data.train_times
         self._previous = items[:-1]
         self._next = items[1:]
         self._gap = np.asarray(times[1:] - times[:-1], dtype=np.float64)
+        self._weights = prme.weights(self._gap)  #: (w_pref, w_seq) of each transition, fixed
         self.last_loss = float("nan")
         if config.dp.enabled:
             self.dp = PrivateStepper(config.dp, len(self._next), config.batch_size, int(rng.integers(2**62)))
@@ -105,6 +111,8 @@ class PRMELearner(BaseLearner):
         if dp is not None:  # dense noise moves every row
             for name in self.params:
                 self.history.touch_all(name)
+        if dp is None and self._fused is not None:
+            return self._fused_update(before, tau)
         steps = 0
         loss = 0.0
         for _ in range(cfg.local_epochs if n else 0):
@@ -124,6 +132,33 @@ class PRMELearner(BaseLearner):
                 else:
                     break
                 steps += 1
+        self.last_loss = loss / max(n * cfg.local_epochs, 1)
+        self.version += 1
+        return steps
+
+    def _fused_update(self, before: tuple[Array, Array] | None, tau: float) -> int:
+        """``local_epochs`` compiled epochs: the same negatives and batches as the numpy path
+        draws (the same calls on ``rng``), the rows each epoch may write touched once before it."""
+        cfg = self.config
+        n = len(self._next)
+        assert self._fused is not None
+        steps = 0
+        loss = 0.0
+        finite = True
+        for _ in range(cfg.local_epochs if n else 0):
+            negatives = sample_negatives(self.rng, self._excluded, n)
+            order = self.rng.permutation(n)
+            rows = np.concatenate((self._previous, self._next, negatives))
+            for name in (prme.ITEM_P, prme.ITEM_S):
+                self.history.touch_rows(name, rows)
+            self._touch_dense()
+            taken, epoch_loss, ok = self._fused.epoch(
+                self._previous, self._next, negatives, self._weights, order, cfg.batch_size, before, tau
+            )
+            steps += taken
+            loss += epoch_loss
+            finite = finite and ok
+        self._update_finite = finite
         self.last_loss = loss / max(n * cfg.local_epochs, 1)
         self.version += 1
         return steps

@@ -453,6 +453,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
             identity["learning"].pop(name, None)
     if config.learning.evaluation == "sampled":  # nor from before the full-catalogue ranking
         identity["learning"].pop("evaluation")
+    if config.learning.prme_backend == "numpy":  # nor from before the fused PRME epoch
+        identity["learning"].pop("prme_backend", None)
     if not config.learning.dp_past:  # nor from before selective DP-SGD
         identity["learning"].pop("dp_past", None)
     if not config.learning.upload_noise:  # nor from before upload noise or the early stop

@@ -186,8 +186,9 @@ def _learner(prep: Prepared, node_id: int) -> BaseLearner:
     dp = dp_config(cfg)
     if cfg.model == "prme":
         pc = PRMEConfig(
-            lc.prme_dim, lc.prme_lr, lc.prme_reg, lc.batch_size, lc.local_epochs, lc.top_k, tau, dp
-        )
+            lc.prme_dim, lc.prme_lr, lc.prme_reg, lc.batch_size, lc.local_epochs, lc.top_k, tau, dp,
+            lc.prme_backend,
+        )  # fmt: skip
         return PRMELearner(prep.users[node_id], prep.init, pc, rng, shared_names(cfg))
     if cfg.model == "ncf":
         nc = NCFConfig(

@@ -288,6 +288,15 @@ class LearningConfig:
         60, "PRME embedding size (Feng et al. 2015)", group="learning", check=_min(1), needs=_PRME
     )
     prme_lr: float = opt(0.005, "PRME SGD learning rate", group="learning", check=_POSITIVE, needs=_PRME)
+    prme_backend: str = opt(
+        "numpy",
+        "PRME's training code: numpy (one numpy call per operation) or fused (an epoch per compiled "
+        "call, issue #64; it rounds differently in the last bits, so runs' numbers move within float "
+        "precision; DP-SGD keeps numpy)",
+        group="learning",
+        choices=("numpy", "fused"),
+        needs=_PRME,
+    )
     ncf_dim: int = opt(64, "NCF embedding size (paper 004: 64)", group="learning", check=_min(1), needs=_NCF)
     ncf_hidden: int = opt(
         32, "NCF hidden layer width (paper 004: 32)", group="learning", check=_min(1), needs=_NCF
