@@ -328,7 +328,12 @@ class SteadyPull:
         """The memory a checkpoint kept; entries of another sketch size, or not finite, are left
         out (their owners start afresh: damped again once their frames repeat a direction)."""
         self._pulls = OrderedDict()
-        for key, values in state[-self.owners :]:
-            m = np.asarray(values, dtype=np.float64)
-            if isinstance(key, int | str) and m.shape == (self.buckets,) and np.all(np.isfinite(m)):
-                self._pulls[key] = m
+        for entry in state[-self.owners :]:
+            if not isinstance(entry, list | tuple) or len(entry) != 2 or not isinstance(entry[0], int | str):
+                continue
+            try:
+                m = np.asarray(entry[1], dtype=np.float64)
+            except (TypeError, ValueError):
+                continue
+            if m.shape == (self.buckets,) and np.all(np.isfinite(m)):
+                self._pulls[entry[0]] = m

@@ -446,7 +446,9 @@ def test_steady_pull_in_the_merge_keeps_a_checkpoint_and_refuses_bad_settings() 
     again.pull = SteadyPull(0.7)
     again.restore(state)
     assert again.pull.steadiness(1) == pytest.approx(p.pull.steadiness(1))
-    again.pull.restore([[1, [float("nan")] * 256], [2, [0.1] * 3], ["serial 9", [0.01] * 256]])
+    again.pull.restore(
+        [[1, [float("nan")] * 256], [2, [0.1] * 3], ["serial 9", [0.01] * 256], [3], [None, []], [4, "x"]]
+    )
     assert again.pull.steadiness(1) == 0.0 and again.pull.steadiness(2) == 0.0
     assert again.pull.steadiness(9) == 0.0  # keyed by the owner "serial 9", not the id
     small = SteadyPull(0.7, owners=2)
