@@ -55,7 +55,7 @@ CASES: dict[str, dict[str, Any]] = {
         "attack.colluder_groups": 2,
     },
     "dp-gossip": {"learning.dp_noise": 0.5},
-    "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, **_CIA},
+    "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, "learning.prme_backend": "numpy", **_CIA},
     "fedavg-mia": {"protocol": "fedavg", "attack.mia": True},
     # an explicit target puts the predicted communities with their scores into the summary
     "colluders-target-debiased": {
@@ -82,11 +82,33 @@ CASES: dict[str, dict[str, Any]] = {
     # the clients' shared tables (learning/workbench.py): every model and trainer FedAvg runs,
     # half the clients a round (a parked client is evaluated on its last turn), DP-SGD; written by
     # the code before the workbench
-    "fedavg-prme-cia": {"protocol": "fedavg", "model": "prme", "learning.prme_lr": 0.2, **_CIA},
+    "fedavg-prme-cia": {
+        "protocol": "fedavg",
+        "model": "prme",
+        "learning.prme_lr": 0.2,
+        "learning.prme_backend": "numpy",
+        **_CIA,
+    },
     "fedavg-prme-share-less": {
         "protocol": "fedavg",
         "model": "prme",
         "learning.prme_lr": 0.2,
+        "learning.prme_backend": "numpy",
+        "learning.share_less": True,
+        **_CIA,
+    },
+    # PRME's fused epoch (learning/prme_fused.py, issue #64); the PRME cases above pin the numpy one
+    "fused-prme-gossip-cia": {
+        "model": "prme",
+        "learning.prme_lr": 0.2,
+        "learning.prme_backend": "fused",
+        **_CIA,
+    },
+    "fused-fedavg-prme-share-less": {
+        "protocol": "fedavg",
+        "model": "prme",
+        "learning.prme_lr": 0.2,
+        "learning.prme_backend": "fused",
         "learning.share_less": True,
         **_CIA,
     },
