@@ -384,9 +384,9 @@ def lookup_at_max(summary: Mapping[str, Any], path: str, of: str) -> float | Non
 #: only readers): a run's key leaves them out, so experiment files that differ only there share
 #: their runs (a GMF row of table3, which sets prme_lr for its PRME rows, is fig3's GMF row).
 UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
-    "gmf": ("prme_dim", "prme_lr", "prme_reg", "ncf_dim", "ncf_hidden"),
+    "gmf": ("prme_dim", "prme_lr", "prme_reg", "prme_backend", "ncf_dim", "ncf_hidden"),
     "prme": ("factors", "lr", "negatives", "ncf_dim", "ncf_hidden"),
-    "ncf": ("factors", "backend", "prme_dim", "prme_lr", "prme_reg"),
+    "ncf": ("factors", "backend", "prme_dim", "prme_lr", "prme_reg", "prme_backend"),
 }
 
 

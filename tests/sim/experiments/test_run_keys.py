@@ -156,7 +156,8 @@ def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     def learning(config: RunConfig, **changes: Any) -> RunConfig:
         return dataclasses.replace(config, learning=dataclasses.replace(config.learning, **changes))
 
-    assert ex.run_key(learning(gmf, prme_lr=0.2, prme_dim=8)) == ex.run_key(gmf)
+    assert ex.run_key(learning(gmf, prme_lr=0.2, prme_dim=8, prme_backend="fused")) == ex.run_key(gmf)
+    assert ex.run_key(learning(prme, prme_backend="fused")) != ex.run_key(prme)  # it rounds otherwise
     assert ex.run_key(learning(gmf, lr=0.02)) != ex.run_key(gmf)
     assert ex.run_key(learning(prme, lr=0.02, factors=8, negatives=2)) == ex.run_key(prme)
     assert ex.run_key(learning(prme, prme_lr=0.2)) != ex.run_key(prme)
