@@ -105,6 +105,27 @@ def _add_row(
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _step_rows(
+    table: Array,
+    rows: npt.NDArray[np.int64],
+    acc: Array,
+    n_rows: int,
+    slot: npt.NDArray[np.int64],
+    lr: np.float32,
+) -> bool:
+    """SGD on the ``n_rows`` summed rows, freeing their places; whether a value written is not
+    finite."""
+    bad = False
+    for j in range(n_rows):
+        r = rows[j]
+        for k in range(table.shape[1]):
+            table[r, k] -= lr * acc[j, k]
+            bad |= not np.isfinite(table[r, k])
+        slot[r] = -1
+    return bad
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def epoch_kernel(
     user: Array,
     item_p: Array,
@@ -213,18 +234,8 @@ def epoch_kernel(
         for k in range(f):
             u[k] -= lr * g_user[k]
             bad |= not np.isfinite(u[k])
-        for j in range(n_p):
-            r = rows_p[j]
-            for k in range(f):
-                item_p[r, k] -= lr * acc_p[j, k]
-                bad |= not np.isfinite(item_p[r, k])
-            slot_p[r] = -1
-        for j in range(n_s):
-            r = rows_s[j]
-            for k in range(f):
-                item_s[r, k] -= lr * acc_s[j, k]
-                bad |= not np.isfinite(item_s[r, k])
-            slot_s[r] = -1
+        bad |= _step_rows(item_p, rows_p, acc_p, n_p, slot_p, lr)
+        bad |= _step_rows(item_s, rows_s, acc_s, n_s, slot_s, lr)
         n_steps += 1
     return n_steps, loss, not bad
 
