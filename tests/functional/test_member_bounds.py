@@ -189,6 +189,7 @@ async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[f
         await asyncio.gather(*(p.shutdown() for p in procs))
 
 
+@pytest.mark.untimed  # paused nodes, frames one after the other: no timed rounds
 async def test_a_members_frames_that_all_pull_one_way_are_damped(tmp_path: Path) -> None:
     """Issue #61, the steady-pull memory over real HTTP with identities: 32 frames toward one
     point from B's ids 6-9 in turn build one memory for B, the owner the process read from the
