@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from learning.gauss import ZigguratNoise
 from learning.params import Array
 
 #: Opacus' per-sample clip factor is C / (‖g‖ + this), capped at 1.
@@ -51,6 +52,9 @@ class DPConfig:
     clip: float = 2.0  #: C, the per-example L2 bound (CIA paper Fig. 5: 2)
     delta: float = 1e-6  #: δ (CIA paper Fig. 5: 1e-6)
     horizon_updates: int = 0  #: local updates the ε target must last for (set by the driver)
+    #: "numpy": torch's noise and the numpy step; "fused": learning.gauss's noise and, for GMF,
+    #: the compiled step of learning.gmf_dp_fused (issue #64)
+    backend: str = "numpy"
 
     @property
     def enabled(self) -> bool:
@@ -67,6 +71,8 @@ class DPConfig:
             raise ValueError("the clipping bound must be > 0")
         if not 0 < self.delta < 1:
             raise ValueError("delta must be in (0, 1)")
+        if self.backend not in ("numpy", "fused"):
+            raise ValueError(f"unknown DP-SGD backend {self.backend!r} (numpy or fused)")
 
 
 def steps_per_epoch(rows: int, batch_size: int) -> int:
@@ -97,6 +103,8 @@ class GaussianNoise:
         return bytes(self._gen.get_state().numpy().tobytes())
 
     def restore(self, state: bytes) -> None:
+        if len(state) == ZigguratNoise.STATE_BYTES:
+            raise ValueError("the checkpoint's noise stream is --dp-backend fused's, this run's numpy's")
         self._gen.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
 
     def sample(self, shape: tuple[int, ...], std: float) -> Array:
@@ -224,7 +232,9 @@ class PrivateStepper:
             assert config.noise_multiplier is not None
             self.noise_multiplier = config.noise_multiplier
         self.accountant = NodeAccountant()
-        self.noise = GaussianNoise(seed)
+        self.noise: GaussianNoise | ZigguratNoise = (
+            ZigguratNoise(seed) if config.backend == "fused" else GaussianNoise(seed)
+        )
         self.skipped_steps = 0  #: steps refused because the ε budget was spent
 
     @property

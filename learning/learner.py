@@ -10,13 +10,14 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from learning import gmf
+from learning import gmf, gmf_dp_fused
 from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_fused import FusedGMF, RowUndo, epoch_examples
 from learning.gmf_numpy import NumpyGMF, moments_state, reset_moments, restore_moments
@@ -694,6 +695,8 @@ class GMFLearner(BaseLearner):
         cfg = self.config
         n_pos = len(self._positives)
         steps = 0
+        backend = self._backend
+        step = backend.dp_step if dp.config.backend == "numpy" else partial(gmf_dp_fused.dp_step, backend)
         for _ in range(cfg.local_epochs):
             negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives, self._free)
             items = np.concatenate((self._positives, negs))
@@ -703,7 +706,7 @@ class GMFLearner(BaseLearner):
                 sel = poisson_batch(self.rng, len(items), dp.sample_rate)
                 idx = items[sel]
                 anchor = before[idx] if before is not None else None
-                self._backend.dp_step(idx, self._labels[sel], dp, anchor, tau * cfg.batch_size)
+                step(idx, self._labels[sel], dp, anchor, tau * cfg.batch_size)
                 steps += 1
         self.version += 1
         return steps

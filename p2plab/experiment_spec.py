@@ -455,6 +455,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         identity["learning"].pop("evaluation")
     if config.learning.prme_backend == "numpy":  # nor from before the fused PRME epoch
         identity["learning"].pop("prme_backend", None)
+    if config.learning.dp_backend == "numpy" or not config.learning.dp:  # nor from before the fused
+        identity["learning"].pop("dp_backend", None)  # DP-SGD step (a run without DP never reads it)
     if not config.learning.dp_past:  # nor from before selective DP-SGD
         identity["learning"].pop("dp_past", None)
     if not config.learning.upload_noise:  # nor from before upload noise or the early stop

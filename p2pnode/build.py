@@ -149,6 +149,7 @@ def dp_config(config: RunConfig) -> DPConfig:
         clip=lc.dp_clip,
         delta=lc.dp_delta,
         horizon_updates=horizon,
+        backend=lc.dp_backend,
     )
 
 

@@ -319,6 +319,15 @@ class LearningConfig:
     dp_delta: float = opt(
         1e-6, "δ (CIA paper Fig. 5)", group="dp", check=(lambda v: 0 < v < 1, "must be in (0, 1)"), needs=_DP
     )
+    dp_backend: str = opt(
+        "numpy",
+        "DP-SGD's code: numpy (torch's Gaussian noise, one numpy call per operation) or fused (a "
+        "compiled ziggurat's noise and, for GMF, the whole step in one compiled call; issue #64: "
+        "other noise of the same law, so runs' numbers move within their seed spread)",
+        group="dp",
+        choices=("numpy", "fused"),
+        needs=_DP,
+    )
     dp_past: int = opt(
         0,
         "selective DP-SGD (paper 003's DP only past τ): a node trains with DP-SGD only once peers took "

@@ -16,7 +16,8 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[dev,fast,deploy,cluster,notebook]'
 .venv/bin/p2pnode data get ml-100k
 # compile the fused training kernels once (numba caches them beside learning/; ~10 s the first
-# time for GMF's, a few for PRME's, ~30 s for PARD's estimators)
+# time for GMF's, a few for PRME's and the DP-SGD step's, ~30 s for PARD's estimators)
 .venv/bin/python -m learning.gmf_fused
 .venv/bin/python -m learning.prme_fused
+.venv/bin/python -m learning.gmf_dp_fused
 .venv/bin/python -m learning.pard

@@ -54,7 +54,10 @@ CASES: dict[str, dict[str, Any]] = {
         "attack.colluders": 0.2,
         "attack.colluder_groups": 2,
     },
-    "dp-gossip": {"learning.dp_noise": 0.5},
+    "dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "numpy"},
+    # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py, issue #64): other noise of
+    # the same law, so its own file; the DP cases around it pin the numpy step and torch's noise
+    "fused-dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "fused", **_CIA},
     "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, "learning.prme_backend": "numpy", **_CIA},
     "fedavg-mia": {"protocol": "fedavg", "attack.mia": True},
     # an explicit target puts the predicted communities with their scores into the summary
@@ -113,7 +116,12 @@ CASES: dict[str, dict[str, Any]] = {
         **_CIA,
     },
     "fedavg-half-fused": {"protocol": "fedavg", "fraction": 0.5, "learning.backend": "fused", **_CIA},
-    "fedavg-dp": {"protocol": "fedavg", "fraction": 0.5, "learning.dp_epsilon": 10.0},
+    "fedavg-dp": {
+        "protocol": "fedavg",
+        "fraction": 0.5,
+        "learning.dp_epsilon": 10.0,
+        "learning.dp_backend": "numpy",
+    },
     "fedavg-target-zero": {
         "protocol": "fedavg",
         **_CIA,

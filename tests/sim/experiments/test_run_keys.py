@@ -159,6 +159,10 @@ def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     assert ex.run_key(learning(gmf, prme_lr=0.2, prme_dim=8, prme_backend="fused")) == ex.run_key(gmf)
     assert ex.run_key(learning(prme, prme_backend="fused")) != ex.run_key(prme)  # it rounds otherwise
     assert ex.run_key(learning(gmf, lr=0.02)) != ex.run_key(gmf)
+    # DP-SGD's backend: no key where nothing is private; the fused one's other noise keys its runs
+    assert ex.run_key(learning(gmf, dp_backend="fused")) == ex.run_key(gmf)
+    private = learning(gmf, dp_epsilon=10.0)
+    assert ex.run_key(learning(private, dp_backend="fused")) != ex.run_key(private)
     assert ex.run_key(learning(prme, lr=0.02, factors=8, negatives=2)) == ex.run_key(prme)
     assert ex.run_key(learning(prme, prme_lr=0.2)) != ex.run_key(prme)
     assert ex.run_key(prme) != ex.run_key(gmf)
