@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from adversary import fictive_fused
 from learning import gmf, ncf, prme
 from learning.params import Array, Index, Params
 
@@ -56,6 +57,30 @@ class AttackModel(ABC):
                 dst[...] = src[rows]
             else:
                 np.copyto(dst, src, casting="same_kind")
+
+    #: ``--fictive-backend fused``: e_A fitted and scored in compiled calls (GMF only;
+    #: adversary/fictive_fused.py), rounding otherwise in the last bits
+    fused = False
+
+    def fit_users(
+        self,
+        params: Mapping[str, Array],
+        targets: Sequence[Index],
+        rng: np.random.Generator,
+        start: Array | None,
+    ) -> Array:
+        """e_A of every target, in order, each from its row of ``start`` where given (float32)."""
+        refs = [
+            self.fit_user(params, t, rng, None if start is None else start[i]) for i, t in enumerate(targets)
+        ]
+        return np.stack(refs).astype(np.float32)
+
+    def fictive_means(
+        self, kept: Params, refs: Array, flat: Index, starts: Index, sizes: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64] | None:
+        """Each target's mean relevance of its kept rows ``flat`` under its e_A in one compiled
+        call, or None where the model has none (the observer then scores through :meth:`relevance`)."""
+        return None
 
     @abstractmethod
     def relevance(self, kept: Params, users: Array, rows: Index | slice) -> npt.NDArray[np.float32]:
@@ -102,6 +127,39 @@ class GMFAttack(AttackModel):
             return np.asarray((g @ q_h) / len(idx))
 
         return _adam_user(gradient, d, start, self.steps, self.lr)
+
+    def fit_users(
+        self,
+        params: Mapping[str, Array],
+        targets: Sequence[Index],
+        rng: np.random.Generator,
+        start: Array | None,
+    ) -> Array:
+        if not self.fused:
+            return super().fit_users(params, targets, rng, start)
+        item = np.ascontiguousarray(params[gmf.ITEM], dtype=np.float32)
+        parts = [_labelled(rng, item.shape[0], t, self.negatives) for t in targets]  # the numpy path's draws
+        offsets = np.concatenate(([0], np.cumsum([len(i) for i, _ in parts]))).astype(np.int64)
+        return fictive_fused.fit(
+            item,
+            np.ascontiguousarray(params[gmf.H], dtype=np.float32),
+            np.ascontiguousarray(params[gmf.B], dtype=np.float32),
+            np.concatenate([i for i, _ in parts]),
+            np.concatenate([y for _, y in parts]),
+            offsets,
+            np.zeros((0, item.shape[1]), np.float32)
+            if start is None
+            else np.ascontiguousarray(start, np.float32),
+            self.steps,
+            np.float32(self.lr),
+        )
+
+    def fictive_means(
+        self, kept: Params, refs: Array, flat: Index, starts: Index, sizes: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64] | None:
+        if not self.fused:
+            return None
+        return fictive_fused.target_means(kept[gmf.ITEM], kept[gmf.H], kept[gmf.B], refs, flat, starts, sizes)
 
 
 class PRMEAttack(AttackModel):

@@ -457,6 +457,9 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         identity["learning"].pop("prme_backend", None)
     if config.learning.dp_backend == "numpy" or not config.learning.dp:  # nor from before the fused
         identity["learning"].pop("dp_backend", None)  # DP-SGD step (a run without DP never reads it)
+    fictive = config.model == "gmf" and (config.learning.share_less or config.attack.fictive_user)
+    if config.attack.fictive_backend == "numpy" or not (config.attack.cia and fictive):  # nor from
+        identity["attack"].pop("fictive_backend", None)  # before the fused fictive user
     if not config.learning.dp_past:  # nor from before selective DP-SGD
         identity["learning"].pop("dp_past", None)
     if not config.learning.upload_noise:  # nor from before upload noise or the early stop

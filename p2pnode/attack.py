@@ -260,6 +260,7 @@ def _wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) 
             return GossipNode(protocol)
         return AdversaryNode(protocol, None, aia=aia, aia_partners=aia_partners, aia_send_to=aia_send_to)
     model = attack_model(cfg.model)
+    model.fused = cfg.attack.fictive_backend == "fused"  # read by GMF's fictive user alone
     if cfg.learning.adversarial or cfg.learning.local_head:  # the head stays home: score with one's own
         model = OwnHead(model)
     if spec.forwarder:

@@ -510,6 +510,19 @@ class AttackConfig:
         switch=True,
         needs=_CIA,
     )
+    fictive_backend: str = opt(
+        "numpy",
+        "the fictive users' code (GMF, Share less or --fictive-user): numpy (a Python loop per "
+        "target, scores through numpy's gathers) or fused (every e_A fitted and every model scored "
+        "in one compiled call; issue #64: it rounds otherwise in the last bits, so near-ties may "
+        "break the other way)",
+        group="attack",
+        choices=("numpy", "fused"),
+        needs=(
+            lambda c: c.attack.cia and c.model == "gmf" and (c.learning.share_less or c.attack.fictive_user),
+            "--attack cia on --model gmf with --share-less or --fictive-user",
+        ),
+    )
     mia: bool = opt(
         False,
         "MPE membership inference on every node (the gossip-learning MIA paper, §2.5)",

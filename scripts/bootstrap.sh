@@ -20,4 +20,5 @@ fi
 .venv/bin/python -m learning.gmf_fused
 .venv/bin/python -m learning.prme_fused
 .venv/bin/python -m learning.gmf_dp_fused
+.venv/bin/python -m adversary.fictive_fused
 .venv/bin/python -m learning.pard

@@ -82,6 +82,20 @@ CASES: dict[str, dict[str, Any]] = {
     "gossip-target-init": {**_CIA, "attack.momentum_estimator": "init", "attack.target_items": "50,172,181"},
     # the FedAvg server scores every update with each target's e_A (a many-target fictive user)
     "fedavg-share-less": {"protocol": "fedavg", **_CIA, "learning.share_less": True},
+    # the fictive users fitted and scored in compiled calls (adversary/fictive_fused.py, issue #64)
+    "fused-fictive-fedavg-share-less": {
+        "protocol": "fedavg",
+        **_CIA,
+        "learning.share_less": True,
+        "attack.fictive_backend": "fused",
+    },
+    "fused-fictive-share-less-colluders": {
+        **_CIA,
+        "learning.share_less": True,
+        "attack.colluders": 0.2,
+        "attack.colluder_groups": 2,
+        "attack.fictive_backend": "fused",
+    },
     # the clients' shared tables (learning/workbench.py): every model and trainer FedAvg runs,
     # half the clients a round (a parked client is evaluated on its last turn), DP-SGD; written by
     # the code before the workbench

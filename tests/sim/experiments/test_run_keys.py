@@ -163,6 +163,13 @@ def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     assert ex.run_key(learning(gmf, dp_backend="fused")) == ex.run_key(gmf)
     private = learning(gmf, dp_epsilon=10.0)
     assert ex.run_key(learning(private, dp_backend="fused")) != ex.run_key(private)
+    # the fictive users' backend: no key where no GMF observer scores with e_A
+    cia = gmf.replace(**{"attack.kind": "cia"})
+    fictive = cia.replace(**{"learning.share_less": True})
+    assert ex.run_key(cia.replace(**{"attack.fictive_backend": "fused"})) == ex.run_key(cia)
+    assert ex.run_key(fictive.replace(**{"attack.fictive_backend": "fused"})) != ex.run_key(fictive)
+    prme_fictive = dataclasses.replace(fictive, model="prme")
+    assert ex.run_key(prme_fictive.replace(**{"attack.fictive_backend": "fused"})) == ex.run_key(prme_fictive)
     assert ex.run_key(learning(prme, lr=0.02, factors=8, negatives=2)) == ex.run_key(prme)
     assert ex.run_key(learning(prme, prme_lr=0.2)) != ex.run_key(prme)
     assert ex.run_key(prme) != ex.run_key(gmf)
