@@ -248,6 +248,16 @@ class PrivateStepper:
             return False
         return True
 
+    def take_steps(self, wanted: int) -> int:
+        """How many of ``wanted`` steps :meth:`may_step` lets through in a row (the budget's
+        remainder), counting the refusal that ends them as :meth:`may_step` does."""
+        allowed = wanted
+        if self.budget_steps is not None:
+            allowed = max(0, min(wanted, self.budget_steps - self.accountant.steps))
+        if allowed < wanted:
+            self.skipped_steps += 1
+        return allowed
+
     def charge(self) -> None:
         """Record one (σ, q) step with the accountant."""
         self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)

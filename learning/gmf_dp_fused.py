@@ -114,6 +114,106 @@ def dp_step(
     dp.charge()
 
 
+def dp_epoch(
+    backend: NumpyGMF,
+    items: npt.NDArray[np.int64],
+    labels: Array,
+    rng: np.random.Generator,
+    dp: PrivateStepper,
+    before: Array | None = None,
+    reg_weight: float = 0.0,
+) -> int:
+    """One DP-SGD epoch over ``items`` (labelled ``labels``): the learner's loop of
+    ``dp.may_step()``, ``poisson_batch`` and :func:`dp_step`, with the same draws on ``rng`` and
+    the noise stream, in one compiled call. ``before`` is the item table before the update (the
+    Share-less anchors, indexed by each batch's items). Returns the steps taken."""
+    noise = dp.noise
+    if not isinstance(noise, ZigguratNoise):
+        raise TypeError("the fused DP-SGD step draws its noise from learning.gauss (--dp-backend fused)")
+    n_steps = dp.take_steps(dp.steps_per_epoch)
+    if n_steps == 0:
+        return 0
+    picked = rng.random((n_steps, len(items))) < dp.sample_rate  # poisson_batch's draws, row by row
+    steps_of, at = np.nonzero(picked)
+    offsets = np.searchsorted(steps_of, np.arange(n_steps + 1)).astype(np.int64)
+    idx = np.ascontiguousarray(items[at], dtype=np.int64)
+    y = np.ascontiguousarray(labels[at], dtype=np.float32)
+    p = backend.params
+    item = p[gmf.ITEM]
+    mom = backend.moments
+    lr_t = np.empty((n_steps, 4), dtype=np.float32)
+    bc2 = np.empty((n_steps, 4), dtype=np.float32)
+    for s in range(n_steps):
+        for n, name in enumerate(_ORDER):
+            st = mom[name]
+            st.step += 1
+            lr_t[s, n], bc2[s, n] = adam_scalars(st.step, backend.lr)
+    noise_item, slots = _scratch.get(*item.shape)
+    use_anchor = before is not None and reg_weight > 0
+    _epoch_kernel(
+        item,
+        p[gmf.USER],
+        p[gmf.H],
+        p[gmf.B],
+        (mom[gmf.ITEM].m, mom[gmf.ITEM].v),
+        (mom[gmf.USER].m, mom[gmf.USER].v),
+        (mom[gmf.H].m, mom[gmf.H].v),
+        (mom[gmf.B].m, mom[gmf.B].v),
+        idx,
+        y,
+        offsets,
+        np.ascontiguousarray(before, dtype=np.float32) if use_anchor else _NO_ANCHOR,
+        np.float32(reg_weight if use_anchor else 0.0),
+        np.float32(dp.config.clip),
+        np.float32(dp.noise_std),
+        np.float32(1.0 / dp.expected_batch),
+        lr_t,
+        bc2,
+        noise.words,
+        noise_item,
+        slots,
+    )
+    for _ in range(n_steps):
+        dp.charge()
+    return n_steps
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _epoch_kernel(
+    item: Array,
+    user: Array,
+    h: Array,
+    b: Array,
+    mv_item: tuple[Array, Array],
+    mv_user: tuple[Array, Array],
+    mv_h: tuple[Array, Array],
+    mv_b: tuple[Array, Array],
+    idx: npt.NDArray[np.int64],
+    y: Array,
+    offsets: npt.NDArray[np.int64],
+    before: Array,
+    reg_weight: np.float32,
+    clip: np.float32,
+    std: np.float32,
+    scale: np.float32,
+    lr_t: Array,
+    bc2: Array,
+    words: npt.NDArray[np.uint64],
+    noise: Array,
+    slots: npt.NDArray[np.int64],
+) -> None:
+    """:func:`_kernel` for each step s on ``idx[offsets[s]:offsets[s + 1]]``, its anchors the
+    rows of ``before`` at those items (when ``before`` has rows)."""
+    for s in range(offsets.size - 1):
+        lo, hi = offsets[s], offsets[s + 1]
+        batch = idx[lo:hi]
+        anchor = before[batch] if before.shape[0] else before
+        _kernel(
+            item, user, h, b, mv_item, mv_user, mv_h, mv_b, batch, y[lo:hi], anchor, reg_weight,
+            clip, std, scale, lr_t[s], bc2[s], words, noise, slots,
+        )  # fmt: skip
+
+
 @numba.njit(inline="always")
 def _adam1(p: Array, m: Array, v: Array, j: int, g: np.float32, lr_t: np.float32, bc2: np.float32) -> None:
     """torch.optim.Adam on one float32 coordinate (learning/adam.py's expression)."""

@@ -10,7 +10,6 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -696,17 +695,22 @@ class GMFLearner(BaseLearner):
         n_pos = len(self._positives)
         steps = 0
         backend = self._backend
-        step = backend.dp_step if dp.config.backend == "numpy" else partial(gmf_dp_fused.dp_step, backend)
+        fused = dp.config.backend == "fused"
         for _ in range(cfg.local_epochs):
             negs = sample_negatives(self.rng, self._excluded, n_pos * cfg.negatives, self._free)
             items = np.concatenate((self._positives, negs))
+            if fused:  # the loop below in one compiled call, the same draws
+                steps += gmf_dp_fused.dp_epoch(
+                    backend, items, self._labels, self.rng, dp, before, tau * cfg.batch_size
+                )
+                continue
             for _ in range(dp.steps_per_epoch):
                 if not dp.may_step():
                     break
                 sel = poisson_batch(self.rng, len(items), dp.sample_rate)
                 idx = items[sel]
                 anchor = before[idx] if before is not None else None
-                step(idx, self._labels[sel], dp, anchor, tau * cfg.batch_size)
+                backend.dp_step(idx, self._labels[sel], dp, anchor, tau * cfg.batch_size)
                 steps += 1
         self.version += 1
         return steps

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,31 @@ def test_prme_under_the_fused_backend_draws_the_ziggurats_noise() -> None:
     assert (moved > 0).mean() > 0.99  # dense noise on every row
     for name in prme.PARAM_NAMES:
         np.testing.assert_array_equal(a.params[name], b.params[name])
+
+
+def test_the_fused_epoch_stops_where_the_budget_does() -> None:
+    """A target ε lasts ``horizon_updates`` updates: past them the numpy loop refuses each epoch's
+    steps (counting one refusal an epoch); the fused epoch takes and refuses the same."""
+
+    def budgeted(backend: str) -> list[GMFLearner]:
+        data, _ = planted_communities(SyntheticConfig(users=4, items=200, communities=2, seed=2))
+        init = gmf.init_params(data.n_items, DIM, seed=0)
+        dp = DPConfig(target_epsilon=8.0, horizon_updates=2, backend="fused")
+        cfg = TrainConfig(factors=DIM, lr=0.01, batch_size=8, local_epochs=2, dp=dp)
+        out = [GMFLearner(u, init, cfg, np.random.default_rng(u.user)) for u in leave_one_out(data, seed=0)]
+        for lrn in out:
+            assert lrn.dp is not None
+            lrn.dp.config = dataclasses.replace(lrn.dp.config, backend=backend)
+        return out
+
+    fused, plain = budgeted("fused"), budgeted("numpy")
+    for _ in range(3):  # the budget is 2 epochs' steps: the first update spends it, the others none
+        for a, b in zip(fused, plain, strict=True):
+            assert a.local_update() == b.local_update()
+    for a, b in zip(fused, plain, strict=True):
+        assert a.dp is not None and b.dp is not None
+        assert a.dp.accountant.steps == b.dp.accountant.steps == a.dp.budget_steps
+        assert a.dp.skipped_steps == b.dp.skipped_steps == 4  # one refusal in each epoch after
+        assert a.epsilon() == b.epsilon() and a.rng.random() == b.rng.random()
+        for name in gmf.PARAM_NAMES:
+            np.testing.assert_allclose(a.params[name], b.params[name], rtol=1e-4, atol=1e-5)
