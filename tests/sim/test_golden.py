@@ -53,6 +53,7 @@ CASES: dict[str, dict[str, Any]] = {
         "learning.share_less": True,
         "attack.colluders": 0.2,
         "attack.colluder_groups": 2,
+        "attack.fictive_backend": "numpy",
     },
     "dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "numpy"},
     # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py, issue #64): other noise of
@@ -78,10 +79,16 @@ CASES: dict[str, dict[str, Any]] = {
         "learning.backend": "fused",
         "attack.colluders": 0.2,
         "attack.colluder_groups": 2,
+        "attack.fictive_backend": "numpy",
     },
     "gossip-target-init": {**_CIA, "attack.momentum_estimator": "init", "attack.target_items": "50,172,181"},
     # the FedAvg server scores every update with each target's e_A (a many-target fictive user)
-    "fedavg-share-less": {"protocol": "fedavg", **_CIA, "learning.share_less": True},
+    "fedavg-share-less": {
+        "protocol": "fedavg",
+        **_CIA,
+        "learning.share_less": True,
+        "attack.fictive_backend": "numpy",
+    },
     # the fictive users fitted and scored in compiled calls (adversary/fictive_fused.py, issue #64)
     "fused-fictive-fedavg-share-less": {
         "protocol": "fedavg",

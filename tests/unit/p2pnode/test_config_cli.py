@@ -226,6 +226,7 @@ BRINGS = {
     "--attack cia or aia, or --attack-plugin": ["--attack", "cia"],
     "--knn userknn|reuse|expect|gain": ["--knn", "gain"],
     "--knn with --knn-dp tau": ["--knn", "gain"],
+    "--attack cia on --model gmf with --share-less or --fictive-user": ["--attack", "cia", "--share-less"],
 }
 
 
