@@ -7,11 +7,14 @@ Three parts, each interleaved so that machine noise hits both alike:
   backend's source) against ``learning.gauss``'s compiled ziggurat;
 - steps: one ML-100k user's Poisson batches (σ = 1, C = 2, Share less off), ``NumpyGMF.dp_step``
   with torch's noise against ``learning.gmf_dp_fused.dp_step``;
-- rounds: Figure 5's "Rand-Gossip, ε = 1000" run (943 nodes, Base GL on PeerSwap, the CIA on
-  every node, K = 50, 400-round ε budget), built once per backend, ``--warm`` rounds, then
-  ``--rounds`` rounds timed one after the other, alternating backends.
+- rounds: Figure 5's "Rand-Gossip, ε = 1000" run (or ``--epsilon``'s row; 943 nodes, Base GL on
+  PeerSwap, the CIA on every node, K = 50, 400-round ε budget), built once per backend,
+  ``--warm`` rounds, then ``--rounds`` rounds timed one after the other, alternating backends.
+  The CIA's observers hold more models as rounds go by, so a later round (``--warm 100``) costs
+  more outside DP-SGD than an early one.
 
     .venv/bin/python -m bench.dp_step [--repeats 200] [--warm 1] [--rounds 4] [--nodes 943]
+        [--epsilon 1000] [--skip-parts]
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -41,7 +44,7 @@ from p2pnode.sim import Simulation
 BACKENDS = ("numpy", "fused")
 
 
-def interleaved(calls: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+def interleaved(calls: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {b: [] for b in calls}
     for _ in range(repeats):
         for b, call in calls.items():
@@ -80,12 +83,12 @@ def steps(repeats: int) -> dict[str, list[float]]:
     return interleaved(calls, repeats)
 
 
-def fig5_config(backend: str, nodes: int) -> RunConfig:
+def fig5_config(backend: str, nodes: int, epsilon: float) -> RunConfig:
     return RunConfig(nodes=nodes, rounds=400, seed=0).replace(
         **{
             "clip_factor": 0.0,
             "learning.lr": 0.01,
-            "learning.dp_epsilon": 1000.0,
+            "learning.dp_epsilon": epsilon,
             "learning.dp_backend": backend,
             "attack.kind": "cia",
             "attack.target_k": 50,
@@ -94,8 +97,8 @@ def fig5_config(backend: str, nodes: int) -> RunConfig:
     )
 
 
-def rounds(warm_rounds: int, timed: int, nodes: int) -> dict[str, list[float]]:
-    sims = {b: Simulation(fig5_config(b, nodes)) for b in BACKENDS}
+def rounds(warm_rounds: int, timed: int, nodes: int, epsilon: float) -> dict[str, list[float]]:
+    sims = {b: Simulation(fig5_config(b, nodes, epsilon)) for b in BACKENDS}
     for sim in sims.values():
         for _ in range(warm_rounds):
             sim.run_round()
@@ -116,13 +119,16 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--nodes", type=int, default=943)
+    ap.add_argument("--epsilon", type=float, default=1000.0, help="the Fig. 5 row's ε (1000, 100, 10, 1)")
+    ap.add_argument("--skip-parts", action="store_true", help="time the rounds alone")
     args = ap.parse_args()
     torch.set_num_threads(1)
     gmf_dp_fused.warm()
-    show("N(0,1) on 1,682 x 32 values", noise(args.repeats), 1e6, "us")
-    show("a DP-SGD step (ML-100k user 0, sigma 1)", steps(args.repeats), 1e6, "us")
-    what = f"a Fig. 5 DP gossip round ({args.nodes} nodes, CIA on all)"
-    show(what, rounds(args.warm, args.rounds, args.nodes), 1, "s ")
+    if not args.skip_parts:
+        show("N(0,1) on 1,682 x 32 values", noise(args.repeats), 1e6, "us")
+        show("a DP-SGD step (ML-100k user 0, sigma 1)", steps(args.repeats), 1e6, "us")
+    what = f"a Fig. 5 round, eps {args.epsilon:g}, after {args.warm} ({args.nodes} nodes)"
+    show(what, rounds(args.warm, args.rounds, args.nodes, args.epsilon), 1, "s ")
 
 
 if __name__ == "__main__":

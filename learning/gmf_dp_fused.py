@@ -70,47 +70,17 @@ def dp_step(
 ) -> None:
     """``backend.dp_step(idx, y, dp, anchor, reg_weight)`` in one compiled call; ``dp``'s noise
     must be a :class:`ZigguratNoise` (``--dp-backend fused``)."""
-    noise = dp.noise
-    if not isinstance(noise, ZigguratNoise):
-        raise TypeError("the fused DP-SGD step draws its noise from learning.gauss (--dp-backend fused)")
-    p = backend.params
-    item = p[gmf.ITEM]
-    mom = backend.moments
-    moments = [mom[name] for name in _ORDER]
-    for st in moments:
-        st.step += 1
-    lr_t = np.empty(4, dtype=np.float32)
-    bc2 = np.empty(4, dtype=np.float32)
-    first = moments[0].step
-    if all(st.step == first for st in moments):  # as always in a DP run: one scalar pair
-        lr_t[:], bc2[:] = adam_scalars(first, backend.lr)
-    else:
-        for n, st in enumerate(moments):
-            lr_t[n], bc2[n] = adam_scalars(st.step, backend.lr)
-    noise_item, slots = _scratch.get(*item.shape)
+    words, noise_item, slots = _noise(backend, dp)
     use_anchor = anchor is not None and reg_weight > 0
+    reg, clip, std, scale = _step_scalars(dp, reg_weight if use_anchor else 0.0)
+    lr_t, bc2 = _adam_steps(backend, 1)
     _kernel(
-        item,
-        p[gmf.USER],
-        p[gmf.H],
-        p[gmf.B],
-        (mom[gmf.ITEM].m, mom[gmf.ITEM].v),
-        (mom[gmf.USER].m, mom[gmf.USER].v),
-        (mom[gmf.H].m, mom[gmf.H].v),
-        (mom[gmf.B].m, mom[gmf.B].v),
+        *_model(backend),
         np.ascontiguousarray(idx, dtype=np.int64),
         np.ascontiguousarray(y, dtype=np.float32),
         np.ascontiguousarray(anchor, dtype=np.float32) if use_anchor else _NO_ANCHOR,
-        np.float32(reg_weight if use_anchor else 0.0),
-        np.float32(dp.config.clip),
-        np.float32(dp.noise_std),
-        np.float32(1.0 / dp.expected_batch),
-        lr_t,
-        bc2,
-        noise.words,
-        noise_item,
-        slots,
-    )
+        reg, clip, std, scale, lr_t[0], bc2[0], words, noise_item, slots,
+    )  # fmt: skip
     dp.charge()
 
 
@@ -127,55 +97,75 @@ def dp_epoch(
     ``dp.may_step()``, ``poisson_batch`` and :func:`dp_step`, with the same draws on ``rng`` and
     the noise stream, in one compiled call. ``before`` is the item table before the update (the
     Share-less anchors, indexed by each batch's items). Returns the steps taken."""
-    noise = dp.noise
-    if not isinstance(noise, ZigguratNoise):
-        raise TypeError("the fused DP-SGD step draws its noise from learning.gauss (--dp-backend fused)")
+    words, noise_item, slots = _noise(backend, dp)  # refuses torch's noise before anything is drawn
     n_steps = dp.take_steps(dp.steps_per_epoch)
     if n_steps == 0:
         return 0
     picked = rng.random((n_steps, len(items))) < dp.sample_rate  # poisson_batch's draws, row by row
     steps_of, at = np.nonzero(picked)
     offsets = np.searchsorted(steps_of, np.arange(n_steps + 1)).astype(np.int64)
-    idx = np.ascontiguousarray(items[at], dtype=np.int64)
-    y = np.ascontiguousarray(labels[at], dtype=np.float32)
-    p = backend.params
-    item = p[gmf.ITEM]
-    mom = backend.moments
-    lr_t = np.empty((n_steps, 4), dtype=np.float32)
-    bc2 = np.empty((n_steps, 4), dtype=np.float32)
-    for s in range(n_steps):
-        for n, name in enumerate(_ORDER):
-            st = mom[name]
-            st.step += 1
-            lr_t[s, n], bc2[s, n] = adam_scalars(st.step, backend.lr)
-    noise_item, slots = _scratch.get(*item.shape)
     use_anchor = before is not None and reg_weight > 0
+    reg, clip, std, scale = _step_scalars(dp, reg_weight if use_anchor else 0.0)
+    lr_t, bc2 = _adam_steps(backend, n_steps)
     _epoch_kernel(
-        item,
-        p[gmf.USER],
-        p[gmf.H],
-        p[gmf.B],
-        (mom[gmf.ITEM].m, mom[gmf.ITEM].v),
-        (mom[gmf.USER].m, mom[gmf.USER].v),
-        (mom[gmf.H].m, mom[gmf.H].v),
-        (mom[gmf.B].m, mom[gmf.B].v),
-        idx,
-        y,
+        *_model(backend),
+        np.ascontiguousarray(items[at], dtype=np.int64),
+        np.ascontiguousarray(labels[at], dtype=np.float32),
         offsets,
         np.ascontiguousarray(before, dtype=np.float32) if use_anchor else _NO_ANCHOR,
-        np.float32(reg_weight if use_anchor else 0.0),
-        np.float32(dp.config.clip),
-        np.float32(dp.noise_std),
-        np.float32(1.0 / dp.expected_batch),
-        lr_t,
-        bc2,
-        noise.words,
-        noise_item,
-        slots,
-    )
+        reg, clip, std, scale, lr_t, bc2, words, noise_item, slots,
+    )  # fmt: skip
     for _ in range(n_steps):
         dp.charge()
     return n_steps
+
+
+_Pair = tuple[Array, Array]
+
+
+def _model(backend: NumpyGMF) -> tuple[Array, Array, Array, Array, _Pair, _Pair, _Pair, _Pair]:
+    """The kernels' first arguments: the item table, user, h, b, and their Adam moments."""
+    p, mom = backend.params, backend.moments
+    m, v = {n: mom[n].m for n in gmf.PARAM_NAMES}, {n: mom[n].v for n in gmf.PARAM_NAMES}
+    return (
+        p[gmf.ITEM], p[gmf.USER], p[gmf.H], p[gmf.B],
+        (m[gmf.ITEM], v[gmf.ITEM]), (m[gmf.USER], v[gmf.USER]), (m[gmf.H], v[gmf.H]), (m[gmf.B], v[gmf.B]),
+    )  # fmt: skip
+
+
+def _step_scalars(
+    dp: PrivateStepper, reg_weight: float
+) -> tuple[np.float32, np.float32, np.float32, np.float32]:
+    """(Share-less weight, C, σC, 1 / expected batch) as the kernels take them."""
+    return (
+        np.float32(reg_weight),
+        np.float32(dp.config.clip),
+        np.float32(dp.noise_std),
+        np.float32(1.0 / dp.expected_batch),
+    )
+
+
+def _adam_steps(backend: NumpyGMF, n_steps: int) -> tuple[Array, Array]:
+    """Each of the next ``n_steps`` steps' Adam scalars (lr / bias correction 1, √bias correction
+    2) per parameter in :data:`_ORDER`, advancing the step counts."""
+    lr_t = np.empty((n_steps, 4), dtype=np.float32)
+    bc2 = np.empty((n_steps, 4), dtype=np.float32)
+    moments = [backend.moments[name] for name in _ORDER]
+    for s in range(n_steps):
+        for n, st in enumerate(moments):
+            st.step += 1
+            lr_t[s, n], bc2[s, n] = adam_scalars(st.step, backend.lr)
+    return lr_t, bc2
+
+
+def _noise(
+    backend: NumpyGMF, dp: PrivateStepper
+) -> tuple[npt.NDArray[np.uint64], Array, npt.NDArray[np.int64]]:
+    """(the noise stream's state, this thread's item-table noise buffer, its row → slot map)."""
+    if not isinstance(dp.noise, ZigguratNoise):
+        raise TypeError("the fused DP-SGD step draws its noise from learning.gauss (--dp-backend fused)")
+    noise_item, slots = _scratch.get(*backend.params[gmf.ITEM].shape)
+    return dp.noise.words, noise_item, slots
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
