@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from adversary import fictive_fused
 from learning import gmf, ncf, prme
 from learning.params import Array, Index, Params
 
@@ -137,6 +136,8 @@ class GMFAttack(AttackModel):
     ) -> Array:
         if not self.fused:
             return super().fit_users(params, targets, rng, start)
+        from adversary import fictive_fused  # numba (and its threads) only where asked for
+
         item = np.ascontiguousarray(params[gmf.ITEM], dtype=np.float32)
         parts = [_labelled(rng, item.shape[0], t, self.negatives) for t in targets]  # the numpy path's draws
         offsets = np.concatenate(([0], np.cumsum([len(i) for i, _ in parts]))).astype(np.int64)
@@ -159,6 +160,8 @@ class GMFAttack(AttackModel):
     ) -> npt.NDArray[np.float64] | None:
         if not self.fused:
             return None
+        from adversary import fictive_fused
+
         return fictive_fused.target_means(kept[gmf.ITEM], kept[gmf.H], kept[gmf.B], refs, flat, starts, sizes)
 
 

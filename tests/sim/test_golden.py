@@ -58,7 +58,7 @@ CASES: dict[str, dict[str, Any]] = {
     "dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "numpy"},
     # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py, issue #64): other noise of
     # the same law, so its own file; the DP cases around it pin the numpy step and torch's noise
-    "fused-dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "fused", **_CIA},
+    "fused-dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "fused"},
     "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, "learning.prme_backend": "numpy", **_CIA},
     "fedavg-mia": {"protocol": "fedavg", "attack.mia": True},
     # an explicit target puts the predicted communities with their scores into the summary
