@@ -4,6 +4,8 @@ probes of its runs, or taken from the seconds its finished runs recorded.
 For each distinct run of each experiment (rows and seeds; a configuration shared between rows
 runs once, as ``p2plab.experiment`` keys it), in order:
 
+- a run that an experiment before it in the list makes too (the same run key) costs nothing:
+  reproduce.sh copies it (``--reuse-runs results``);
 - a finished run in ``results/NAME/runs`` that recorded its seconds (``_seconds``, written since
   issue #32) counts those: **measured**;
 - otherwise one probe per row (seeds cost alike): the run is built and its first
@@ -119,16 +121,22 @@ def makespan(durations: list[float], workers: int) -> float:
     return max(free)
 
 
-def runs_of(exp: Experiment, results: Path, probe_rounds: int) -> tuple[list[float], int, int]:
+def runs_of(
+    exp: Experiment, results: Path, probe_rounds: int, earlier: set[str]
+) -> tuple[list[float], int, int, int]:
     """Seconds of every distinct run of ``exp``, in the order it runs them; how many were
-    measured and how many projected."""
+    measured, projected and reused. A run that an experiment before it (``earlier``: their run
+    keys, grown here) or a finished one in ``results`` already made costs nothing: reproduce.sh
+    copies it (``--reuse-runs``)."""
     stored, _ = stored_runs(plan_of(exp, exp.seeds, {}), results / exp.name / "runs", "simulate")
     finished = {
-        k: float(r["_seconds"]) for k, r in stored.items() if isinstance(r.get("_seconds"), int | float)
+        k: float(r["_seconds"])
+        for k, r in stored.items()
+        if isinstance(r.get("_seconds"), int | float) and "_reused_from" not in r
     }
     seconds: list[float] = []
     seen: set[str] = set()
-    measured = projected = 0
+    measured = projected = reused = 0
     for row in exp.rows:
         cost: float | None = None
         for seed in exp.seeds:
@@ -140,7 +148,13 @@ def runs_of(exp: Experiment, results: Path, probe_rounds: int) -> tuple[list[flo
             if key in finished:
                 seconds.append(finished[key])
                 measured += 1
+                earlier.add(key)
                 continue
+            if key in earlier or key in stored or any(results.glob(f"*/runs/simulate-{key}.json")):
+                earlier.add(key)
+                reused += 1
+                continue
+            earlier.add(key)
             if cost is None:
                 build, per_round = probe(config, probe_rounds)
                 cost = build + config.rounds * per_round
@@ -150,7 +164,7 @@ def runs_of(exp: Experiment, results: Path, probe_rounds: int) -> tuple[list[flo
                 )
             seconds.append(cost)
             projected += 1
-    return seconds, measured, projected
+    return seconds, measured, projected, reused
 
 
 def clock(seconds: float) -> str:
@@ -171,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     totals = dict.fromkeys(workers, 0.0)
     cpu = 0.0
     lines = []
+    earlier: set[str] = set()  # run keys of the experiments before: reused, not run again
     for name in args.names or EXPERIMENTS:
         exp = load(name)
         print(f"== {name}", flush=True)
@@ -179,18 +194,21 @@ def main(argv: list[str] | None = None) -> None:
             t = time.perf_counter()
             with tempfile.TemporaryDirectory() as out:
                 run_mixing(exp.title, spec, Path(out), exp.seeds[0], "bench.reproduction_time")
-            durations, measured, projected = [time.perf_counter() - t], 1, 0
+            durations, measured, projected, reused = [time.perf_counter() - t], 1, 0, 0
         elif exp.reuseknn is not None:
             durations, measured, projected = reuseknn_time(exp, Path(args.results))
+            reused = 0
         else:
-            durations, measured, projected = runs_of(exp, Path(args.results), args.probe_rounds)
+            durations, measured, projected, reused = runs_of(
+                exp, Path(args.results), args.probe_rounds, earlier
+            )
         walls = {w: makespan(durations, w) for w in workers}
         for w in workers:
             totals[w] += walls[w]
         cpu += sum(durations)
         lines.append(
-            f"  {name:18s} {len(durations):4d} runs ({measured} measured, {projected} projected)  "
-            + "  ".join(f"{w:2d} workers {clock(walls[w])}" for w in workers)
+            f"  {name:18s} {len(durations):4d} runs ({measured} measured, {projected} projected, "
+            f"{reused} reused)  " + "  ".join(f"{w:2d} workers {clock(walls[w])}" for w in workers)
         )
     print("\n".join(lines))
     print(

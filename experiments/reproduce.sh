@@ -4,7 +4,9 @@
 # Every experiment resumes where it stopped, so this script can be interrupted and rerun; the
 # times it prints are those of this invocation (runs finished before are read, not re-run). An
 # experiment that fails (a refusal, a crash) is reported and the others still run; the script
-# then exits 1.
+# then exits 1. A run that an earlier experiment already made (the same configuration, seed
+# included: fig5's noiseless Rand-Gossip rows are table3's GMF rows) is copied from results/, not
+# run again (--reuse-runs).
 #   bash experiments/reproduce.sh                 # everything below (~10.5 h of one core's work;
 #                                                 # projected by python -m bench.reproduction_time)
 #   bash experiments/reproduce.sh table3 mixing   # a selection
@@ -30,7 +32,8 @@ begin=$SECONDS
 for name in "${names[@]}"; do
   echo "== $name"
   start=$SECONDS
-  if "$P2PNODE" experiment "$name" --out "results/$name" --workers "$WORKERS" ${SEEDS:+--seeds "$SEEDS"}; then
+  if "$P2PNODE" experiment "$name" --out "results/$name" --reuse-runs results --workers "$WORKERS" \
+    ${SEEDS:+--seeds "$SEEDS"}; then
     took=$(clock $((SECONDS - start)))
   else
     rc=$?

@@ -164,6 +164,15 @@ def _experiment_run_flags(run: argparse.ArgumentParser) -> None:
         "needs the cluster extra and this checkout on every machine",
     )
     where.add_argument(
+        "--reuse-runs",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="take a run another experiment finished with the same configuration from DIR/*/runs/ "
+        "instead of running it again (reproduce.sh: --reuse-runs results); repeatable",
+    )
+    where.add_argument(
         "--report-only", action="store_true", help="run nothing: report the finished runs in --out"
     )
     cli.settings_flags(run, "experiment")
@@ -356,6 +365,7 @@ def _experiment_run(args: argparse.Namespace) -> int:
             args.workers or (0 if args.ray else 1),
             args.ray,
             settings.memory_check,
+            args.reuse_runs,
         )
     if progress:
         for line in report_table(out / "report.md"):  # the numbers, not only where they are

@@ -44,6 +44,7 @@ from p2plab.experiment_spec import (
     names,
     paper_dataset_of,
     plan_of,
+    reusable_runs,
     run_key,
     stored_runs,
 )
@@ -165,6 +166,7 @@ def run_experiment(
     workers: int = 1,
     ray_address: str | None = None,
     memory_check: bool = True,
+    reuse: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Run every (row, seed) not yet on disk, then write the results and the report.
 
@@ -175,6 +177,9 @@ def run_experiment(
     ``memory_check``: False starts a simulation whose estimate is above the free memory (a run
     capped from outside, e.g. in a memory cgroup); parallel workers still start a run only where
     it fits beside those under way.
+    ``reuse``: folders holding other experiments' ``--out`` folders (``results``); a run finished
+    there with the same run key is copied in instead of run again (:func:`reusable_runs`), marked
+    with ``_reused_from`` and its own ``_seconds`` (where it ran).
     """
     t_all = time.perf_counter()
     overrides = dict(overrides or {})
@@ -188,6 +193,13 @@ def run_experiment(
     plan = plan_of(exp, seeds, overrides)
     results, pending = stored_runs(plan, runs_dir, mode, progress)
     total = len(results) + len(pending)
+    for key, (stored, source) in reusable_runs(list(pending), reuse, mode, runs_dir).items():
+        row, seed, _config, path = pending.pop(key)
+        copied = {**stored, "_row": row.label, "_reused_from": source.parent.parent.name}
+        write_text(path, json.dumps(copied))
+        results[key] = copied
+        if progress:
+            progress(f"[{len(results)}/{total}] {row.label}, seed {seed}: reused, the same run as {source}")
     done = len(results)
 
     def finished(key: str, summary: dict[str, Any], seconds: float) -> None:

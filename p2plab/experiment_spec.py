@@ -616,6 +616,41 @@ def stored_runs(
     return results, missing
 
 
+def reusable_runs(
+    keys: Sequence[str], folders: Sequence[Path], mode: str, here: Path
+) -> dict[str, tuple[dict[str, Any], Path]]:
+    """Finished runs of other experiments with these run keys: ``FOLDER/*/runs/MODE-KEY.json``
+    for each folder given (``results``: every experiment ``reproduce.sh`` wrote there).
+
+    A run file is taken only when the configuration it records keys to the same run key again
+    (a file copied or renamed by hand is not trusted by its name); an unreadable one is passed
+    over and the run runs. ``here`` (this experiment's own runs folder) is never a source.
+    """
+    wanted = set(keys)
+    found: dict[str, tuple[dict[str, Any], Path]] = {}
+    if not wanted:
+        return found
+    for folder in folders:
+        for runs in sorted(folder.glob("*/runs")):
+            if runs.resolve() == here.resolve():
+                continue
+            for key in sorted(wanted - found.keys()):
+                path = runs / f"{mode}-{key}.json"
+                if not path.is_file():
+                    continue
+                try:
+                    stored = json.loads(path.read_text())
+                    config = from_mapping(
+                        _with_legacy_defaults(stored.get("config")), RunConfig(), source=str(path)
+                    )
+                    if run_key(config, mode) != key:
+                        continue
+                except (OSError, ValueError, AttributeError, ConfigError):
+                    continue
+                found[key] = (stored, path)
+    return found
+
+
 def command_line(argv: Sequence[str]) -> str:
     """The command a report records: as typed, but portable (p2plab/portable.py): the data file
     by its name, without the settings that say where this machine keeps things."""

@@ -140,6 +140,10 @@ def dp_config(config: RunConfig) -> DPConfig:
     lc = config.learning
     if not lc.dp:
         return DPConfig()
+    if lc.dp_epsilon:  # σ is calibrated: earlier runs' calibrations are on disk
+        from p2pnode import sigma_store
+
+        sigma_store.install()
     horizon = config.rounds
     if config.protocol == "fedavg":
         horizon = max(1, math.ceil(config.rounds * config.fraction))

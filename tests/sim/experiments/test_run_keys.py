@@ -175,3 +175,42 @@ def test_settings_a_model_never_reads_do_not_split_runs() -> None:
     assert ex.run_key(prme) != ex.run_key(gmf)
     for config in (gmf, prme):  # every name left out is a real learning setting
         assert set(ex.UNUSED_BY_MODEL[config.model]) <= set(config.to_dict()["learning"])
+
+
+def test_a_run_another_experiment_finished_is_reused_and_a_renamed_file_is_not(tmp_path: Path) -> None:
+    """``--reuse-runs results``: a run of the same key in another experiment's folder is copied in,
+    not run again, with the same figures; a file whose recorded configuration keys otherwise (one
+    renamed or edited by hand) is not taken by its name, and the run runs."""
+    table2 = ex.load("table2")
+    one = dataclasses.replace(table2, rows=table2.rows[:1])
+    ex.run_experiment(one, tmp_path / "table2", TINY, seeds=[0, 1])
+    first = {f.name: json.loads(f.read_text()) for f in (tmp_path / "table2" / "runs").glob("*.json")}
+    calls: list[int] = []
+
+    def counting(config: RunConfig, progress: Any = None) -> dict[str, Any]:
+        calls.append(config.seed)
+        return simulate(config)
+
+    doc = ex.run_experiment(
+        dataclasses.replace(one, name="other"), tmp_path / "other", TINY, seeds=[0, 1], runner=counting,
+        reuse=[tmp_path],
+    )  # fmt: skip
+    assert calls == []
+    copied = {f.name: json.loads(f.read_text()) for f in (tmp_path / "other" / "runs").glob("*.json")}
+    assert copied.keys() == first.keys()
+    for name, run in copied.items():
+        assert run.pop("_reused_from") == "table2"
+        assert run == first[name]  # the same figures, its own seconds (where it ran)
+    assert len(doc["rows"][0]["cells"]["max_aac"]["values"]) == 2
+
+    # a file under a key its configuration does not make is not trusted by its name
+    for seed0 in [f for f in tmp_path.glob("*/runs/*.json") if json.loads(f.read_text())["_seed"] == 0]:
+        edited = json.loads(seed0.read_text())
+        edited["config"]["learning"]["lr"] = 0.5
+        seed0.write_text(json.dumps(edited))
+    calls.clear()
+    ex.run_experiment(
+        dataclasses.replace(one, name="third"), tmp_path / "third", TINY, seeds=[0, 1], runner=counting,
+        reuse=[tmp_path / "missing", tmp_path],
+    )  # fmt: skip
+    assert calls == [0]
