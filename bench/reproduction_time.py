@@ -21,7 +21,8 @@ A projection is a lower bound where the attack is on: the CIA's observers hold m
 models as rounds go by, so later rounds of an attacked run cost more than its first ones. Build
 and probes run one at a time on one thread here, like each worker.
 
-    .venv/bin/python -m bench.reproduction_time [--workers 1,2,16] [--probe-rounds 3] [NAME ...]
+    .venv/bin/python -m bench.reproduction_time [--workers 1,2,16] [--probe-rounds 3] [--set K=V]...
+        [NAME ...]
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ import heapq
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from learning.reuseknn import folds as rk_folds
+from p2plab.cli import parse_set
 from p2plab.experiment import Experiment, load, plan_of, run_key, stored_runs
 from p2plab.mixing import run_mixing
-from p2pnode.config import RunConfig
+from p2pnode.config import RunConfig, nested
 from p2pnode.process import tune_allocator
 from p2pnode.rounds import RoundLog, RoundRunner
 from p2pnode.sim import ROUND_TICKS, Simulation
@@ -122,13 +125,13 @@ def makespan(durations: list[float], workers: int) -> float:
 
 
 def runs_of(
-    exp: Experiment, results: Path, probe_rounds: int, earlier: set[str]
+    exp: Experiment, results: Path, probe_rounds: int, earlier: set[str], overrides: dict[str, Any]
 ) -> tuple[list[float], int, int, int]:
     """Seconds of every distinct run of ``exp``, in the order it runs them; how many were
     measured, projected and reused. A run that an experiment before it (``earlier``: their run
     keys, grown here) or a finished one in ``results`` already made costs nothing: reproduce.sh
     copies it (``--reuse-runs``)."""
-    stored, _ = stored_runs(plan_of(exp, exp.seeds, {}), results / exp.name / "runs", "simulate")
+    stored, _ = stored_runs(plan_of(exp, exp.seeds, overrides), results / exp.name / "runs", "simulate")
     finished = {
         k: float(r["_seconds"])
         for k, r in stored.items()
@@ -140,7 +143,7 @@ def runs_of(
     for row in exp.rows:
         cost: float | None = None
         for seed in exp.seeds:
-            config = exp.config(row, seed, {})
+            config = exp.config(row, seed, overrides)
             key = run_key(config)
             if key in seen:
                 continue
@@ -178,7 +181,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", default="1,2,16", help="worker counts to project for")
     parser.add_argument("--probe-rounds", type=int, default=3)
     parser.add_argument("--results", default="results", help="where reproduce.sh writes")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="project every run with this config change (as experiments take it), e.g. "
+        "learning.dp_backend=fused",
+    )
     args = parser.parse_args(argv)
+    overrides: dict[str, Any] = nested(dict(parse_set(item) for item in args.set))
     torch.set_num_threads(1)
     tune_allocator()
     workers = [int(w) for w in args.workers.split(",")]
@@ -200,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
             reused = 0
         else:
             durations, measured, projected, reused = runs_of(
-                exp, Path(args.results), args.probe_rounds, earlier
+                exp, Path(args.results), args.probe_rounds, earlier, overrides
             )
         walls = {w: makespan(durations, w) for w in workers}
         for w in workers:
