@@ -365,7 +365,7 @@ def _experiment_run(args: argparse.Namespace) -> int:
             args.workers or (0 if args.ray else 1),
             args.ray,
             settings.memory_check,
-            args.reuse_runs,
+            reuse=args.reuse_runs,
         )
     if progress:
         for line in report_table(out / "report.md"):  # the numbers, not only where they are

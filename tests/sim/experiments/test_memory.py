@@ -95,15 +95,18 @@ def test_no_memory_check_starts_a_run_the_estimate_refuses_and_changes_nothing_e
     assert budget == 1 << 20 and needs[0] > budget  # measured, not refused
     # the flag reaches run_experiment from the command line
     calls: list[tuple[Any, ...]] = []
+    reuse: list[Any] = []
 
-    def stand_in(*args: Any) -> dict[str, Any]:
+    def stand_in(*args: Any, **kwargs: Any) -> dict[str, Any]:
         calls.append(args)
+        reuse.append(kwargs.get("reuse"))
         return {"rows": [], "seconds": 0}
 
     monkeypatch.setattr(ex, "run_experiment", stand_in)
-    for flags in ([], ["--no-memory-check"]):
+    for flags in ([], ["--no-memory-check", "--reuse-runs", str(tmp_path)]):
         assert main(["experiment", "churn", "--out", str(tmp_path / "cli"), "--quiet", *flags]) == 0
     assert [a[-1] for a in calls] == [True, False]
+    assert reuse == [[], [tmp_path]]  # and --reuse-runs reaches it too
 
 
 def test_a_fedavg_runs_estimate_counts_the_servers_observations_and_the_updates_in_flight() -> None:
