@@ -380,9 +380,10 @@ def labelled(metrics: str, name: str, label: str) -> dict[str, float]:
 
 
 def swaps(address: str) -> dict[str, float]:
-    """The PeerSwap transactions the process's nodes initiated so far, by outcome."""
+    """The PeerSwap transactions the process's nodes initiated so far, by outcome, and the swaps
+    handed to them that they refused as unconfirmed by their own process's nodes."""
     text = get(address, "/metrics")
-    out = {"committed": 0.0, "aborted": 0.0}
+    out = {"committed": 0.0, "aborted": 0.0, "unconfirmed": 0.0}
     for line in text.splitlines():
         if line.startswith("p2pnode_view_swaps_total{"):
             for k in out:
@@ -432,15 +433,16 @@ def main(argv: list[str] | None = None) -> None:
         if name == "clean":
             continue
         r = run(name, args.rounds, args.tick_seconds, args.clip_factor, args.processes)
+        sw = r["swaps"]
         extra = (
-            f"; A's out-view places held by 37-39: {r['views'][0]} -> {r['views'][1]}"
-            if name == "swap-forgery"
+            f"; A's out-view places held by 37-39: {r['views'][0]} -> {r['views'][1]}, swaps A's nodes "
+            f"refused as unconfirmed: {sw['unconfirmed']:.0f}"
+            if name in ("swap-forgery", "eclipse-poison")
             else f"; A's /metrics {clean['metrics_kb']:.0f} -> {r['metrics_kb']:.0f} kB, A's failed sends by "
             f"reason {json.dumps(r['reasons'], sort_keys=True)}"
             if name == "label-blowup"
             else ""
         )
-        sw = r["swaps"]
         print(
             f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f}  {r['intake']:10.1f} "
             f"{r['intake'] / clean['intake']:6.2f}  {sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "

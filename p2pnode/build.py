@@ -67,8 +67,8 @@ def set_owner(node: GossipNode, owner: Callable[[int], Hashable]) -> None:
     limits: a PeerSwap sampler's lock share (``peer_sampling.peerswap.LockShare``; alone or under
     Pers-Gossip), the clip's places in its window (``protocols.robust.ClipRadius``) and the
     steady-pull memory (``protocols.robust.SteadyPull``)."""
-    inner = node.sampler.inner if isinstance(node.sampler, Personalized) else node.sampler
-    if isinstance(inner, PeerSwap):
+    inner = peerswap_of(node)
+    if inner is not None:
         inner.owner = owner
     clip = getattr(node.protocol, "clip", None)
     if isinstance(clip, ClipRadius):
@@ -76,6 +76,21 @@ def set_owner(node: GossipNode, owner: Callable[[int], Hashable]) -> None:
     pull = getattr(node.protocol, "pull", None)
     if isinstance(pull, SteadyPull):
         pull.owner = owner
+
+
+def peerswap_of(node: GossipNode) -> PeerSwap | None:
+    """A node's PeerSwap sampler (alone or under Pers-Gossip), None for any other sampler."""
+    inner = node.sampler.inner if isinstance(node.sampler, Personalized) else node.sampler
+    return inner if isinstance(inner, PeerSwap) else None
+
+
+def set_siblings(nodes: Mapping[int, GossipNode]) -> None:
+    """Let the PeerSwap samplers of the nodes one process hosts check each swap against each other
+    (``PeerSwap.siblings``, issue #61): a node adopts handed views, or moves an edge to a hosted
+    node, only when the hosted nodes the swap relabels took part in it."""
+    samplers = {i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None}
+    for sampler in samplers.values():
+        sampler.siblings = samplers.get
 
 
 def server_id(config: RunConfig) -> int:

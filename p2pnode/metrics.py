@@ -78,7 +78,8 @@ class Metrics:
         )
         self.view_changes = Counter(
             "p2pnode_view_swaps_total",
-            "PeerSwap transactions this node initiated, by outcome",
+            "PeerSwap transactions this node initiated, by outcome; unconfirmed: swaps handed to it "
+            "that nodes of its own process took no part in, refused",
             ["node", "outcome"],
             registry=r,
         )

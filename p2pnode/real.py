@@ -30,7 +30,7 @@ from aiohttp import web
 from p2pcore.plugin import PluginError
 from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
-from p2pnode.build import make_node, make_server, server_id, set_owner
+from p2pnode.build import make_node, make_server, server_id, set_owner, set_siblings
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig, network_differences, network_settings
 from p2pnode.exposure import ExposureLedger
@@ -256,6 +256,7 @@ class NodeProcess:
             return
         seeds.extend(await self._bootstrap())
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
+        set_siblings({i: runtime.node for i, runtime in self.host.nodes.items()})
         for runtime in self.host.nodes.values():
             runtime.node.sampler.add_seeds(seeds)
             set_owner(runtime.node, self._owner)

@@ -40,6 +40,17 @@ id twice and not the node itself. Anything else is ignored, and the views do not
 queues at most ``wait_queue`` requests, one per initiator, and lets one owner's transactions (a
 member's, whatever number of ids it holds) hold its lock at most ``lock_share`` of the time
 (issue #61, :class:`LockShare`): lock requests that never commit cannot stall its swaps.
+
+A process that hosts several nodes also checks a swap against its own nodes (issue #61,
+:attr:`PeerSwap.siblings`): a transaction relabels every neighbour of i and j, so each hosted
+neighbour must have been locked for it. A partner adopts the views it is handed only if every
+hosted node among its old neighbours and among the ids the new views name took part in the
+transaction as a neighbour, and a neighbour applies a commit that moves its edge to a hosted node
+only if that node is the transaction's partner. A member handing a node views of its own ids
+without the relabelling a swap is (the node would refuse its honest in-neighbours' models and
+send to ids that do not expect it), or moving a hosted node's edges to its own ids, is refused
+(:attr:`SwapStats.unconfirmed`) and nothing changes. What this cannot see: neighbours hosted by
+other processes (a member can vouch for its own ids).
 """
 
 from __future__ import annotations
@@ -118,6 +129,9 @@ class SwapStats:
     aborted_partner_busy: int = 0
     aborted_neighbour_busy: int = 0
     aborted_timeout: int = 0
+    #: adopts and commits refused because a node of this process that the swap must have relabelled
+    #: took no part in it (:attr:`PeerSwap.siblings`)
+    unconfirmed: int = 0
 
 
 class LockShare:
@@ -167,6 +181,10 @@ def _own(sender: NodeId) -> Hashable:
     return sender
 
 
+def _alone(node: NodeId) -> PeerSwap | None:
+    return None
+
+
 class PeerSwap(PeerSampler):
     """A node's PeerSwap view state machine.
 
@@ -207,6 +225,13 @@ class PeerSwap(PeerSampler):
         self.owner: Callable[[NodeId], Hashable] = _own
         self.lock_share = LockShare(config.lock_share, config.lease_ticks)
         self._holder: tuple[Hashable, float] | None = None  #: the granted lock's owner, since when
+        #: the sampler of a node hosted by the same process, None for any other id (the process
+        #: sets it; a node alone checks nothing against others)
+        self.siblings: Callable[[NodeId], PeerSwap | None] = _alone
+        #: the views this node handed each initiator it granted as the partner (its neighbours then)
+        self._offered: dict[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
+        #: transactions applied lately, and whether as the partner: siblings' checks read them
+        self._applied: OrderedDict[Txn, bool] = OrderedDict()
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -247,6 +272,7 @@ class PeerSwap(PeerSampler):
         self._pending = None
         self._queue = []
         self._holder = None
+        self._offered = {}
 
     # -- timers ---------------------------------------------------------------------------------
 
@@ -304,7 +330,13 @@ class PeerSwap(PeerSampler):
                 if self._granted.get(txn) is not False or sender != txn[0] or a != sender:
                     self.ignored += 1
                     return []
+                partner = self.siblings(b) if b != self.node_id else None
+                if partner is not None and not partner.took_part(txn, as_partner=True):
+                    self.stats.unconfirmed += 1  # b is hosted here and never agreed to swap with a
+                    del self._granted[txn]
+                    return self._release(txn, now)
                 del self._granted[txn]
+                self._applied_now(txn, as_partner=False)
                 self._out = _relabel(self._out, a, b)
                 self._set_in(_relabel(self._in, a, b), now)
                 return self._release(txn, now)
@@ -316,12 +348,19 @@ class PeerSwap(PeerSampler):
                 ):
                     self.ignored += 1
                     return []
-                del self._granted[txn]
+                confirmed = self._confirmed(txn, out_view, in_view)
+                del self._granted[txn]  # refused, the hosted neighbours refuse its commits too
+                self._offered.pop(txn, None)
+                if not confirmed:
+                    self.stats.unconfirmed += 1
+                    return self._release(txn, now)
+                self._applied_now(txn, as_partner=True)
                 self._out = sorted(out_view)
                 self._set_in(sorted(in_view), now)
                 return self._release(txn, now)
             case Unlock(txn=txn):
                 self._granted.pop(txn, None)  # aborted: its commit or adopt can no longer come
+                self._offered.pop(txn, None)
                 self._queue = [w for w in self._queue if w[1] != txn or w[0] != sender]
                 return self._release(txn, now)
         return []
@@ -333,6 +372,33 @@ class PeerSwap(PeerSampler):
             len(new) == len(old) and len(set(new)) == len(new) and self.node_id not in new
             for new, old in ((out_view, self._out), (in_view, self._in))
         )
+
+    def took_part(self, txn: Txn, as_partner: bool) -> bool:
+        """Whether this node granted ``txn`` (as its partner, or as a neighbour) and still expects
+        its adopt or commit, or applied it lately."""
+        granted = self._granted.get(txn)
+        if granted is not None:
+            return granted is as_partner
+        return self._applied.get(txn) is as_partner
+
+    def _applied_now(self, txn: Txn, as_partner: bool) -> None:
+        self._applied[txn] = as_partner
+        while len(self._applied) > GRANTED_MEMORY:
+            self._applied.popitem(last=False)
+
+    def _confirmed(self, txn: Txn, out_view: Sequence[NodeId], in_view: Sequence[NodeId]) -> bool:
+        """Whether every node hosted by this process that the swap ``txn`` relabels took part in
+        it as a neighbour: those among this node's neighbours when it granted (they must now point
+        at the initiator) and those the handed views name (the initiator's neighbours, which must
+        now point here). The initiator itself is not asked."""
+        before = self._offered.get(txn, (tuple(self._out), tuple(self._in)))
+        named = set(before[0]) | set(before[1]) | set(out_view) | set(in_view)
+        named -= {txn[0], self.node_id}
+        for node in sorted(named):
+            sibling = self.siblings(node)
+            if sibling is not None and not sibling.took_part(txn, as_partner=False):
+                return False
+        return True
 
     def _on_lock_request(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
         if sender != txn[0] or sender == self.node_id:
@@ -364,9 +430,12 @@ class PeerSwap(PeerSampler):
         self._granted[txn] = accept_with_views
         while len(self._granted) > GRANTED_MEMORY:
             self._granted.popitem(last=False)
+        self._offered = {t: v for t, v in self._offered.items() if t in self._granted}
         lease = SetTimer(LEASE_TIMER, now + self.config.lease_ticks)
         if accept_with_views:
-            return [Send(sender, SwapAccept(txn, tuple(self._out), tuple(self._in))), lease]
+            views = (tuple(self._out), tuple(self._in))
+            self._offered[txn] = views
+            return [Send(sender, SwapAccept(txn, *views)), lease]
         return [Send(sender, LockReply(txn, granted=True)), lease]
 
     def _on_accept(self, sender: NodeId, msg: SwapAccept, now: float) -> list[Effect]:

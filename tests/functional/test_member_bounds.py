@@ -3,7 +3,8 @@ answers every frame with a reason of its own making adds no label to /metrics; p
 distance bound with refused models costs the prober its sender-gate tokens; a members page that
 lists another process's nodes places none of them and stops no start; a member's slow uploads
 hold at most its share of the process's slots, from however many addresses; a member's frames
-that all pull one way are damped once its memory knows them."""
+that all pull one way are damped once its memory knows them; a member cannot hand a node views
+that the node's own process took no part in."""
 
 from __future__ import annotations
 
@@ -19,14 +20,18 @@ import pytest
 from aiohttp import web
 
 from learning.params import l2_norm
+from p2pnode import real
 from p2pnode.auth import load_keyring, sign
 from p2pnode.identity import load_identity
 from p2pnode.limits import Limits
 from p2pnode.refusals import REASONS
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
+from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
+from peer_sampling.messages import SwapAdopt, SwapPropose
+from peer_sampling.peerswap import PeerSwap
 from tests.functional.helpers import failed_sends
 from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
 from tests.functional.test_identities_http import cluster_files, post, two_processes
@@ -202,3 +207,52 @@ async def test_a_members_frames_that_all_pull_one_way_are_damped(tmp_path: Path)
     plain_drift, _, _, none_damped = await member_pulls(tmp_path / "off", 0.0)
     assert none_damped == 0.0
     assert drift < 0.3 * plain_drift, (drift, plain_drift)
+
+
+async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], PeerSwap, int]:
+    """B's operator proposes a swap to an A node as one of B's ids that points to it, then hands
+    it views of B's ids with no neighbour locked or relabelled. B's process is stopped first, so
+    that its own node (which never proposed) does not answer A's accept with an unlock. Returns
+    the A node's views before, its sampler after, and the HTTP status of the adopt."""
+    tmp_path.mkdir()
+    key, _authority, ids = cluster_files(tmp_path)
+    config = cfg(nodes=12, rounds=1000, sampling="peerswap", swap_rate=0.0)  # no honest swap
+    procs, addrs = two_processes(config, key, ids)
+    await asyncio.gather(*(p.start() for p in procs))
+    try:
+        await procs[1].shutdown()
+        samplers = {i: n.node.sampler for i, n in procs[0].host.nodes.items()}
+        dst, liar = next((i, m) for i, s in samplers.items() for m in s.in_view() if m >= 6)
+        sampler = samplers[dst]
+        assert isinstance(sampler, PeerSwap)
+        before = (sampler.out_view(), sampler.in_view())
+        views = (liar, *[b for b in range(6, 12) if b != liar][:2])
+        member = load_identity(ids[1])
+        path = f"/v1/nodes/{dst}/sampling"
+        async with aiohttp.ClientSession() as s:
+            txn = (liar, 1)
+            body = encode_sampling_frame(liar, dst, SwapPropose(txn))
+            assert await post(s, f"http://{addrs[0]}{path}", path, key, liar, body, member) == (200, "ok")
+            body = encode_sampling_frame(liar, dst, SwapAdopt(txn, views, views))
+            status, _ = await post(s, f"http://{addrs[0]}{path}", path, key, liar, body, member)
+        await asyncio.sleep(0.2)
+        return before, sampler, status
+    finally:
+        await procs[0].shutdown()
+
+
+async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_part_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #61, SwapAdopt lies over real HTTP with identities: a member that points to one of
+    A's nodes proposes a swap as that id (allowed: it is an in-neighbour) and adopts views of its
+    own ids without locking the node's neighbours. A's node adopts only a swap that A's nodes
+    among its neighbours took part in, so its views stay; with every node of the process checking
+    nothing against the others (seen failing) it takes the member's views."""
+    before, sampler, status = await swap_lie(tmp_path / "checked")
+    assert status == 200
+    assert (sampler.out_view(), sampler.in_view()) == before
+    assert sampler.stats.unconfirmed == 1
+    monkeypatch.setattr(real, "set_siblings", lambda nodes: None)
+    before, sampler, status = await swap_lie(tmp_path / "unchecked")
+    assert sampler.out_view() != before[0] and all(v >= 6 for v in sampler.out_view())

@@ -440,3 +440,102 @@ def test_peerswap_one_member_holds_a_nodes_lock_at_most_its_share() -> None:
     assert granted >= 0.6 * asked, (granted, asked)
     held_off, granted_off, _ = _lock_flood(0.0)
     assert held_off > 0.9 and granted_off < granted, (held_off, granted_off)
+
+
+def _process(nodes: dict[int, PeerSwap]) -> None:
+    """The nodes one process hosts: each checks swaps against the others (PeerSwap.siblings)."""
+    for s in nodes.values():
+        s.siblings = nodes.get
+
+
+def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
+    """Issue #61: a member proposed as its own in-neighbour id and adopted views of its own ids
+    without locking anyone, so the node refused its honest in-neighbours' models and sent to ids
+    that did not expect it (10-18 of 20 nodes a sweep). The process's own nodes among the old
+    neighbours and among the named ids must have taken part in the transaction."""
+    from peer_sampling.messages import LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose
+
+    rng = random.Random(0)
+    hosted = {
+        v: PeerSwap(v, [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, 9])
+        for v in range(8)
+    }
+    node = hosted[5]
+    before = (node.out_view(), node.in_view())
+    lie = SwapAdopt((9, 1), (9, 38, 39), (9, 38, 39))
+
+    alone = PeerSwap(5, before[0], before[1])  # no siblings: the lie is taken, as before
+    alone.on_message(9, SwapPropose((9, 1)), 0.0, rng)
+    alone.on_message(9, lie, 0.0, rng)
+    assert alone.out_view() == (9, 38, 39)
+
+    _process(hosted)
+    accept = node.on_message(9, SwapPropose((9, 1)), 0.0, rng)
+    assert isinstance(accept[0], Send) and isinstance(accept[0].message, SwapAccept)
+    assert node.on_message(9, lie, 0.0, rng) == []
+    assert (node.out_view(), node.in_view()) == before and node.stats.unconfirmed == 1 and node.lock is None
+    assert node.on_message(9, SwapAdopt((9, 1), before[0], before[1]), 0.0, rng) == []  # not twice
+    assert node.ignored == 1
+
+    # the same member locking and relabelling every hosted neighbour is a swap: the views apply
+    txn = (9, 2)
+    node.on_message(9, SwapPropose(txn), 0.0, rng)
+    neighbours = sorted((set(before[0]) | set(before[1])) - {9})
+    for v in neighbours:
+        hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+    for v in neighbours[:2]:  # commits before the adopt, the others after: both orders happen
+        hosted[v].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)
+    node.on_message(9, SwapAdopt(txn, (9, 38, 39), (9, 38, 39)), 0.0, rng)
+    assert node.out_view() == (9, 38, 39) and node.stats.unconfirmed == 1
+    for v in neighbours[2:]:
+        hosted[v].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)
+    assert all(hosted[v].took_part(txn, as_partner=False) and hosted[v].lock is None for v in neighbours)
+
+    # views naming a hosted node that was not locked for the swap (a place it does not hold)
+    other = hosted[1]
+    other.on_message(0, SwapPropose((0, 7)), 0.0, rng)  # 0 is an in-neighbour of 1, and hosted
+    taken = (other.out_view(), other.in_view())
+    assert other.on_message(0, SwapAdopt((0, 7), (0, 6, 38), (0, 7, 39)), 0.0, rng) == []
+    assert (other.out_view(), other.in_view()) == taken and other.stats.unconfirmed == 1
+
+
+def test_a_commit_may_move_an_edge_to_a_hosted_node_only_for_its_partner() -> None:
+    """Issue #61: a member that locks any node and commits (its id, b) takes the node's edge to b.
+    When b is hosted by the same process, b must have granted the transaction as its partner."""
+    from peer_sampling.messages import LockRequest, SwapCommit, SwapPropose
+
+    rng = random.Random(0)
+    hosted = {1: PeerSwap(1, [2, 3, 50], [4, 6, 9]), 2: PeerSwap(2, [3, 4, 9], [1, 6, 8])}
+    _process(hosted)
+    n = hosted[1]
+    n.on_message(9, LockRequest((9, 1)), 0.0, rng)
+    assert n.on_message(9, SwapCommit((9, 1), 9, 2), 0.0, rng) == []  # 2 never agreed: refused
+    assert n.out_view() == (2, 3, 50) and n.stats.unconfirmed == 1 and n.lock is None
+    n.on_message(9, LockRequest((9, 2)), 0.0, rng)
+    n.on_message(9, SwapCommit((9, 2), 9, 50), 0.0, rng)  # 50 is another process's: not seen here
+    assert n.out_view() == (2, 3, 9)
+    hosted[2].on_message(8, SwapPropose((8, 1)), 0.0, rng)  # 8 points to 2: 2 grants as the partner
+    n.on_message(8, LockRequest((8, 1)), 0.0, rng)
+    n.on_message(8, SwapCommit((8, 1), 8, 2), 0.0, rng)
+    assert n.out_view() == (3, 8, 9) and n.stats.unconfirmed == 1
+
+
+@pytest.mark.parametrize("max_delay", [0.0, 30.0])
+def test_honest_swaps_between_processes_are_all_confirmed(max_delay: float) -> None:
+    """Two processes' nodes checking swaps against their siblings, messages reordered: every
+    honest swap is confirmed (none refused) and the views stay regular and consistent."""
+    cfg = PeerSwapConfig(rate_per_round=0.3, txn_timeout_ticks=1e9, lease_ticks=1e9)
+    n, k = 40, 3
+    out = random_regular_digraph(range(n), k, random.Random(0))
+    ins = in_views(out)
+    samplers = {v: PeerSwap(v, out[v], ins[v], cfg) for v in range(n)}
+    _process({v: s for v, s in samplers.items() if v < n // 2})
+    _process({v: s for v, s in samplers.items() if v >= n // 2})
+    net = PureNet(dict(samplers), seed=3, max_delay=max_delay)
+    for v, s in samplers.items():
+        net.apply(v, s.start(0.0, net.rng))
+    net.run_until(10_000)
+    net.drain()
+    assert_regular_and_consistent(samplers, k)
+    assert sum(s.stats.committed for s in samplers.values()) > 40
+    assert sum(s.stats.unconfirmed for s in samplers.values()) == 0
