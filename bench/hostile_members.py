@@ -24,11 +24,15 @@ the clean run's:
   places B's ids then hold;
 - ``label-blowup``: B's process is a patched build that refuses every frame it would take with a
   new 2 kB ``X-P2P-Reason`` (A's ``/metrics`` size and its ``other`` failures are printed);
+- ``cyclon-steer`` (with ``--sampling cyclon``): A's nodes get shuffle requests in turn without
+  pause, each from a random B id naming itself first hand and three other A nodes relayed:
+  entries that steer A's caches toward A's own nodes (A's and B's intakes, and the share of A's
+  out-view places that name A's nodes at the end, are printed);
 - ``slow-uploads``: 96 signed model posts as B's ids from 4 addresses, each body at 1 byte a
   second and posted again when it ends (A's honest intake is the figure to read).
 
     .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
-        [--processes 3]
+        [--processes 3] [--sampling cyclon --attacks cyclon-steer]
 
 ``--processes 3`` adds an honest third process C (nodes 40-59, 60 nodes in all; the member is
 still B): the slow uploads then show whether B's uploads hold capacity C's nodes need at A (C's
@@ -71,7 +75,7 @@ from p2pnode.identity import Authority, Identity, load_identity, save_identity
 from p2pnode.prepare import prepare
 from p2pnode.wire.codec import encode_model_frame, encode_sampling_frame
 from p2pnode.wire.delta import DeltaEncoder
-from peer_sampling.messages import LockRequest, SwapAdopt, SwapPropose
+from peer_sampling.messages import LockRequest, ShuffleRequest, SwapAdopt, SwapPropose
 from peer_sampling.peerswap import _rank
 
 A, B, C = range(20), range(20, 40), range(40, 60)
@@ -89,8 +93,10 @@ ATTACKS = (
     "slow-uploads",
     "eclipse-poison",
     "label-blowup",
+    "cyclon-steer",
 )
 BAND = [0.05, 0.7]  #: the processes' --norm-band and --steady-pull (set from the command line)
+SAMPLING = ["peerswap"]  #: the processes' --sampling (set from the command line)
 ECLIPSE_ROUNDS = 10  #: eclipse-poison: rounds of SwapAdopt lies before the poisoning
 LOCKED = range(5)  #: the A nodes the lock flood asks
 
@@ -132,6 +138,17 @@ class Member:
                 for dst in LOCKED:
                     self.post(src, dst, "sampling", encode_sampling_frame(src, dst, LockRequest(txn)))
             n += 1
+
+    def steer_caches(self, stop: threading.Event) -> None:
+        """Shuffle requests to A's nodes in turn without pause until ``stop``, each from a random
+        B id naming itself first hand and three other A nodes relayed."""
+        rng = random.Random(11)
+        while not stop.is_set():
+            for dst in A:
+                src = rng.choice(B)
+                named = [src, *rng.sample([a for a in A if a != dst], 3)]
+                entries = tuple((n, f"{n}@{self.addresses[n]}", 0) for n in named)
+                self.post(src, dst, "sampling", encode_sampling_frame(src, dst, ShuffleRequest(entries)))
 
     def slow_uploads(self, params: dict[str, np.ndarray], stop: threading.Event) -> None:
         """96 signed model posts as B's ids to A's nodes from 4 addresses (127.0.0.2-5), each
@@ -281,6 +298,7 @@ def cluster(
             "--tick-seconds", str(tick), "--lr", "0.01", "--seed", "1",
             "--cluster-key-file", str(tmp / "k"), "--identity", str(tmp / f"{name}.identity"), "--quiet",
             "--clip-factor", str(clip), "--norm-band", str(BAND[0]), "--steady-pull", str(BAND[1]),
+            "--sampling", SAMPLING[0],
         ]  # fmt: skip
         with open(tmp / f"{name}.stderr", "w") as log:  # a file: a pipe nobody reads fills and blocks it
             return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -309,6 +327,7 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
         act = actions(name, init)
         rng = random.Random(7)
         t0, start_models = time.time(), counter(procs[0], "p2pnode_models_received_total")
+        start_b = counter(procs[1], "p2pnode_models_received_total")
         c_failed0 = counter(procs[2], "p2pnode_send_failures_total") if processes > 2 else 0.0
         swaps0 = swaps(procs[0])
         views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
@@ -319,6 +338,8 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
             for ids in (B[k::8] for k in range(8))
             if name == "lock-flood"
         ]
+        if name == "cyclon-steer":
+            flood.append(threading.Thread(target=member.steer_caches, args=(stop_flood,), daemon=True))
         if name == "slow-uploads":
             flood.append(threading.Thread(target=member.slow_uploads, args=(init, stop_flood), daemon=True))
         for t in flood:
@@ -333,6 +354,7 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
                 act(member, current, rng)
             time.sleep(0.05)
         models = counter(procs[0], "p2pnode_models_received_total") - start_models
+        models_b = counter(procs[1], "p2pnode_models_received_total") - start_b
         c_failed = counter(procs[2], "p2pnode_send_failures_total") - c_failed0 if processes > 2 else 0.0
         swaps1 = swaps(procs[0])
         metrics = get(procs[0], "/metrics")
@@ -349,14 +371,22 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
         "hr": float(np.mean(hits)) if hits else float("nan"),
         "hr_a": float(np.mean(hits_a)) if hits_a else float("nan"),  #: A's nodes only
         "intake": (models - member.taken) / seconds,
+        "intake_b": models_b / seconds,  #: B's nodes' intake (the member's process)
         "answers": dict(member.answers),
         "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
+        "a_share": a_share(views_after),  #: A's out-view places that name A's own nodes, at the end
         "swaps": {k: swaps1[k] - swaps0[k] for k in swaps1},
         "c_failed": c_failed,  #: C's sends (to A and B) that failed, with 3 processes
         "metrics_kb": len(metrics) / 1000,  #: A's /metrics page at the end
         "reasons": failure_reasons(metrics),  #: A's failed sends by reason label
         "bounded": labelled(metrics, "p2pnode_models_bounded_total", "how"),  #: A's models moved
     }
+
+
+def a_share(views: list[list[int]]) -> float:
+    """The share of A's out-view places that name A's own nodes."""
+    places = sum(len(v) for v in views)
+    return sum(len(set(v) & set(A)) for v in views) / places if places else float("nan")
 
 
 def bounded(r: dict[str, Any]) -> str:
@@ -396,7 +426,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--tick-seconds", type=float, default=0.01)
-    parser.add_argument("--attacks", nargs="+", default=list(ATTACKS), choices=ATTACKS)
+    parser.add_argument(
+        "--attacks", nargs="+", default=[a for a in ATTACKS if a != "cyclon-steer"], choices=ATTACKS
+    )
     parser.add_argument(
         "--clip-factor", type=float, default=1.0, help="the processes' --clip-factor (daemon default: 1)"
     )
@@ -409,10 +441,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--processes", type=int, default=2, choices=(2, 3), help="3: an honest process C beside A and B"
     )
+    parser.add_argument(
+        "--sampling", default="peerswap", choices=("peerswap", "cyclon"), help="the processes' --sampling"
+    )
     args = parser.parse_args(argv)
+    if ("cyclon-steer" in args.attacks) != (args.sampling == "cyclon") or (
+        args.sampling == "cyclon" and set(args.attacks) - {"clean", "cyclon-steer"}
+    ):
+        parser.error("--sampling cyclon runs the cyclon-steer attack, and only it")
     BAND[:] = [args.norm_band, args.steady_pull]
+    SAMPLING[:] = [args.sampling]
     print(
-        f"{args.processes} x 20 nodes with identities, PeerSwap, Base GL, lr 0.01, {args.rounds} rounds, "
+        f"{args.processes} x 20 nodes with identities, {args.sampling}, Base GL, lr 0.01, "
+        f"{args.rounds} rounds, "
         f"--clip-factor {args.clip_factor}, --norm-band {args.norm_band}, --steady-pull {args.steady_pull}; "
         "attacker: B's operator"
     )
@@ -441,6 +482,9 @@ def main(argv: list[str] | None = None) -> None:
             else f"; A's /metrics {clean['metrics_kb']:.0f} -> {r['metrics_kb']:.0f} kB, A's failed sends by "
             f"reason {json.dumps(r['reasons'], sort_keys=True)}"
             if name == "label-blowup"
+            else f"; B's intake {clean['intake_b']:.1f} -> {r['intake_b']:.1f}/s, A's out-view places "
+            f"naming A's nodes at the end {clean['a_share']:.2f} -> {r['a_share']:.2f}"
+            if name == "cyclon-steer"
             else ""
         )
         print(

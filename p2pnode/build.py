@@ -62,14 +62,20 @@ def make_sampler(prep: Prepared, node_id: int, address: str, seeds: Sequence[tup
     return Cyclon(node_id, address, seeds, CyclonConfig(capacity=cfg.view_size))
 
 
-def set_owner(node: GossipNode, owner: Callable[[int], Hashable]) -> None:
+def set_owner(
+    node: GossipNode, owner: Callable[[int], Hashable], member: Callable[[int], Hashable] | None = None
+) -> None:
     """Tell a node who stands behind each node id, so that one member's ids share one member's
     limits: a PeerSwap sampler's lock share (``peer_sampling.peerswap.LockShare``; alone or under
     Pers-Gossip), the clip's places in its window (``protocols.robust.ClipRadius``) and the
-    steady-pull memory (``protocols.robust.SteadyPull``)."""
+    steady-pull memory (``protocols.robust.SteadyPull``). ``member`` (with identities: the member
+    whose credential names an id, None for anyone else) weighs a Cyclon cache's relayed entries
+    by who vouched for them (``peer_sampling.cyclon.Cyclon.owner``)."""
     inner = peerswap_of(node)
     if inner is not None:
         inner.owner = owner
+    if member is not None and isinstance(node.sampler, Cyclon):
+        node.sampler.owner = member
     clip = getattr(node.protocol, "clip", None)
     if isinstance(clip, ClipRadius):
         clip.owner = owner

@@ -259,7 +259,7 @@ class NodeProcess:
         set_siblings({i: runtime.node for i, runtime in self.host.nodes.items()})
         for runtime in self.host.nodes.values():
             runtime.node.sampler.add_seeds(seeds)
-            set_owner(runtime.node, self._owner)
+            set_owner(runtime.node, self._owner, self._member)
             runtime.start()
         self.host.accepting = True
         self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds
@@ -272,6 +272,15 @@ class NodeProcess:
             return None
         serial = self.keys.verifier.holder(sender) if self.keys is not None else None
         return sender if serial is None else f"serial {serial}"
+
+    def _member(self, sender: int) -> Hashable:
+        """The member whose credential signed for ``sender`` (with identities), None for a node
+        hosted here, a node not seen signing, or a process without identities: whose relayed
+        Cyclon entries are weighed."""
+        if sender in self.host.nodes or self.keys is None:
+            return None
+        serial = self.keys.verifier.holder(sender)
+        return None if serial is None else f"serial {serial}"
 
     def _resume(self) -> None:
         """Restore every hosted node that has a checkpoint in ``state_dir``; rounds continue."""

@@ -8,13 +8,23 @@ empty slots first, then replaces the entries that were sent. A peer that cannot 
 simply not put back, which is Cyclon's failure detection; a node whose cache runs dry falls back
 on its seeds. A reply is taken only from a peer this node is shuffling with, and only the first
 entry per id counts.
+
+Relayed entries are weighed by who vouches for them (issue #61): when the process says who stands
+behind each sender (:attr:`Cyclon.owner`: with identities the member whose credential names it),
+the entries one owner relayed hold at most ``max(1, capacity // 2)`` of the cache, and a node
+takes one owner's shuffle requests at the rate an honest owner's come, one a period on average
+(``request_burst`` at once; every node starts one shuffle a period, so a node is asked about
+once a period in all, by each owner for its share of that): a member's shuffles, however many of
+its ids send them, then steer a node's cache no more than its honest nodes' would. The lab sets
+no owner, and nothing is weighed.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +46,17 @@ class CyclonConfig:
     #: new entry of itself, and every copy of its old ones ages one per round wherever it is, so
     #: it is out of every live cache within max_age + 2 rounds; live nodes renew theirs each round
     max_age: int = 10
+    #: shuffle requests one owner (a member, :attr:`Cyclon.owner`) may have this node take at once;
+    #: it earns one a period back
+    request_burst: float = 4.0
 
     @property
     def length(self) -> int:
         return self.shuffle_length or (self.capacity + 1) // 2 + 1
+
+
+def _nobody(sender: NodeId) -> Hashable:
+    return None
 
 
 class Cyclon(PeerSampler):
@@ -59,6 +76,14 @@ class Cyclon(PeerSampler):
         self.cache: dict[NodeId, tuple[str, int]] = {}
         self._sent: dict[NodeId, list[NodeId]] = {}
         self.ignored = 0  #: replies to no shuffle this node started
+        #: who stands behind a sender (the process sets it: the member whose credential names it,
+        #: None for its own nodes); None for every sender by default: no entry is weighed
+        self.owner: Callable[[NodeId], Hashable] = _nobody
+        #: the owner that relayed each cache entry taken second hand (entries it holds only)
+        self._voucher: dict[NodeId, Hashable] = {}
+        self.unvouched = 0  #: relayed entries not taken: their voucher's share of the cache was full
+        self._asked: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()  #: owner: (credit, at)
+        self.unheard = 0  #: shuffle requests not taken: their owner asked faster than one a period
         for n, a in self.seeds[: config.capacity]:
             self.cache[n] = (a, 0)
 
@@ -75,6 +100,7 @@ class Cyclon(PeerSampler):
         self.cache = {int(n): (str(a), int(age)) for n, a, age in state["cache"]}
         self.seeds = [(int(n), str(a)) for n, a in state["seeds"]]
         self._sent = {}
+        self._voucher = {}
 
     def add_seeds(self, seeds: Sequence[tuple[NodeId, str]]) -> None:
         """Contacts given after construction (a real process's peers at bootstrap, a node coming
@@ -128,6 +154,9 @@ class Cyclon(PeerSampler):
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         match message:
             case ShuffleRequest(entries=entries):
+                if not self._heard(self.owner(sender), now):
+                    self.unheard += 1  # no answer and nothing merged, as for a request lost
+                    return []
                 others = sorted(n for n in self.cache if n != sender)
                 chosen = rng.sample(others, min(len(others), self.config.length))
                 reply = tuple((n, *self.cache[n]) for n in chosen)
@@ -143,6 +172,21 @@ class Cyclon(PeerSampler):
                     return []
                 return self._merge(entries, self._sent.pop(sender), sender)
         return []
+
+    def _heard(self, owner: Hashable, now: float) -> bool:
+        """Whether a shuffle request of ``owner`` is taken now: one a period on average, at most
+        ``request_burst`` at once (a token bucket per owner, the last 1,024 owners)."""
+        if owner is None:
+            return True
+        burst = self.config.request_burst
+        credit, at = self._asked.get(owner, (burst, now))
+        credit = min(burst, credit + max(0.0, now - at) / self.config.period_ticks)
+        taken = credit >= 1.0
+        self._asked[owner] = (credit - 1.0 if taken else credit, now)
+        self._asked.move_to_end(owner)
+        while len(self._asked) > 1024:
+            self._asked.popitem(last=False)
+        return taken
 
     def leave(self) -> list[Effect]:
         """Leaving for good: tell the peers in the cache (they drop this node at once; nodes
@@ -170,6 +214,10 @@ class Cyclon(PeerSampler):
         replaceable = [n for n in sent if n in self.cache]
         effects: list[Effect] = []
         seen: set[NodeId] = set()
+        voucher = self.owner(sender)
+        if self._voucher:
+            self._voucher = {n: v for n, v in self._voucher.items() if n in self.cache}
+        share = max(1, self.config.capacity // 2)
         for node, address, age in entries:
             if node == self.node_id or node in seen or age > self.config.max_age:
                 continue
@@ -179,12 +227,24 @@ class Cyclon(PeerSampler):
             if node in self.cache:
                 if age < self.cache[node][1]:
                     self.cache[node] = (address, age)
+                if node == sender:
+                    self._voucher.pop(node, None)  # vouched for by itself now
+                continue
+            relayed = node != sender and voucher is not None
+            if relayed and sum(v == voucher for v in self._voucher.values()) >= share:
+                self.unvouched += 1
                 continue
             if len(self.cache) >= self.config.capacity:
                 if not replaceable:
                     continue
-                del self.cache[replaceable.pop()]
+                gone = replaceable.pop()
+                del self.cache[gone]
+                self._voucher.pop(gone, None)
             self.cache[node] = (address, age)
+            if relayed:
+                self._voucher[node] = voucher
+            else:
+                self._voucher.pop(node, None)
             if node != sender:
                 effects.append(Learned(node, address))
         return effects

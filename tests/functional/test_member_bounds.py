@@ -4,7 +4,7 @@ distance bound with refused models costs the prober its sender-gate tokens; a me
 lists another process's nodes places none of them and stops no start; a member's slow uploads
 hold at most its share of the process's slots, from however many addresses; a member's frames
 that all pull one way are damped once its memory knows them; a member cannot hand a node views
-that the node's own process took no part in."""
+that the node's own process took no part in, nor steer a Cyclon cache beyond its honest share."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ from p2pnode.transport.base import Outcome
 from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
-from peer_sampling.messages import SwapAdopt, SwapPropose
+from peer_sampling.cyclon import Cyclon
+from peer_sampling.messages import ShuffleRequest, SwapAdopt, SwapPropose
 from peer_sampling.peerswap import PeerSwap
 from tests.functional.helpers import failed_sends
 from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
@@ -256,3 +257,47 @@ async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_pa
     monkeypatch.setattr(real, "set_siblings", lambda nodes: None)
     before, sampler, status = await swap_lie(tmp_path / "unchecked")
     assert sampler.out_view() != before[0] and all(v >= 6 for v in sampler.out_view())
+
+
+async def cyclon_steer(tmp_path: Path) -> Cyclon:
+    """B's operator sends 12 shuffle requests at once to A's node 1, each from another B id naming
+    itself and three of A's nodes relayed. Returns node 1's sampler after them."""
+    tmp_path.mkdir()
+    key, _authority, ids = cluster_files(tmp_path)
+    config = cfg(nodes=12, rounds=1000, sampling="cyclon")
+    procs, addrs = two_processes(config, key, ids)
+    await asyncio.gather(*(p.start() for p in procs))
+    try:
+        for p in procs:
+            for n in p.host.nodes.values():
+                n.pause()
+        sampler = procs[0].host.nodes[1].node.sampler
+        assert isinstance(sampler, Cyclon)
+        member = load_identity(ids[1])
+        path = "/v1/nodes/1/sampling"
+        async with aiohttp.ClientSession() as s:
+            for k in range(12):
+                src = 6 + k % 6
+                named = [(src, f"{src}@{addrs[1]}", 0), *((a, f"{a}@{addrs[0]}", 0) for a in (0, 2, 3))]
+                body = encode_sampling_frame(src, 1, ShuffleRequest(tuple(named)))
+                assert await post(s, f"http://{addrs[0]}{path}", path, key, src, body, member) == (200, "ok")
+        await asyncio.sleep(0.2)
+        return sampler
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+
+
+@pytest.mark.untimed  # paused nodes, requests one after the other
+async def test_a_members_shuffles_steer_a_cyclon_cache_no_more_than_its_honest_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #61, Cyclon over real HTTP with identities: a member's 12 shuffle requests at once,
+    from 6 of its ids, each relaying three of A's own nodes. A's node takes the member's requests
+    at one a period (four at once) whoever of its ids sends them, and keeps the member's relayed
+    entries to half its cache; with nothing weighed (seen failing) it takes all 12."""
+    sampler = await cyclon_steer(tmp_path / "weighed")
+    assert sampler.unheard == 8
+    assert sampler.unvouched >= 4  # of the 4 requests' 12 relayed entries, one cache place at most
+    monkeypatch.setattr(real.NodeProcess, "_member", lambda self, sender: None)
+    sampler = await cyclon_steer(tmp_path / "plain")
+    assert sampler.unheard == 0 and sampler.unvouched == 0

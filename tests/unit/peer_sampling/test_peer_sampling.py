@@ -355,6 +355,57 @@ def test_cyclon_takes_a_nodes_own_entry_first_hand_and_relayed_entries_second_ha
     assert all(e.address != "6@evil:9" for e in learned)  # one entry per id: the first
 
 
+def _steered(weighed: bool) -> tuple[int, int]:
+    """A member (ids 20-39) shuffles with node 0 thirty times, each request naming the sending id
+    first hand and five of nodes 5-19 (node 0's own process) relayed. Returns the most cache
+    entries that named 5-19 at once, and the relayed entries the node did not take."""
+    from peer_sampling.messages import ShuffleRequest
+
+    node = Cyclon(0, "0@a:1", [(k, f"{k}@a:1") for k in range(1, 5)], CyclonConfig(capacity=6))
+    if weighed:
+        node.owner = lambda s: "B" if s >= 20 else None  # the process's own nodes: None
+    rng = random.Random(1)
+    most = 0
+    for r in range(30):
+        m = 20 + r % 20
+        named = rng.sample(range(5, 20), 5)
+        entries = ((m, f"{m}@b:2", 0), *((a, f"{a}@a:1", 0) for a in named))
+        node.on_message(m, ShuffleRequest(entries), 100.0 * r, rng)  # one a period: all heard
+        most = max(most, sum(1 for n in node.out_view() if 5 <= n < 20))
+    return most, node.unvouched
+
+
+def test_cyclon_weighs_relayed_entries_by_who_vouches_for_them() -> None:
+    """Issue #61: a member's shuffles named the receiver's own process's nodes, relayed, and
+    steered its cache toward them (the two halves of a 2-process cluster drifted apart: B's
+    intake 22.6 -> 9.2 models/s). With owners told, the entries one owner relayed hold at most
+    half of the cache (3 of 6); without (the lab's default, seen failing) they fill it."""
+    most, unvouched = _steered(weighed=True)
+    assert most <= 3 and unvouched > 0
+    most, unvouched = _steered(weighed=False)
+    assert most >= 4 and unvouched == 0
+
+
+def test_cyclon_takes_one_owners_shuffle_requests_one_a_period() -> None:
+    """Issue #61: a member's shuffle requests, from whichever of its ids, are taken at the rate an
+    honest owner's come (one a period, four at once); the process's own nodes are not counted."""
+    from peer_sampling.messages import ShuffleReply, ShuffleRequest
+
+    node = Cyclon(0, "0@a:1", [(k, f"{k}@a:1") for k in range(1, 4)], CyclonConfig(capacity=3))
+    node.owner = lambda s: "B" if s >= 20 else None
+    rng = random.Random(0)
+
+    def ask(sender: int, now: float) -> bool:
+        effects = node.on_message(sender, ShuffleRequest(((sender, f"{sender}@b:2", 0),)), now, rng)
+        return any(isinstance(e, Send) and isinstance(e.message, ShuffleReply) for e in effects)
+
+    assert [ask(20 + k, 0.0) for k in range(6)] == [True] * 4 + [False] * 2
+    assert node.unheard == 2
+    assert all(ask(5, 0.0) for _ in range(6))  # a node of its own process
+    assert [ask(30, 150.0), ask(31, 150.0)] == [True, False]  # 1.5 periods later: one more
+    assert not ask(32, 199.0) and ask(33, 250.0)
+
+
 def test_cyclon_ignores_a_reply_to_no_shuffle_of_its_own() -> None:
     from peer_sampling.messages import ShuffleReply
 
