@@ -5,8 +5,9 @@ Two ``p2pnode run`` processes on loopback with process identities (issue #31): A
 operator of B: it holds the cluster keyring and B's identity, so it signs as B's ids and no
 others. For each attack a fresh cluster runs ``--rounds`` rounds while the attacker acts once a
 round; the script prints the answers A gave, the mean HR@20 of all 40 nodes at the end, and the
-honest models A's nodes took per second (the attack's own accepted frames taken off), each beside
-the clean run's:
+models A's nodes took per second (``ratio``: all of them; ``honest``: the attack's own taken models
+off, which also counts a member displacing its own ids' honest models at the sender gate), each
+beside the clean run's:
 
 - ``as-A's-id``: models signed as node 5 (an A node) to every A node;
 - ``flood-90x``: B's ids 37-39 post a model at 90x an initial model's norm to every A node;
@@ -117,7 +118,7 @@ class Member:
         self.answers: Counter[str] = Counter()
         self.life = (int(time.time()) << 32) + 1_000  # an incarnation of now
         self.version = 0
-        self.taken = 0  #: models the attacked nodes took
+        self.taken = 0  #: models A's nodes took from the attacker (off A's honest intake)
         self._mutex = threading.Lock()
         self.b_address = addresses[B[0]]
 
@@ -222,12 +223,9 @@ class Member:
     ) -> None:
         self.version += 1
         ver = self.life + self.version if version is None else version
-        self.post(
-            sender,
-            dest,
-            "gossip",
-            bytes(encode_model_frame(sender, dest, DeltaEncoder(False).encode(dest, ver, params))),
-        )
+        frame = bytes(encode_model_frame(sender, dest, DeltaEncoder(False).encode(dest, ver, params)))
+        if self.post(sender, dest, "gossip", frame) == 200 and dest in A:
+            self.taken += 1  # A's intake is counted without the attack's own models
 
 
 def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, random.Random], None]:
@@ -370,7 +368,8 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
     return {
         "hr": float(np.mean(hits)) if hits else float("nan"),
         "hr_a": float(np.mean(hits_a)) if hits_a else float("nan"),  #: A's nodes only
-        "intake": (models - member.taken) / seconds,
+        "intake": models / seconds,  #: every model A's nodes took, the attacker's included
+        "honest": (models - member.taken) / seconds,  #: the attacker's taken models off
         "intake_b": models_b / seconds,  #: B's nodes' intake (the member's process)
         "answers": dict(member.answers),
         "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
@@ -460,12 +459,13 @@ def main(argv: list[str] | None = None) -> None:
     clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor, args.processes)
     third = args.processes > 2
     print(
-        f"{'attack':<18} {'HR@20':>6} {'Δ':>6} {'A only':>6}  {'A intake/s':>10} {'ratio':>6}  "
+        f"{'attack':<18} {'HR@20':>6} {'Δ':>6} {'A only':>6}  {'A intake/s':>10} {'ratio':>6} {'honest':>6}  "
         f"{'A swaps ok/aborted':>18}  {'A clip/band/damp':>16}  answers to the attack"
     )
     sw = clean["swaps"]
     print(
-        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f} {clean['hr_a']:6.3f}  {clean['intake']:10.1f} {1:6.2f}  "
+        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f} {clean['hr_a']:6.3f}  {clean['intake']:10.1f} {1:6.2f} "
+        f"{1:6.2f}  "
         f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  {bounded(clean):>16}  -"
         + (f"  (C's failed sends {clean['c_failed']:.0f})" if third else ""),
         flush=True,
@@ -489,7 +489,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(
             f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f}  {r['intake']:10.1f} "
-            f"{r['intake'] / clean['intake']:6.2f}  {sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
+            f"{r['intake'] / clean['intake']:6.2f} {r['honest'] / clean['honest']:6.2f}  "
+            f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
             f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}"
             + (f"  (C's failed sends {r['c_failed']:.0f})" if third else ""),
             flush=True,
