@@ -356,6 +356,7 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
         c_failed = counter(procs[2], "p2pnode_send_failures_total") - c_failed0 if processes > 2 else 0.0
         swaps1 = swaps(procs[0])
         metrics = get(procs[0], "/metrics")
+        b_reasons = failure_reasons(get(procs[1], "/metrics"))
         stop_flood.set()  # after the counters: a slow upload ends when A answers it
         seconds = time.time() - t0
         nodes = [n for s in status for n in s["nodes"]]
@@ -378,6 +379,7 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
         "c_failed": c_failed,  #: C's sends (to A and B) that failed, with 3 processes
         "metrics_kb": len(metrics) / 1000,  #: A's /metrics page at the end
         "reasons": failure_reasons(metrics),  #: A's failed sends by reason label
+        "b_reasons": b_reasons,  #: B's failed sends by reason (its honest nodes' sends to A among them)
         "bounded": labelled(metrics, "p2pnode_models_bounded_total", "how"),  #: A's models moved
     }
 
@@ -491,7 +493,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f}  {r['intake']:10.1f} "
             f"{r['intake'] / clean['intake']:6.2f} {r['honest'] / clean['honest']:6.2f}  "
             f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
-            f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}"
+            f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}; B's failed sends "
+            f"{json.dumps(clean['b_reasons'], sort_keys=True)} -> "
+            f"{json.dumps(r['b_reasons'], sort_keys=True)}"
             + (f"  (C's failed sends {r['c_failed']:.0f})" if third else ""),
             flush=True,
         )
