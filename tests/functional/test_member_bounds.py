@@ -9,6 +9,7 @@ that the node's own process took no part in, nor steer a Cyclon cache beyond its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -22,8 +23,10 @@ from aiohttp import web
 from learning.params import l2_norm
 from p2pnode import real
 from p2pnode.auth import load_keyring, sign
-from p2pnode.identity import load_identity
+from p2pnode.config import RunConfig
+from p2pnode.identity import Identity, load_identity
 from p2pnode.limits import Limits
+from p2pnode.real import NodeProcess
 from p2pnode.refusals import REASONS
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
@@ -148,22 +151,34 @@ async def test_a_members_slow_uploads_from_two_addresses_hold_only_its_share(tmp
         await asyncio.gather(*(p.shutdown() for p in procs))
 
 
-async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[float, float, float, float]:
-    """B's operator posts ``frames`` models at one point 90 norms of node 1's model away, as B's ids 6-9 in
-    turn, one after the other, to a cluster whose nodes are paused (no honest merges between).
-    Returns how far node 1's model moved toward the point (in its own norms at the start), the
-    memory's length for ids 6 and 9, and the models node 1 damped."""
+@contextlib.asynccontextmanager
+async def paused_pair(
+    tmp_path: Path, config: RunConfig
+) -> AsyncIterator[tuple[list[NodeProcess], list[str], Path, Identity]]:
+    """Processes A (0-5) and B (6-11) with identities in ``tmp_path``, every node paused (no
+    honest rounds between what a test posts): (processes, addresses, cluster key, B's identity)."""
     tmp_path.mkdir()
     key, _authority, ids = cluster_files(tmp_path)
-    config = cfg(nodes=12, rounds=1000, sampling="static").replace(
-        clip_factor=1.0, norm_band=0.05, steady_pull=pull, sender_gate=False
-    )
     procs, addrs = two_processes(config, key, ids)
     await asyncio.gather(*(p.start() for p in procs))
     try:
         for p in procs:
             for n in p.host.nodes.values():
                 n.pause()
+        yield procs, addrs, key, load_identity(ids[1])
+    finally:
+        await asyncio.gather(*(p.shutdown() for p in procs))
+
+
+async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[float, float, float, float]:
+    """B's operator posts ``frames`` models at one point 90 norms of node 1's model away, as B's ids 6-9 in
+    turn, one after the other, to a cluster whose nodes are paused (no honest merges between).
+    Returns how far node 1's model moved toward the point (in its own norms at the start), the
+    memory's length for ids 6 and 9, and the models node 1 damped."""
+    config = cfg(nodes=12, rounds=1000, sampling="static").replace(
+        clip_factor=1.0, norm_band=0.05, steady_pull=pull, sender_gate=False
+    )
+    async with paused_pair(tmp_path, config) as (procs, addrs, key, member):
         await asyncio.sleep(0.5)  # what was in flight lands
         dest = procs[0].host.nodes[1]
         start = dest.learner.snapshot()
@@ -172,7 +187,6 @@ async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[f
         scale = np.float32(90 * l2_norm(start) / l2_norm(away))
         point = {k: v * scale for k, v in away.items()}  # one point, 90x away, every frame pulls toward
         far = {k: pack_tensor(v) for k, v in point.items()}
-        member = load_identity(ids[1])
         path = "/v1/nodes/1/gossip"
         async with aiohttp.ClientSession() as s:
             for n in range(frames):
@@ -191,8 +205,6 @@ async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[f
         end = dest.learner.snapshot()
         toward_point = sum(float(((end[k] - start[k]) * point[k]).sum()) for k in start) / l2_norm(point)
         return toward_point / l2_norm(start), *steady, damped
-    finally:
-        await asyncio.gather(*(p.shutdown() for p in procs))
 
 
 @pytest.mark.untimed  # paused nodes, frames one after the other: no timed rounds
@@ -262,18 +274,10 @@ async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_pa
 async def cyclon_steer(tmp_path: Path) -> Cyclon:
     """B's operator sends 12 shuffle requests at once to A's node 1, each from another B id naming
     itself and three of A's nodes relayed. Returns node 1's sampler after them."""
-    tmp_path.mkdir()
-    key, _authority, ids = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=1000, sampling="cyclon")
-    procs, addrs = two_processes(config, key, ids)
-    await asyncio.gather(*(p.start() for p in procs))
-    try:
-        for p in procs:
-            for n in p.host.nodes.values():
-                n.pause()
+    async with paused_pair(tmp_path, config) as (procs, addrs, key, member):
         sampler = procs[0].host.nodes[1].node.sampler
         assert isinstance(sampler, Cyclon)
-        member = load_identity(ids[1])
         path = "/v1/nodes/1/sampling"
         async with aiohttp.ClientSession() as s:
             for k in range(12):
@@ -283,8 +287,6 @@ async def cyclon_steer(tmp_path: Path) -> Cyclon:
                 assert await post(s, f"http://{addrs[0]}{path}", path, key, src, body, member) == (200, "ok")
         await asyncio.sleep(0.2)
         return sampler
-    finally:
-        await asyncio.gather(*(p.shutdown() for p in procs))
 
 
 @pytest.mark.untimed  # paused nodes, requests one after the other

@@ -102,14 +102,19 @@ def assert_regular_and_consistent(samplers: dict[int, PeerSwap], k: int) -> None
 
 
 def _swap_net(
-    n: int, k: int, max_delay: float, cfg: PeerSwapConfig
+    n: int, k: int, max_delay: float, cfg: PeerSwapConfig, processes: int = 1
 ) -> tuple[dict[int, PeerSwap], dict[int, list[int]]]:
     """n PeerSwap nodes on a random k-regular graph, 200 rounds of swaps with every message
     delayed up to ``max_delay`` ticks, then every message in flight delivered; checks that the
-    views are still regular and consistent. Returns the samplers and the starting out-views."""
+    views are still regular and consistent. With ``processes`` > 1 the nodes are split into that
+    many processes of consecutive ids whose nodes check swaps against each other. Returns the
+    samplers and the starting out-views."""
     out = random_regular_digraph(range(n), k, random.Random(0))
     ins = in_views(out)
     samplers = {v: PeerSwap(v, out[v], ins[v], cfg) for v in range(n)}
+    if processes > 1:
+        for p in range(processes):
+            _process({v: s for v, s in samplers.items() if v * processes // n == p})
     net = PureNet(dict(samplers), seed=3, max_delay=max_delay)
     for v, s in samplers.items():
         net.apply(v, s.start(0.0, net.rng))
@@ -576,17 +581,6 @@ def test_honest_swaps_between_processes_are_all_confirmed(max_delay: float) -> N
     """Two processes' nodes checking swaps against their siblings, messages reordered: every
     honest swap is confirmed (none refused) and the views stay regular and consistent."""
     cfg = PeerSwapConfig(rate_per_round=0.3, txn_timeout_ticks=1e9, lease_ticks=1e9)
-    n, k = 40, 3
-    out = random_regular_digraph(range(n), k, random.Random(0))
-    ins = in_views(out)
-    samplers = {v: PeerSwap(v, out[v], ins[v], cfg) for v in range(n)}
-    _process({v: s for v, s in samplers.items() if v < n // 2})
-    _process({v: s for v, s in samplers.items() if v >= n // 2})
-    net = PureNet(dict(samplers), seed=3, max_delay=max_delay)
-    for v, s in samplers.items():
-        net.apply(v, s.start(0.0, net.rng))
-    net.run_until(10_000)
-    net.drain()
-    assert_regular_and_consistent(samplers, k)
+    samplers, _ = _swap_net(40, 3, max_delay, cfg, processes=2)
     assert sum(s.stats.committed for s in samplers.values()) > 40
     assert sum(s.stats.unconfirmed for s in samplers.values()) == 0
