@@ -32,8 +32,8 @@ simulator's default instantaneous delivery they never do, and neither rule below
   heavy contention, where every retry would take locks that make the next one fail.
 
 What a member cannot do (issue #18): a ``SwapAdopt`` or ``SwapCommit`` is applied only for a
-transaction this node granted, and only when it comes from that transaction's initiator; proposals
-and lock requests must come from their initiator, and a proposal from an in-neighbour (issue #31:
+transaction this node granted, and only when it comes from that transaction's initiator; proposals,
+lock requests and unlocks must come from their initiator, and a proposal from an in-neighbour (issue #31:
 with process identities a member proposes only as its own ids, so it can swap only with the nodes
 it points to, as an honest node); adopted views must keep the view sizes, hold no
 id twice and not the node itself. Anything else is ignored, and the views do not change. A node
@@ -359,6 +359,9 @@ class PeerSwap(PeerSampler):
                 self._set_in(sorted(in_view), now)
                 return self._release(txn, now)
             case Unlock(txn=txn):
+                if sender != txn[0]:
+                    self.ignored += 1  # only its initiator aborts a transaction (ids are guessable)
+                    return []
                 self._granted.pop(txn, None)  # aborted: its commit or adopt can no longer come
                 self._offered.pop(txn, None)
                 self._queue = [w for w in self._queue if w[1] != txn or w[0] != sender]

@@ -584,3 +584,20 @@ def test_honest_swaps_between_processes_are_all_confirmed(max_delay: float) -> N
     samplers, _ = _swap_net(40, 3, max_delay, cfg, processes=2)
     assert sum(s.stats.committed for s in samplers.values()) > 40
     assert sum(s.stats.unconfirmed for s in samplers.values()) == 0
+
+
+def test_only_its_initiator_aborts_a_transaction() -> None:
+    """Transaction ids are (initiator, counter), so a member can guess a running one's; an Unlock
+    is taken only from the transaction's initiator, so a guess aborts nothing."""
+    from peer_sampling.messages import LockRequest, SwapCommit, Unlock
+
+    rng = random.Random(0)
+    node = PeerSwap(5, [1, 2, 3], [4, 6, 9])
+    node.on_message(9, LockRequest((9, 1)), 0.0, rng)
+    assert node.on_message(37, Unlock((9, 1)), 0.0, rng) == [] and node.lock == (9, 1)
+    assert node.ignored == 1
+    node.on_message(9, SwapCommit((9, 1), 9, 20), 0.0, rng)
+    assert node.in_view() == (4, 6, 20) and node.lock is None
+    node.on_message(9, LockRequest((9, 2)), 0.0, rng)
+    node.on_message(9, Unlock((9, 2)), 0.0, rng)  # its initiator aborts it
+    assert node.lock is None
