@@ -4,8 +4,10 @@ Two ``p2pnode run`` processes on loopback with process identities (issue #31): A
 0-19, B nodes 20-39 (PeerSwap views, Base GL, GMF on ML-100k, lr 0.01). The attacker is the
 operator of B: it holds the cluster keyring and B's identity, so it signs as B's ids and no
 others. For each attack a fresh cluster runs ``--rounds`` rounds while the attacker acts once a
-round; the script prints the answers A gave, the mean HR@20 of all 40 nodes at the end, and the
-models A's nodes took per second (``ratio``: all of them; ``honest``: the attack's own taken models
+round; the script prints the answers A gave, the mean HR@20 of all 40 nodes at the end and over
+the attack's rounds (each round's mean as every process first reported it, from round 1: the
+measure of issue #61, far less noisy than the last round's 40 hits), and the models A's nodes
+took per second (``ratio``: all of them; ``honest``: the attack's own taken models
 off, which also counts a member displacing its own ids' honest models at the sender gate), each
 beside the clean run's:
 
@@ -33,7 +35,11 @@ beside the clean run's:
   second and posted again when it ends (A's honest intake is the figure to read).
 
     .venv/bin/python -m bench.hostile_members [--rounds 30] [--clip-factor C] [--attacks flood-90x ...]
-        [--processes 3] [--sampling cyclon --attacks cyclon-steer]
+        [--processes 3] [--sampling cyclon --attacks cyclon-steer] [--repeats 3]
+
+``--repeats R`` runs the clean cluster and every attack R times, with seeds 1..R (the clean and
+the attacked run of one seed paired): each figure is then the mean over the R runs, and ``Δ
+rounds`` the paired difference in HR@20 over the rounds as mean ± sd.
 
 ``--processes 3`` adds an honest third process C (nodes 40-59, 60 nodes in all; the member is
 still B): the slow uploads then show whether B's uploads hold capacity C's nodes need at A (C's
@@ -276,7 +282,13 @@ def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, ra
 
 @contextlib.contextmanager
 def cluster(
-    tmp: Path, rounds: int, tick: float, clip: float, processes: int = 2, patched_b: bool = False
+    tmp: Path,
+    rounds: int,
+    tick: float,
+    clip: float,
+    processes: int = 2,
+    patched_b: bool = False,
+    seed: int = 1,
 ) -> Iterator[tuple[dict[int, str], list[str]]]:
     """A (0-19), B (20-39) and with ``processes`` 3 C (40-59), with identities, until the block
     ends: (node -> address, [A, B(, C)]); ``patched_b``: B runs ``bench._made_up_reasons``."""
@@ -293,7 +305,7 @@ def cluster(
         args = [
             sys.executable, "-m", module, "run", "--listen", listen, "--peers", peer,
             "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
-            "--tick-seconds", str(tick), "--lr", "0.01", "--seed", "1",
+            "--tick-seconds", str(tick), "--lr", "0.01", "--seed", str(seed),
             "--cluster-key-file", str(tmp / "k"), "--identity", str(tmp / f"{name}.identity"), "--quiet",
             "--clip-factor", str(clip), "--norm-band", str(BAND[0]), "--steady-pull", str(BAND[1]),
             "--sampling", SAMPLING[0],
@@ -315,11 +327,13 @@ def cluster(
         stop(procs)
 
 
-def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) -> dict[str, Any]:
+def run(
+    name: str, rounds: int, tick: float, clip: float, processes: int = 2, seed: int = 1
+) -> dict[str, Any]:
     init = prepare(RunConfig(nodes=20 * processes)).init
     with (
         tempfile.TemporaryDirectory() as tmp,
-        cluster(Path(tmp), rounds, tick, clip, processes, name == "label-blowup") as (addresses, procs),
+        cluster(Path(tmp), rounds, tick, clip, processes, name == "label-blowup", seed) as (addresses, procs),
     ):
         member = Member(Path(tmp) / "k", load_identity(Path(tmp) / "b.identity"), addresses)
         act = actions(name, init)
@@ -342,8 +356,11 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
             flood.append(threading.Thread(target=member.slow_uploads, args=(init, stop_flood), daemon=True))
         for t in flood:
             t.start()
+        trace: list[dict[int, list[float]]] = [{} for _ in procs]  #: per process: round -> its hits
         while True:
             status = [json.loads(get(p, "/status")) for p in procs]
+            for k, s in enumerate(status):
+                trace[k].setdefault(int(s["round"]), node_hits(s))
             current = min(int(s["round"]) for s in status)
             if current >= rounds - 1:
                 break
@@ -368,6 +385,7 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
     own = {37, 38, 39}
     return {
         "hr": float(np.mean(hits)) if hits else float("nan"),
+        "hr_rounds": over_rounds(trace),
         "hr_a": float(np.mean(hits_a)) if hits_a else float("nan"),  #: A's nodes only
         "intake": models / seconds,  #: every model A's nodes took, the attacker's included
         "honest": (models - member.taken) / seconds,  #: the attacker's taken models off
@@ -382,6 +400,22 @@ def run(name: str, rounds: int, tick: float, clip: float, processes: int = 2) ->
         "b_reasons": b_reasons,  #: B's failed sends by reason (its honest nodes' sends to A among them)
         "bounded": labelled(metrics, "p2pnode_models_bounded_total", "how"),  #: A's models moved
     }
+
+
+def node_hits(status: dict[str, Any]) -> list[float]:
+    """The utility (HR@20: 1 or 0) of each of a process's nodes that has been evaluated."""
+    key = status["metric"]
+    return [float(n[key]) for n in status["nodes"] if n.get(key) is not None]
+
+
+def over_rounds(trace: list[dict[int, list[float]]]) -> float:
+    """Mean HR@20 of all nodes over the rounds the attack ran (from round 1, each round as every
+    process reported it first): the issue's measure, far less noisy than one round's 40 hits."""
+    common = set.intersection(*(set(t) for t in trace)) - {0}
+    per_round = [
+        np.mean([h for t in trace for h in t[r]]) for r in sorted(common) if all(t[r] for t in trace)
+    ]
+    return float(np.mean(per_round)) if per_round else float("nan")
 
 
 def a_share(views: list[list[int]]) -> float:
@@ -445,6 +479,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--sampling", default="peerswap", choices=("peerswap", "cyclon"), help="the processes' --sampling"
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of each row, seeds 1, 2, ... (clean and attack paired by seed): means, and the "
+        "paired HR difference over the rounds as mean ± sd",
+    )
     args = parser.parse_args(argv)
     if ("cyclon-steer" in args.attacks) != (args.sampling == "cyclon") or (
         args.sampling == "cyclon" and set(args.attacks) - {"clean", "cyclon-steer"}
@@ -458,28 +499,37 @@ def main(argv: list[str] | None = None) -> None:
         f"--clip-factor {args.clip_factor}, --norm-band {args.norm_band}, --steady-pull {args.steady_pull}; "
         "attacker: B's operator"
     )
-    clean = run("clean", args.rounds, args.tick_seconds, args.clip_factor, args.processes)
+    seeds = range(1, 1 + args.repeats)
+
+    def runs(name: str) -> list[dict[str, Any]]:
+        return [run(name, args.rounds, args.tick_seconds, args.clip_factor, args.processes, s) for s in seeds]
+
+    cleans = runs("clean")
+    clean = merge(cleans)
     third = args.processes > 2
     print(
-        f"{'attack':<18} {'HR@20':>6} {'Δ':>6} {'A only':>6}  {'A intake/s':>10} {'ratio':>6} {'honest':>6}  "
-        f"{'A swaps ok/aborted':>18}  {'A clip/band/damp':>16}  answers to the attack"
+        f"{'attack':<18} {'HR@20':>6} {'Δ':>6} {'A only':>6} {'rounds':>6} {'Δ rounds':>12}  "
+        f"{'A intake/s':>10} {'ratio':>6} {'honest':>6}  {'A swaps ok/aborted':>18}  "
+        f"{'A clip/band/damp':>16}  answers to the attack"
     )
-    sw = clean["swaps"]
     print(
-        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f} {clean['hr_a']:6.3f}  {clean['intake']:10.1f} {1:6.2f} "
+        f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f} {clean['hr_a']:6.3f} {clean['hr_rounds']:6.3f} "
+        f"{spread([c['hr_rounds'] for c in cleans]):>12}  {clean['intake']:10.1f} {1:6.2f} "
         f"{1:6.2f}  "
-        f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  {bounded(clean):>16}  -"
+        f"{clean['swaps']['committed']:8.0f}/{clean['swaps']['aborted']:<9.0f}  {bounded(clean):>16}  -"
         + (f"  (C's failed sends {clean['c_failed']:.0f})" if third else ""),
         flush=True,
     )
     for name in args.attacks:
         if name == "clean":
             continue
-        r = run(name, args.rounds, args.tick_seconds, args.clip_factor, args.processes)
+        each = runs(name)
+        r = merge(each)
         sw = r["swaps"]
+        paired = [a["hr_rounds"] - c["hr_rounds"] for a, c in zip(each, cleans, strict=True)]
         extra = (
-            f"; A's out-view places held by 37-39: {r['views'][0]} -> {r['views'][1]}, swaps A's nodes "
-            f"refused as unconfirmed: {sw['unconfirmed']:.0f}"
+            f"; A's out-view places held by 37-39: {r['views'][0]:.0f} -> {r['views'][1]:.0f}, swaps A's "
+            f"nodes refused as unconfirmed: {sw['unconfirmed']:.0f}"
             if name in ("swap-forgery", "eclipse-poison")
             else f"; A's /metrics {clean['metrics_kb']:.0f} -> {r['metrics_kb']:.0f} kB, A's failed sends by "
             f"reason {json.dumps(r['reasons'], sort_keys=True)}"
@@ -490,7 +540,8 @@ def main(argv: list[str] | None = None) -> None:
             else ""
         )
         print(
-            f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f}  {r['intake']:10.1f} "
+            f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f} {r['hr_rounds']:6.3f} "
+            f"{spread(paired, signed=True):>12}  {r['intake']:10.1f} "
             f"{r['intake'] / clean['intake']:6.2f} {r['honest'] / clean['honest']:6.2f}  "
             f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
             f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}; B's failed sends "
@@ -499,6 +550,29 @@ def main(argv: list[str] | None = None) -> None:
             + (f"  (C's failed sends {r['c_failed']:.0f})" if third else ""),
             flush=True,
         )
+
+
+def spread(values: Sequence[float], signed: bool = False) -> str:
+    """``mean ± sd`` of ``values`` (the mean alone for one)."""
+    mean = f"{np.mean(values):+.3f}" if signed else f"{np.mean(values):.3f}"
+    return f"{mean} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else mean
+
+
+def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of each figure over repeated runs (per key for counts by label; answers summed)."""
+
+    def mean(values: list[Any]) -> Any:
+        first = values[0]
+        if isinstance(first, dict):
+            keys = sorted({k for v in values for k in v})
+            if all(isinstance(v.get(k, 0), int) for v in values for k in v):  # answer counts
+                return {k: sum(v.get(k, 0) for v in values) for k in keys}
+            return {k: float(np.mean([v.get(k, 0.0) for v in values])) for k in keys}
+        if isinstance(first, tuple):
+            return tuple(float(np.mean(col)) for col in zip(*values, strict=True))
+        return float(np.mean(values))
+
+    return {key: mean([r[key] for r in runs]) for key in runs[0]}
 
 
 if __name__ == "__main__":
