@@ -23,6 +23,13 @@ and probes run one at a time on one thread here, like each worker.
 
     .venv/bin/python -m bench.reproduction_time [--workers 1,2,16] [--probe-rounds 3] [--set K=V]...
         [NAME ...]
+
+``--floor`` projects nothing: it counts the rounds of every distinct run (each as a share of a
+943-node round: rounds x nodes / 943; runs an experiment before it makes are counted once) by
+protocol, times the compiled floor of one 943-node round (``bench.floor.compiled_round``: every
+user's local epoch in one compiled loop and one copy of every model, no merges, no messages, no
+attack), and prints the least time any simulator that trains every node each round needs for the
+whole reproduction, and the seconds a round the reproduction may average to fit a budget.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import dataclasses
 import heapq
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +178,54 @@ def runs_of(
     return seconds, measured, projected, reused
 
 
+def floor(names: Sequence[str], workers: Sequence[int], budget: float, repeats: int = 3) -> None:
+    """The reproduction's training floor (``--floor``): see the module's docstring."""
+    import numpy as np
+
+    from bench.floor import StackedModels, compiled_round, inputs
+    from learning.split import leave_one_out
+    from p2pnode.datasets import load_ml100k
+
+    seen: set[str] = set()
+    by_protocol: dict[str, float] = {}
+    for name in names:
+        exp = load(name)
+        if exp.mixing is not None or exp.reuseknn is not None:
+            continue
+        for row in exp.rows:
+            for seed in exp.seeds:
+                config = exp.config(row, seed, {})
+                key = run_key(config)
+                if key not in seen:
+                    seen.add(key)
+                    share = config.rounds * (config.nodes or 943) / 943
+                    by_protocol[config.protocol] = by_protocol.get(config.protocol, 0.0) + share
+    data = load_ml100k().subset_users(943)
+    positives, excluded = inputs(leave_one_out(data, seed=0))
+    stacked = StackedModels.create(943, data.n_items, 32, seed=0)
+    rng = np.random.default_rng(0)
+    times = [compiled_round(stacked, positives, excluded, rng)[0] for _ in range(repeats + 1)][1:]
+    per_round = float(np.median(times))
+    rounds = sum(by_protocol.values())
+    print(
+        f"  {len(seen)} distinct runs, {rounds:,.0f} rounds of 943 nodes ("
+        + ", ".join(f"{p} {r:,.0f}" for p, r in sorted(by_protocol.items()))
+        + ")"
+    )
+    print(f"  compiled floor of one 943-node round: {', '.join(f'{t:.3f}' for t in times)} s (median)")
+    print(
+        f"  the reproduction at that floor: {clock(rounds * per_round)} of one thread, "
+        + ", ".join(f"{w} workers {clock(rounds * per_round / w)}" for w in workers)
+    )
+    for w in workers:
+        allowed = budget * w / rounds
+        print(
+            f"  to fit {clock(budget)} with {w} workers a round may average {allowed:.3f} s: "
+            f"{allowed / per_round:.2f}x the floor, everything (merges, messages, attacks, DP, "
+            "evaluation, builds) included"
+        )
+
+
 def clock(seconds: float) -> str:
     s = round(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
@@ -189,11 +245,18 @@ def main(argv: list[str] | None = None) -> None:
         help="project every run with this config change (as experiments take it), e.g. "
         "learning.dp_backend=fused",
     )
+    parser.add_argument(
+        "--floor", action="store_true", help="the reproduction's training floor instead of a projection"
+    )
+    parser.add_argument("--budget", type=float, default=7200.0, help="seconds, for --floor (default 2 h)")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = nested(dict(parse_set(item) for item in args.set))
     torch.set_num_threads(1)
     tune_allocator()
     workers = [int(w) for w in args.workers.split(",")]
+    if args.floor:
+        floor(args.names or EXPERIMENTS, workers, args.budget)
+        return
     totals = dict.fromkeys(workers, 0.0)
     cpu = 0.0
     lines = []

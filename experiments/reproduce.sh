@@ -7,8 +7,8 @@
 # then exits 1. A run that an earlier experiment already made (the same configuration, seed
 # included: fig5's noiseless Rand-Gossip rows are table3's GMF rows) is copied from results/, not
 # run again (--reuse-runs).
-#   bash experiments/reproduce.sh                 # everything below (~10.5 h of one core's work;
-#                                                 # projected by python -m bench.reproduction_time)
+#   bash experiments/reproduce.sh                 # everything below (~30 h of one core's work;
+#                                                 # python -m bench.reproduction_time --results experiments/reports)
 #   bash experiments/reproduce.sh table3 mixing   # a selection
 #   bash experiments/reproduce.sh table3-long table3-bound   # Table III at 1,600 rounds and at the
 #                                                 # paper's bound (3,000 / 3,600 rounds): ~1.5 h and
