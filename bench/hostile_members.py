@@ -27,6 +27,12 @@ beside the clean run's:
   places B's ids then hold;
 - ``label-blowup``: B's process is a patched build that refuses every frame it would take with a
   new 2 kB ``X-P2P-Reason`` (A's ``/metrics`` size and its ``other`` failures are printed);
+- ``swap-takeover``: B's process is a patched build (``bench._swap_takeover``) whose nodes run real
+  PeerSwap transactions with A's nodes (A's side locked and relabelled, so A's own checks pass)
+  but hand over made-up views of B's ids only, as initiator and as partner, swapping with A's
+  nodes whenever they can and 5x as often as the default (the lie A's process cannot see: A's
+  out-view places naming A's nodes at the end are printed);
+- ``takeover-poison``: the same, then neighbour-escalate from round 10;
 - ``cyclon-steer`` (with ``--sampling cyclon``): A's nodes get shuffle requests in turn without
   pause, each from a random B id naming itself first hand and three other A nodes relayed:
   entries that steer A's caches toward A's own nodes (A's and B's intakes, and the share of A's
@@ -100,12 +106,20 @@ ATTACKS = (
     "slow-uploads",
     "eclipse-poison",
     "label-blowup",
+    "swap-takeover",
+    "takeover-poison",
     "cyclon-steer",
 )
 BAND = [0.05, 0.7]  #: the processes' --norm-band and --steady-pull (set from the command line)
 SAMPLING = ["peerswap"]  #: the processes' --sampling (set from the command line)
 ECLIPSE_ROUNDS = 10  #: eclipse-poison: rounds of SwapAdopt lies before the poisoning
 LOCKED = range(5)  #: the A nodes the lock flood asks
+#: rows whose B process is a patched build (the member runs its own code)
+B_MODULE = {
+    "label-blowup": "bench._made_up_reasons",
+    "swap-takeover": "bench._swap_takeover",
+    "takeover-poison": "bench._swap_takeover",
+}
 
 
 def best_ranked(sender: int, count: int = 64) -> list[int]:
@@ -254,7 +268,7 @@ def actions(name: str, init: dict[str, np.ndarray]) -> Callable[[Member, int, ra
         elif name == "poison-10%":
             for src in (36, 37, 38, 39):
                 m.model(src, rng.randrange(40), scaled)
-        elif name == "eclipse-poison" and r >= ECLIPSE_ROUNDS:  # then poison from the places taken
+        elif name in ("eclipse-poison", "takeover-poison") and r >= ECLIPSE_ROUNDS:  # poison from the places
             far = {k: v * 10 * 1.5 ** (r - ECLIPSE_ROUNDS) for k, v in init.items()}
             for src, view in m.b_views().items():
                 for dst in set(view) & set(A):
@@ -287,11 +301,11 @@ def cluster(
     tick: float,
     clip: float,
     processes: int = 2,
-    patched_b: bool = False,
+    b_module: str = "p2pnode",
     seed: int = 1,
 ) -> Iterator[tuple[dict[int, str], list[str]]]:
     """A (0-19), B (20-39) and with ``processes`` 3 C (40-59), with identities, until the block
-    ends: (node -> address, [A, B(, C)]); ``patched_b``: B runs ``bench._made_up_reasons``."""
+    ends: (node -> address, [A, B(, C)]); B runs ``b_module`` (a patched build for some rows)."""
     groups = [("a", A), ("b", B), ("c", C)][:processes]
     authority = Authority.generate("members")
     save_keyring(tmp / "k", Keyring.generate("members").trust(authority.public_key))
@@ -301,7 +315,7 @@ def cluster(
     nodes = 20 * processes
 
     def start(listen: str, peer: str, ids: range, name: str) -> subprocess.Popen[str]:
-        module = "bench._made_up_reasons" if patched_b and name == "b" else "p2pnode"
+        module = b_module if name == "b" else "p2pnode"
         args = [
             sys.executable, "-m", module, "run", "--listen", listen, "--peers", peer,
             "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
@@ -333,7 +347,10 @@ def run(
     init = prepare(RunConfig(nodes=20 * processes)).init
     with (
         tempfile.TemporaryDirectory() as tmp,
-        cluster(Path(tmp), rounds, tick, clip, processes, name == "label-blowup", seed) as (addresses, procs),
+        cluster(Path(tmp), rounds, tick, clip, processes, B_MODULE.get(name, "p2pnode"), seed) as (
+            addresses,
+            procs,
+        ),
     ):
         member = Member(Path(tmp) / "k", load_identity(Path(tmp) / "b.identity"), addresses)
         act = actions(name, init)
@@ -537,6 +554,9 @@ def main(argv: list[str] | None = None) -> None:
             else f"; B's intake {clean['intake_b']:.1f} -> {r['intake_b']:.1f}/s, A's out-view places "
             f"naming A's nodes at the end {clean['a_share']:.2f} -> {r['a_share']:.2f}"
             if name == "cyclon-steer"
+            else f"; A's out-view places naming A's nodes at the end {clean['a_share']:.2f} -> "
+            f"{r['a_share']:.2f}, swaps A's nodes refused as unconfirmed {sw['unconfirmed']:.0f}"
+            if name in ("swap-takeover", "takeover-poison")
             else ""
         )
         print(
