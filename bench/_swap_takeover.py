@@ -1,15 +1,20 @@
 """``p2pnode`` as a member that runs whole PeerSwap transactions as the far side's word: the
 ``swap-takeover`` and ``takeover-poison`` rows of ``bench.hostile_members`` run B's process as
-``python -m bench._swap_takeover run ...`` (issue #61: the lie the process's own checks cannot see).
+``python -m bench._swap_takeover run ...`` (issue #61: the lie the other process's checks of
+its own nodes cannot see).
 
 Every swap between one of the member's nodes and a node of another process is a real transaction
-(the other node's neighbours are locked and relabelled, so its process's checks all pass), except
-that the member's side of it is made up: the views its node hands over, as initiator in the
-``SwapAdopt`` and as partner in the ``SwapAccept``, name only the member's own ids. The other node
-then takes the member's place with neighbours all the member's, while the member's id takes the
-other node's honest neighbours. Its nodes also pick a partner outside the process whenever they
-have one, so that every swap they start is a takeover, and start swaps ``TAKEOVER_HASTE`` (5)
-times as often as the network's rate.
+(the other node's neighbours are locked and relabelled), except that the member's side of it is
+made up: the views its node claims, shown in the proposal and handed in the ``SwapAdopt`` as
+initiator, or sent in the ``SwapAccept`` as partner, name the member's own ids. The other node then
+takes the member's place with neighbours all the member's, while the member's id takes the other
+node's honest neighbours. Its nodes also pick a partner outside the process whenever they have
+one, so that every swap they start is a takeover, and start swaps ``TAKEOVER_HASTE`` (5) times as
+often as the network's rate.
+
+``TAKEOVER_KEEP=1``: the claimed views keep one real neighbour of another process (along the edge
+the member's node really holds with it), so that one member's ids hold all places but one: the
+most a process that judges views (``PeerSwap.vet``, five of six places) lets through.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-from collections.abc import Sequence
 from typing import Any
 
 from p2pcore.effects import Effect, NodeId, Send
@@ -28,14 +32,25 @@ from peer_sampling.messages import SwapAccept, SwapAdopt, SwapPropose, Txn
 #: the member's nodes start swaps this many times as often as the network's rate (its own code:
 #: the network's settings check sees only the rate it announces)
 _HASTE = float(os.environ.get("TAKEOVER_HASTE", "5"))
+_KEEP = os.environ.get("TAKEOVER_KEEP", "0") == "1"
 _OWN = range(int(os.environ.get("TAKEOVER_FIRST", "20")), int(os.environ.get("TAKEOVER_LAST", "39")) + 1)
 _made_up = random.Random(11)
+_claimed: dict[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
 
 
-def _own_views(me: NodeId, far: NodeId, sizes: Sequence[int]) -> tuple[tuple[NodeId, ...], ...]:
-    """Views of the member's own ids of the given sizes, naming neither end of the swap."""
+def _claim(s: peerswap.PeerSwap, far: NodeId, far_in_out: bool) -> tuple[tuple[NodeId, ...], ...]:
+    """Views the member's node ``s`` claims for a swap with ``far``: ``far`` where the edge
+    between them is (in the out-view when ``s`` points to it), the rest the member's own ids, but
+    for one real neighbour of another process with ``TAKEOVER_KEEP``."""
+    me = s.node_id
+    out_keep = [n for n in s.out_view() if n not in _OWN and n != far][:1] if _KEEP else []
+    in_keep = [n for n in s.in_view() if n not in _OWN and n != far][:1] if _KEEP and not out_keep else []
+    out = ([far] if far_in_out else []) + out_keep
+    into = ([] if far_in_out else [far]) + in_keep
     pool = [n for n in _OWN if n not in (me, far)]
-    return tuple(tuple(sorted(_made_up.sample(pool, size))) for size in sizes)
+    fill = _made_up.sample(pool, len(s.out_view()) + len(s.in_view()) - len(out) - len(into))
+    cut = len(s.out_view()) - len(out)
+    return tuple(sorted(out + fill[:cut])), tuple(sorted(into + fill[cut:]))
 
 
 _init = peerswap.PeerSwap.__init__
@@ -44,13 +59,18 @@ _commit = peerswap.PeerSwap._commit
 _initiate = peerswap.PeerSwap._initiate
 
 
+def _hasty_init(self: peerswap.PeerSwap, *args: Any, **kwargs: Any) -> None:
+    _init(self, *args, **kwargs)
+    self.config = dataclasses.replace(self.config, rate_per_round=self.config.rate_per_round * _HASTE)
+
+
 def _lying_grant(
     self: peerswap.PeerSwap, sender: NodeId, txn: Txn, now: float, accept_with_views: bool
 ) -> list[Effect]:
     effects = _grant(self, sender, txn, now, accept_with_views)
     if not accept_with_views or sender in _OWN:
         return effects
-    out_view, in_view = _own_views(self.node_id, sender, (len(self._out), len(self._in)))
+    out_view, in_view = _claim(self, sender, far_in_out=False)  # the initiator points to us
     return [
         Send(e.to, SwapAccept(txn, out_view, in_view))
         if isinstance(e, Send) and isinstance(e.message, SwapAccept)
@@ -59,39 +79,43 @@ def _lying_grant(
     ]
 
 
-def _lying_commit(self: peerswap.PeerSwap, now: float) -> list[Effect]:
+def _initiate_outside(self: peerswap.PeerSwap, now: float, rng: random.Random) -> list[Effect]:
+    effects = _initiate(self, now, rng)
     pending = self._pending
-    assert pending is not None
-    partner = pending.partner
-    effects = _commit(self, now)
-    if partner in _OWN:
+    if pending is None:
         return effects
-    out_view, in_view = _own_views(self.node_id, partner, (len(self._out), len(self._in)))
+    outside = [n for n in self._out if n not in _OWN]
+    if pending.partner in _OWN and outside:
+        pending.partner = outside[rng.randrange(len(outside))]
+    if pending.partner in _OWN:
+        return effects
+    claimed = _claim(self, pending.partner, far_in_out=True)
+    _claimed[pending.txn] = claimed
+    shown = claimed if self.vet is not None else ((), ())
     return [
-        Send(e.to, SwapAdopt(e.message.txn, out_view, in_view))
-        if isinstance(e, Send) and isinstance(e.message, SwapAdopt)
+        Send(pending.partner, SwapPropose(pending.txn, *shown))
+        if isinstance(e, Send) and isinstance(e.message, SwapPropose)
         else e
         for e in effects
     ]
 
 
-def _initiate_outside(self: peerswap.PeerSwap, now: float, rng: random.Random) -> list[Effect]:
-    effects = _initiate(self, now, rng)
+def _lying_commit(self: peerswap.PeerSwap, now: float) -> list[Effect]:
     pending = self._pending
-    outside = [n for n in self._out if n not in _OWN]
-    if pending is None or pending.partner not in _OWN or not outside:
+    assert pending is not None
+    me, partner, txn = self.node_id, pending.partner, pending.txn
+    effects = _commit(self, now)
+    claimed = _claimed.pop(txn, None)
+    if claimed is None:
         return effects
-    partner = outside[rng.randrange(len(outside))]
-    pending.partner = partner
+    out_view = tuple(peerswap._relabel(claimed[0], me, partner))
+    in_view = tuple(peerswap._relabel(claimed[1], me, partner))
     return [
-        Send(partner, e.message) if isinstance(e, Send) and isinstance(e.message, SwapPropose) else e
+        Send(e.to, SwapAdopt(txn, out_view, in_view))
+        if isinstance(e, Send) and isinstance(e.message, SwapAdopt)
+        else e
         for e in effects
     ]
-
-
-def _hasty_init(self: peerswap.PeerSwap, *args: Any, **kwargs: Any) -> None:
-    _init(self, *args, **kwargs)
-    self.config = dataclasses.replace(self.config, rate_per_round=self.config.rate_per_round * _HASTE)
 
 
 peerswap.PeerSwap.__init__ = _hasty_init  # type: ignore[method-assign]

@@ -32,7 +32,9 @@ beside the clean run's:
   but hand over made-up views of B's ids only, as initiator and as partner, swapping with A's
   nodes whenever they can and 5x as often as the default (the lie A's process cannot see: A's
   out-view places naming A's nodes at the end are printed);
-- ``takeover-poison``: the same, then neighbour-escalate from round 10;
+- ``takeover-keep``: the same, with one real neighbour of A kept in every claimed view (the most
+  one member's ids may hold of a view that A's process judges: five places of six);
+- ``takeover-poison``: swap-takeover, then neighbour-escalate from round 10;
 - ``cyclon-steer`` (with ``--sampling cyclon``): A's nodes get shuffle requests in turn without
   pause, each from a random B id naming itself first hand and three other A nodes relayed:
   entries that steer A's caches toward A's own nodes (A's and B's intakes, and the share of A's
@@ -65,6 +67,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -107,6 +110,7 @@ ATTACKS = (
     "eclipse-poison",
     "label-blowup",
     "swap-takeover",
+    "takeover-keep",
     "takeover-poison",
     "cyclon-steer",
 )
@@ -118,8 +122,10 @@ LOCKED = range(5)  #: the A nodes the lock flood asks
 B_MODULE = {
     "label-blowup": "bench._made_up_reasons",
     "swap-takeover": "bench._swap_takeover",
+    "takeover-keep": "bench._swap_takeover",
     "takeover-poison": "bench._swap_takeover",
 }
+B_ENV = {"takeover-keep": {"TAKEOVER_KEEP": "1"}}  #: B's environment in some rows
 
 
 def best_ranked(sender: int, count: int = 64) -> list[int]:
@@ -303,6 +309,7 @@ def cluster(
     processes: int = 2,
     b_module: str = "p2pnode",
     seed: int = 1,
+    b_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[dict[int, str], list[str]]]:
     """A (0-19), B (20-39) and with ``processes`` 3 C (40-59), with identities, until the block
     ends: (node -> address, [A, B(, C)]); B runs ``b_module`` (a patched build for some rows)."""
@@ -325,7 +332,8 @@ def cluster(
             "--sampling", SAMPLING[0],
         ]  # fmt: skip
         with open(tmp / f"{name}.stderr", "w") as log:  # a file: a pipe nobody reads fills and blocks it
-            return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True)
+            env = {**os.environ, **(b_env or {})} if name == "b" else None
+            return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
 
     procs = [
         start(listen[k], ",".join(x for j, x in enumerate(listen) if j != k), ids, name)
@@ -347,10 +355,9 @@ def run(
     init = prepare(RunConfig(nodes=20 * processes)).init
     with (
         tempfile.TemporaryDirectory() as tmp,
-        cluster(Path(tmp), rounds, tick, clip, processes, B_MODULE.get(name, "p2pnode"), seed) as (
-            addresses,
-            procs,
-        ),
+        cluster(
+            Path(tmp), rounds, tick, clip, processes, B_MODULE.get(name, "p2pnode"), seed, B_ENV.get(name)
+        ) as (addresses, procs),
     ):
         member = Member(Path(tmp) / "k", load_identity(Path(tmp) / "b.identity"), addresses)
         act = actions(name, init)
@@ -463,9 +470,10 @@ def labelled(metrics: str, name: str, label: str) -> dict[str, float]:
 
 def swaps(address: str) -> dict[str, float]:
     """The PeerSwap transactions the process's nodes initiated so far, by outcome, and the swaps
-    handed to them that they refused as unconfirmed by their own process's nodes."""
+    handed to them that they refused as unconfirmed by their own process's nodes or vetoed for
+    the views they would hand them."""
     text = get(address, "/metrics")
-    out = {"committed": 0.0, "aborted": 0.0, "unconfirmed": 0.0}
+    out = {"committed": 0.0, "aborted": 0.0, "unconfirmed": 0.0, "vetoed": 0.0}
     for line in text.splitlines():
         if line.startswith("p2pnode_view_swaps_total{"):
             for k in out:
@@ -555,8 +563,9 @@ def main(argv: list[str] | None = None) -> None:
             f"naming A's nodes at the end {clean['a_share']:.2f} -> {r['a_share']:.2f}"
             if name == "cyclon-steer"
             else f"; A's out-view places naming A's nodes at the end {clean['a_share']:.2f} -> "
-            f"{r['a_share']:.2f}, swaps A's nodes refused as unconfirmed {sw['unconfirmed']:.0f}"
-            if name in ("swap-takeover", "takeover-poison")
+            f"{r['a_share']:.2f}, swaps A's nodes refused as unconfirmed {sw['unconfirmed']:.0f}, "
+            f"vetoed {sw['vetoed']:.0f}"
+            if name in ("swap-takeover", "takeover-keep", "takeover-poison")
             else ""
         )
         print(

@@ -235,6 +235,18 @@ class Verifier:
         or no identities)."""
         return self._holders.get(sender)
 
+    def owner_of(self, node: int) -> int | None:
+        """The serial of the credential that names ``node``: the one it signed with, else a
+        verified, unrevoked credential whose ranges hold it (None: none seen names it, or no
+        identities). A process judging a swap's views reads it for ids that never wrote to it."""
+        serial = self._holders.get(node)
+        if serial is not None or self.trust is None:
+            return serial
+        for cred in self.trust.verified():
+            if cred.serial not in self.trust.revoked and cred.names(node):
+                return cred.serial
+        return None
+
     def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
         """Headers, then the body against their digest (the server does the two steps apart)."""
         verdict = self.check_headers(method, path, headers, now_ms)

@@ -296,6 +296,10 @@ class Trust:
     max_cached: int = 4096
     _cache: OrderedDict[str, Credential] = field(default_factory=OrderedDict)
 
+    def verified(self) -> list[Credential]:
+        """The credentials verified lately (the cache), newest last."""
+        return list(self._cache.values())
+
     def credential(self, text: str | None) -> Judgement:
         """The verified credential a header carries (401 ``bad-credential``, 403 ``revoked``)."""
         if not text:

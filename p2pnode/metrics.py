@@ -79,7 +79,8 @@ class Metrics:
         self.view_changes = Counter(
             "p2pnode_view_swaps_total",
             "PeerSwap transactions this node initiated, by outcome; unconfirmed: swaps handed to it "
-            "that nodes of its own process took no part in, refused",
+            "that nodes of its own process took no part in, refused; vetoed: swaps refused for the "
+            "views they would hand it (one other member's ids in too many places)",
             ["node", "outcome"],
             registry=r,
         )

@@ -409,6 +409,7 @@ class NodeRuntime:
                 ("aborted", swaps["aborted"]),
                 ("skipped-busy", swaps["skipped_busy"]),
                 ("unconfirmed", swaps.get("unconfirmed", 0)),
+                ("vetoed", swaps.get("vetoed", 0)),
             ):
                 done = self._swaps_synced.get(outcome, 0)
                 self._metrics.view_changes.labels(self._label, outcome).inc(value - done)

@@ -30,7 +30,7 @@ from aiohttp import web
 from p2pcore.plugin import PluginError
 from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
-from p2pnode.build import make_node, make_server, server_id, set_owner, set_siblings
+from p2pnode.build import make_node, make_server, server_id, set_owner, set_siblings, set_vet, swap_vet
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig, network_differences, network_settings
 from p2pnode.exposure import ExposureLedger
@@ -256,7 +256,10 @@ class NodeProcess:
             return
         seeds.extend(await self._bootstrap())
         seeds.extend((u, f"{u}@{self.spec.address}") for u in self.spec.users)
-        set_siblings({i: runtime.node for i, runtime in self.host.nodes.items()})
+        hosted = {i: runtime.node for i, runtime in self.host.nodes.items()}
+        set_siblings(hosted)
+        if self.keys is not None and self.keys.verifier.trust is not None:
+            set_vet(hosted, swap_vet(self._member_of))  # with identities: who holds each id is known
         for runtime in self.host.nodes.values():
             runtime.node.sampler.add_seeds(seeds)
             set_owner(runtime.node, self._owner, self._member)
@@ -280,6 +283,14 @@ class NodeProcess:
         if sender in self.host.nodes or self.keys is None:
             return None
         serial = self.keys.verifier.holder(sender)
+        return None if serial is None else f"serial {serial}"
+
+    def _member_of(self, node: int) -> Hashable | None:
+        """The member whose credential names ``node`` (whether or not it ever wrote to this
+        process), None for a node hosted here or an id no credential seen names."""
+        if node in self.host.nodes or self.keys is None:
+            return None
+        serial = self.keys.verifier.owner_of(node)
         return None if serial is None else f"serial {serial}"
 
     def _resume(self) -> None:

@@ -9,9 +9,13 @@ Txn = tuple[int, int]  # (initiator id, initiator's counter)
 
 @dataclass(frozen=True, slots=True)
 class SwapPropose:
-    """PeerSwap step 1, i → j: lock yourself and tell me your views (002 §2.4)."""
+    """PeerSwap step 1, i → j: lock yourself and tell me your views (002 §2.4). Where the
+    partner's process judges the views a swap hands it (issue #61), i shows its own views here;
+    otherwise none (empty)."""
 
     txn: Txn
+    out_view: tuple[int, ...] = ()
+    in_view: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

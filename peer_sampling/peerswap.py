@@ -49,8 +49,20 @@ transaction as a neighbour, and a neighbour applies a commit that moves its edge
 only if that node is the transaction's partner. A member handing a node views of its own ids
 without the relabelling a swap is (the node would refuse its honest in-neighbours' models and
 send to ids that do not expect it), or moving a hosted node's edges to its own ids, is refused
-(:attr:`SwapStats.unconfirmed`) and nothing changes. What this cannot see: neighbours hosted by
-other processes (a member can vouch for its own ids).
+(:attr:`SwapStats.unconfirmed`) and nothing changes. A hosted node the handed views name must
+also hold the edge they claim (with the initiator, or with the partner for the views a partner
+sends), and a commit that moves an edge to a hosted partner waits until that partner has adopted
+(dropped if it refused), so a refused adopt leaves the process's nodes as they were.
+
+What those checks cannot see is the far side's own neighbourhood: a member's build can run a
+whole transaction whose far side names only its own ids, and the node taking them is cut off
+(the swap takeover, THREAT_MODEL.md). So a process also judges the views a swap would hand its
+nodes (:attr:`PeerSwap.vet`, issue #61; ``p2pnode.build.swap_vet``: one other member may hold at
+most five of six places): its nodes' proposals then show the initiator's views, and a partner
+judges them before it locks (refused at once), takes an adopt only if it is what was proposed
+but for one id a view and still passes, and an initiator judges the partner's views in the
+accept before it locks anyone (:attr:`SwapStats.vetoed`). Honest swaps are refused only where
+one member holds all six places, before anything changed.
 """
 
 from __future__ import annotations
@@ -80,6 +92,8 @@ TXN_TIMER = "ps:txn"
 LEASE_TIMER = "ps:lease"
 RETRY_TIMER = "ps:retry"
 QUEUE_TIMER = "ps:queue"
+PARK_TIMER = "ps:park"
+PARK_TICKS = 2.0  #: how often a parked commit looks whether its hosted partner has decided
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,10 @@ class SwapStats:
     #: adopts and commits refused because a node of this process that the swap must have relabelled
     #: took no part in it (:attr:`PeerSwap.siblings`)
     unconfirmed: int = 0
+    #: swaps refused because the views they would hand this node failed the process's judgement
+    #: (:attr:`PeerSwap.vet`): at the proposal or the accept, before anything changed, or at the
+    #: adopt when the views handed differ from those proposed
+    vetoed: int = 0
 
 
 class LockShare:
@@ -230,6 +248,16 @@ class PeerSwap(PeerSampler):
         self.siblings: Callable[[NodeId], PeerSwap | None] = _alone
         #: the views this node handed each initiator it granted as the partner (its neighbours then)
         self._offered: dict[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
+        #: judges the views a swap would hand this node, (far end, out-view, in-view) -> take them
+        #: (the process sets it, issue #61); None: any views that fit. With it set, proposals carry
+        #: the initiator's views, so the partner judges them before anything is locked
+        self.vet: Callable[[NodeId, Sequence[NodeId], Sequence[NodeId]], bool] | None = None
+        #: the views the last proposal of each in-neighbour would hand this node, as this node
+        #: judged them: (transaction, views), one an initiator (it runs one swap at a time)
+        self._proposed: dict[NodeId, tuple[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]]] = {}
+        #: commits that move this node's edge to a hosted partner that has not adopted yet:
+        #: (a, b, since), applied once it has, dropped if it refused
+        self._parked: dict[Txn, tuple[NodeId, NodeId, float]] = {}
         #: transactions applied lately, and whether as the partner: siblings' checks read them
         self._applied: OrderedDict[Txn, bool] = OrderedDict()
 
@@ -298,6 +326,8 @@ class PeerSwap(PeerSampler):
             return self._release(self.lock, now)
         if key == QUEUE_TIMER:
             return self._expire_waits(now)
+        if key == PARK_TIMER:
+            return self._settle_parked(now)
         return []
 
     def _initiate(self, now: float, rng: random.Random) -> list[Effect]:
@@ -309,8 +339,11 @@ class PeerSwap(PeerSampler):
         partner = self._out[rng.randrange(len(self._out))]
         self.lock = txn
         self._pending = _Pending(txn, partner)
+        propose = (
+            SwapPropose(txn, tuple(self._out), tuple(self._in)) if self.vet is not None else SwapPropose(txn)
+        )
         return [
-            Send(partner, SwapPropose(txn)),
+            Send(partner, propose),
             SetTimer(TXN_TIMER, now + self.config.txn_timeout_ticks),
         ]
 
@@ -318,7 +351,18 @@ class PeerSwap(PeerSampler):
 
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         match message:
-            case SwapPropose(txn=txn):
+            case SwapPropose(txn=txn, out_view=out_view, in_view=in_view):
+                if self.vet is not None and sender == txn[0] and sender != self.node_id:
+                    me = self.node_id
+                    handed = (tuple(_relabel(out_view, sender, me)), tuple(_relabel(in_view, sender, me)))
+                    if not self._fits(*handed) or not self.vet(sender, *handed):
+                        self.stats.vetoed += 1  # views it may not hand us (or none): refused at once
+                        return [Send(sender, LockReply(txn, granted=False))]
+                    if self.expects(sender, now):  # only an in-neighbour's proposal is granted
+                        self._proposed = {
+                            i: p for i, p in self._proposed.items() if i == sender or self.expects(i, now)
+                        }
+                        self._proposed[sender] = (txn, handed)
                 return self._on_lock_request(sender, txn, now, accept_with_views=True)
             case LockRequest(txn=txn):
                 return self._on_lock_request(sender, txn, now, accept_with_views=False)
@@ -331,15 +375,16 @@ class PeerSwap(PeerSampler):
                     self.ignored += 1
                     return []
                 partner = self.siblings(b) if b != self.node_id else None
-                if partner is not None and not partner.took_part(txn, as_partner=True):
-                    self.stats.unconfirmed += 1  # b is hosted here and never agreed to swap with a
-                    del self._granted[txn]
-                    return self._release(txn, now)
                 del self._granted[txn]
-                self._applied_now(txn, as_partner=False)
-                self._out = _relabel(self._out, a, b)
-                self._set_in(_relabel(self._in, a, b), now)
-                return self._release(txn, now)
+                if partner is not None:
+                    decided = partner.decided(txn)
+                    if decided is None:  # b granted it as partner and has not adopted yet: wait
+                        self._parked[txn] = (a, b, now)
+                        return [SetTimer(PARK_TIMER, now + PARK_TICKS)] if len(self._parked) == 1 else []
+                    if not decided:
+                        self.stats.unconfirmed += 1  # b is hosted here and never took a's place
+                        return self._release(txn, now)
+                return self._apply_commit(txn, a, b, now)
             case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
                 if (
                     self._granted.get(txn) is not True
@@ -349,10 +394,17 @@ class PeerSwap(PeerSampler):
                     self.ignored += 1
                     return []
                 confirmed = self._confirmed(txn, out_view, in_view)
+                vetted = self.vet is None or (
+                    _near(self._shown(sender, txn), (out_view, in_view))
+                    and self.vet(sender, out_view, in_view)
+                )
                 del self._granted[txn]  # refused, the hosted neighbours refuse its commits too
                 self._offered.pop(txn, None)
-                if not confirmed:
-                    self.stats.unconfirmed += 1
+                if not confirmed or not vetted:
+                    if not confirmed:
+                        self.stats.unconfirmed += 1
+                    else:
+                        self.stats.vetoed += 1  # not (near) the views it proposed, or not fit
                     return self._release(txn, now)
                 self._applied_now(txn, as_partner=True)
                 self._out = sorted(out_view)
@@ -382,7 +434,48 @@ class PeerSwap(PeerSampler):
         granted = self._granted.get(txn)
         if granted is not None:
             return granted is as_partner
+        if txn in self._parked:
+            return not as_partner  # its commit waits for the partner's adopt
         return self._applied.get(txn) is as_partner
+
+    def _shown(self, initiator: NodeId, txn: Txn) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]] | None:
+        """The views ``initiator``'s proposal of ``txn`` would have handed this node, as judged."""
+        entry = self._proposed.pop(initiator, None)
+        return entry[1] if entry is not None and entry[0] == txn else None
+
+    def decided(self, txn: Txn) -> bool | None:
+        """As the partner of ``txn``: True once this node adopted it, None while it granted it
+        and waits for the adopt, False if it refused it or never took part as the partner."""
+        if self._applied.get(txn) is True:
+            return True
+        if self._granted.get(txn) is True:
+            return None
+        return False
+
+    def _apply_commit(self, txn: Txn, a: NodeId, b: NodeId, now: float) -> list[Effect]:
+        self._applied_now(txn, as_partner=False)
+        self._out = _relabel(self._out, a, b)
+        self._set_in(_relabel(self._in, a, b), now)
+        return self._release(txn, now)
+
+    def _settle_parked(self, now: float) -> list[Effect]:
+        """Apply each parked commit whose hosted partner adopted, drop those it refused (or did
+        not decide within a lease: its adopt is lost), and look again soon for the others."""
+        effects: list[Effect] = []
+        for txn, (a, b, since) in list(self._parked.items()):
+            partner = self.siblings(b)
+            decided = partner.decided(txn) if partner is not None else False
+            if decided is None and now - since < self.config.lease_ticks:
+                continue
+            del self._parked[txn]
+            if decided:
+                effects += self._apply_commit(txn, a, b, now)
+            else:
+                self.stats.unconfirmed += 1
+                effects += self._release(txn, now)
+        if self._parked:
+            effects.append(SetTimer(PARK_TIMER, now + PARK_TICKS))
+        return effects
 
     def _applied_now(self, txn: Txn, as_partner: bool) -> None:
         self._applied[txn] = as_partner
@@ -393,13 +486,38 @@ class PeerSwap(PeerSampler):
         """Whether every node hosted by this process that the swap ``txn`` relabels took part in
         it as a neighbour: those among this node's neighbours when it granted (they must now point
         at the initiator) and those the handed views name (the initiator's neighbours, which must
-        now point here). The initiator itself is not asked."""
+        now point here). The initiator itself is not asked. A hosted node the new views name must
+        also hold the edge they claim: one in the new out-view points to the initiator (or, its
+        commit applied, here), one in the new in-view is pointed to by it (a member's views may
+        not name a hosted node, locked for show, that it has no edge with)."""
+        i, me = txn[0], self.node_id
         before = self._offered.get(txn, (tuple(self._out), tuple(self._in)))
         named = set(before[0]) | set(before[1]) | set(out_view) | set(in_view)
-        named -= {txn[0], self.node_id}
+        named -= {i, me}
         for node in sorted(named):
             sibling = self.siblings(node)
-            if sibling is not None and not sibling.took_part(txn, as_partner=False):
+            if sibling is None:
+                continue
+            if not sibling.took_part(txn, as_partner=False):
+                return False
+            if node in out_view and not {i, me} & set(sibling.in_view()):
+                return False
+            if node in in_view and not {i, me} & set(sibling.out_view()):
+                return False
+        return True
+
+    def _claims_hold(self, far: NodeId, out_view: Sequence[NodeId], in_view: Sequence[NodeId]) -> bool:
+        """Whether the nodes of this process that ``far``'s views name hold the edges the views
+        claim: one in its out-view has ``far`` in its in-view, one in its in-view points to it.
+        Read once every such node granted the transaction's lock (its views then hold every
+        commit it granted before)."""
+        for node in set(out_view) | set(in_view):
+            sibling = self.siblings(node) if node != self.node_id else None
+            if sibling is None:
+                continue
+            if node in out_view and far not in sibling.in_view():
+                return False
+            if node in in_view and far not in sibling.out_view():
                 return False
         return True
 
@@ -454,8 +572,13 @@ class PeerSwap(PeerSampler):
         ):
             self.ignored += 1  # views a regular graph cannot have: swap nothing
             return self._abort(now)
-        p.partner_out, p.partner_in = msg.out_view, msg.in_view
         me, j = self.node_id, p.partner
+        if self.vet is not None and not self.vet(
+            j, _relabel(msg.out_view, j, me), _relabel(msg.in_view, j, me)
+        ):
+            self.stats.vetoed += 1  # views we may not take: abort before anything is locked
+            return self._abort(now)
+        p.partner_out, p.partner_in = msg.out_view, msg.in_view
         neighbours = set(self._out) | set(self._in) | set(msg.out_view) | set(msg.in_view)
         p.waiting = neighbours - {me, j}
         if not p.waiting:
@@ -481,6 +604,11 @@ class PeerSwap(PeerSampler):
         p = self._pending
         assert p is not None
         me, j = self.node_id, p.partner
+        if not self._claims_hold(j, p.partner_out, p.partner_in):
+            # the partner's views name a node of this process along an edge it does not hold
+            # (judged now: every neighbour granted our lock, so its earlier commits are applied)
+            self.stats.unconfirmed += 1
+            return self._abort(now)
         adopt = SwapAdopt(p.txn, tuple(_relabel(self._out, me, j)), tuple(_relabel(self._in, me, j)))
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
@@ -554,6 +682,17 @@ def _rank(txn: Txn) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return z ^ (z >> 31)
+
+
+def _near(
+    proposed: tuple[Sequence[NodeId], Sequence[NodeId]] | None,
+    handed: tuple[Sequence[NodeId], Sequence[NodeId]],
+) -> bool:
+    """Whether the views an adopt hands are those a proposal showed, but for at most one id in
+    each view (a commit of an earlier transaction that reached the initiator late relabels one)."""
+    if proposed is None:
+        return False
+    return all(len(set(new) - set(old)) <= 1 for old, new in zip(proposed, handed, strict=True))
 
 
 def _relabel(view: Iterable[NodeId], a: NodeId, b: NodeId) -> list[NodeId]:

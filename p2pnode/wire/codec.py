@@ -438,6 +438,14 @@ def _dec_adopt(b: dict[str, Any]) -> object:
     return SwapAdopt(_txn(b["txn"]), _ids(b["out"]), _ids(b["in"]))
 
 
+def _dec_propose(b: dict[str, Any]) -> object:
+    """A proposal with the initiator's views (a process that judges swaps, issue #61) or none."""
+    if b.keys() == {"txn"}:
+        return SwapPropose(_txn(b["txn"]))
+    _field(b, {"txn", "out", "in"}, "SwapPropose")
+    return SwapPropose(_txn(b["txn"]), _ids(b["out"]), _ids(b["in"]))
+
+
 def _dec_lock_reply(b: dict[str, Any]) -> object:
     _field(b, {"txn", "ok"}, "LockReply")
     return LockReply(_txn(b["txn"]), _bool(b["ok"]))
@@ -469,8 +477,12 @@ _Dec = Callable[[dict[str, Any]], object]
 _SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
     MsgType.SWAP_PROPOSE: (
         SwapPropose,
-        lambda m: {"txn": list(m.txn)},
-        _dec_txn_only(SwapPropose, "SwapPropose"),
+        lambda m: (
+            {"txn": list(m.txn), "out": list(m.out_view), "in": list(m.in_view)}
+            if m.out_view or m.in_view
+            else {"txn": list(m.txn)}
+        ),
+        _dec_propose,
     ),
     MsgType.SWAP_ACCEPT: (
         SwapAccept,

@@ -34,7 +34,7 @@ from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
 from peer_sampling.cyclon import Cyclon
-from peer_sampling.messages import ShuffleRequest, SwapAdopt, SwapPropose
+from peer_sampling.messages import LockRequest, ShuffleRequest, SwapAdopt, SwapCommit, SwapPropose
 from peer_sampling.peerswap import PeerSwap
 from tests.functional.helpers import failed_sends
 from tests.functional.test_http_nodes import cfg, finish, frame, run_cluster
@@ -262,6 +262,7 @@ async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_pa
     own ids without locking the node's neighbours. A's node adopts only a swap that A's nodes
     among its neighbours took part in, so its views stay; with every node of the process checking
     nothing against the others (seen failing) it takes the member's views."""
+    monkeypatch.setattr(real, "set_vet", lambda nodes, vet: None)  # the siblings' check alone
     before, sampler, status = await swap_lie(tmp_path / "checked")
     assert status == 200
     assert (sampler.out_view(), sampler.in_view()) == before
@@ -269,6 +270,70 @@ async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_pa
     monkeypatch.setattr(real, "set_siblings", lambda nodes: None)
     before, sampler, status = await swap_lie(tmp_path / "unchecked")
     assert sampler.out_view() != before[0] and all(v >= 6 for v in sampler.out_view())
+
+
+async def swap_takeover(
+    tmp_path: Path,
+) -> tuple[dict[int, tuple[tuple[int, ...], ...]], PeerSwap, dict[int, PeerSwap]]:
+    """B's operator runs a whole swap with an A node as one of B's ids that points to it: a
+    proposal showing views that pass A's judgement (one A id among B's), a lock on every one of
+    the node's neighbours that A hosts and a commit to each, then an adopt of B's ids only (the
+    takeover of bench._swap_takeover). B's process is stopped first, as in :func:`swap_lie`.
+    Returns A's nodes' views before, the node's sampler and A's samplers after."""
+    tmp_path.mkdir()
+    key, _authority, ids = cluster_files(tmp_path)
+    config = cfg(nodes=12, rounds=1000, sampling="peerswap", swap_rate=0.0)  # no honest swap
+    procs, addrs = two_processes(config, key, ids)
+    await asyncio.gather(*(p.start() for p in procs))
+    try:
+        await procs[1].shutdown()
+        samplers = {i: n.node.sampler for i, n in procs[0].host.nodes.items()}
+        assert all(isinstance(s, PeerSwap) for s in samplers.values())
+        ps = {i: s for i, s in samplers.items() if isinstance(s, PeerSwap)}
+        dst, liar = next((i, m) for i, s in ps.items() for m in s.in_view() if m >= 6)
+        before = {i: (s.out_view(), s.in_view()) for i, s in ps.items()}
+        others = [b for b in range(6, 12) if b != liar]
+        shown = ((dst, others[0], others[1]), (0 if dst != 0 else 1, others[2], others[3]))
+        lie = ((liar, others[0], others[1]), (others[2], others[3], others[4]))
+        neighbours = sorted((set(before[dst][0]) | set(before[dst][1])) - {liar} & set(ps))
+        member = load_identity(ids[1])
+        txn = (liar, 1)
+
+        async def send(to: int, message: object) -> None:
+            path = f"/v1/nodes/{to}/sampling"
+            body = encode_sampling_frame(liar, to, message)
+            assert await post(s, f"http://{addrs[0]}{path}", path, key, liar, body, member) == (200, "ok")
+
+        async with aiohttp.ClientSession() as s:
+            await send(dst, SwapPropose(txn, *shown))
+            for v in neighbours:
+                await send(v, LockRequest(txn))
+            await asyncio.sleep(0.1)
+            for v in neighbours:
+                await send(v, SwapCommit(txn, liar, dst))
+            await send(dst, SwapAdopt(txn, *lie))
+        await asyncio.sleep(0.3)  # parked commits look again every 2 ticks
+        return before, ps[dst], ps
+    finally:
+        await procs[0].shutdown()
+
+
+async def test_a_member_running_a_whole_swap_cannot_cut_a_node_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #61, the swap takeover over real HTTP with identities: a member runs a real
+    transaction with one of A's nodes (every neighbour A hosts locked and committed, so the
+    siblings' check passes) but hands it views of its own ids only. A's process judges the views
+    a swap would hand its nodes: the adopt is not what was proposed and is refused, and the
+    neighbours' commits, waiting for the node's adopt, are dropped: nothing changes. With no
+    judgement (seen failing) the node takes B's ids only and its neighbours point to the member."""
+    before, sampler, ps = await swap_takeover(tmp_path / "judged")
+    assert sampler.stats.vetoed == 1
+    assert {i: (s.out_view(), s.in_view()) for i, s in ps.items()} == before
+    assert all(s.lock is None for s in ps.values())
+    monkeypatch.setattr(real, "set_vet", lambda nodes, vet: None)
+    before, sampler, ps = await swap_takeover(tmp_path / "unjudged")
+    assert all(v >= 6 for v in (*sampler.out_view(), *sampler.in_view()))
 
 
 async def cyclon_steer(tmp_path: Path) -> Cyclon:

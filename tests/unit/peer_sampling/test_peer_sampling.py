@@ -8,10 +8,12 @@ import random
 import pytest
 
 from p2pcore.effects import Effect, Send, SetTimer
+from p2pnode.build import swap_vet
 from peer_sampling.base import PeerSampler
 from peer_sampling.cyclon import Cyclon, CyclonConfig
 from peer_sampling.graph import in_views, random_regular_digraph
-from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
+from peer_sampling.messages import Unlock
+from peer_sampling.peerswap import PARK_TICKS, PARK_TIMER, PeerSwap, PeerSwapConfig
 
 
 @pytest.mark.parametrize(("n", "k"), [(943, 3), (50, 5), (10, 9), (4, 1)])
@@ -85,11 +87,19 @@ class PureNet:
             continue
 
     def drain(self) -> None:
-        """Deliver every in-flight message (and what they cause), firing no timer."""
-        while self.events:
-            at, _, dst, (src, msg) = heapq.heappop(self.events)
-            self.now = max(self.now, at)
-            self.apply(dst, self.s[dst].on_message(src, msg, self.now, self.rng))
+        """Deliver every in-flight message (and what they cause), firing no timer but the park
+        timers of commits that wait for a hosted partner's adopt (processes that check swaps)."""
+        while True:
+            while self.events:
+                at, _, dst, (src, msg) = heapq.heappop(self.events)
+                self.now = max(self.now, at)
+                self.apply(dst, self.s[dst].on_message(src, msg, self.now, self.rng))
+            parked = [node for (node, key) in self.timers if key == PARK_TIMER]
+            if not parked:
+                return
+            for node in parked:
+                del self.timers[(node, PARK_TIMER)]
+                self.apply(node, self.s[node].on_timer(PARK_TIMER, self.now, self.rng))
 
 
 def assert_regular_and_consistent(samplers: dict[int, PeerSwap], k: int) -> None:
@@ -102,7 +112,7 @@ def assert_regular_and_consistent(samplers: dict[int, PeerSwap], k: int) -> None
 
 
 def _swap_net(
-    n: int, k: int, max_delay: float, cfg: PeerSwapConfig, processes: int = 1
+    n: int, k: int, max_delay: float, cfg: PeerSwapConfig, processes: int = 1, vet: bool = False
 ) -> tuple[dict[int, PeerSwap], dict[int, list[int]]]:
     """n PeerSwap nodes on a random k-regular graph, 200 rounds of swaps with every message
     delayed up to ``max_delay`` ticks, then every message in flight delivered; checks that the
@@ -114,7 +124,15 @@ def _swap_net(
     samplers = {v: PeerSwap(v, out[v], ins[v], cfg) for v in range(n)}
     if processes > 1:
         for p in range(processes):
-            _process({v: s for v, s in samplers.items() if v * processes // n == p})
+            hosted = {v: s for v, s in samplers.items() if v * processes // n == p}
+            _process(hosted)
+            if vet:  # each process judges handed views by who holds their ids (p2pnode.build)
+
+                def owner(v: int, p: int = p) -> int | None:
+                    return None if v * processes // n == p else v * processes // n
+
+                for s in hosted.values():
+                    s.vet = swap_vet(owner)
     net = PureNet(dict(samplers), seed=3, max_delay=max_delay)
     for v, s in samplers.items():
         net.apply(v, s.start(0.0, net.rng))
@@ -539,10 +557,16 @@ def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
     neighbours = sorted((set(before[0]) | set(before[1])) - {9})
     for v in neighbours:
         hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+    early = [(hosted[v].out_view(), hosted[v].in_view()) for v in neighbours[:2]]
     for v in neighbours[:2]:  # commits before the adopt, the others after: both orders happen
         hosted[v].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)
+    # a commit before its hosted partner adopted waits (locked, views as they were)
+    assert [(hosted[v].out_view(), hosted[v].in_view()) for v in neighbours[:2]] == early
+    assert all(hosted[v].lock == txn for v in neighbours[:2])
     node.on_message(9, SwapAdopt(txn, (9, 38, 39), (9, 38, 39)), 0.0, rng)
     assert node.out_view() == (9, 38, 39) and node.stats.unconfirmed == 1
+    for v in neighbours[:2]:
+        hosted[v].on_timer(PARK_TIMER, PARK_TICKS, rng)
     for v in neighbours[2:]:
         hosted[v].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)
     assert all(hosted[v].took_part(txn, as_partner=False) and hosted[v].lock is None for v in neighbours)
@@ -558,7 +582,7 @@ def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
 def test_a_commit_may_move_an_edge_to_a_hosted_node_only_for_its_partner() -> None:
     """Issue #61: a member that locks any node and commits (its id, b) takes the node's edge to b.
     When b is hosted by the same process, b must have granted the transaction as its partner."""
-    from peer_sampling.messages import LockRequest, SwapCommit, SwapPropose
+    from peer_sampling.messages import LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose
 
     rng = random.Random(0)
     hosted = {1: PeerSwap(1, [2, 3, 50], [4, 6, 9]), 2: PeerSwap(2, [3, 4, 9], [1, 6, 8])}
@@ -573,7 +597,166 @@ def test_a_commit_may_move_an_edge_to_a_hosted_node_only_for_its_partner() -> No
     hosted[2].on_message(8, SwapPropose((8, 1)), 0.0, rng)  # 8 points to 2: 2 grants as the partner
     n.on_message(8, LockRequest((8, 1)), 0.0, rng)
     n.on_message(8, SwapCommit((8, 1), 8, 2), 0.0, rng)
-    assert n.out_view() == (3, 8, 9) and n.stats.unconfirmed == 1
+    assert n.out_view() == (2, 3, 9) and n.lock == (8, 1)  # waits until 2 has adopted
+    hosted[2].on_message(8, SwapAdopt((8, 1), (10, 11, 15), (12, 13, 14)), 0.0, rng)
+    n.on_timer(PARK_TIMER, PARK_TICKS, rng)
+    assert n.out_view() == (3, 8, 9) and n.stats.unconfirmed == 1 and n.lock is None
+    # a commit whose hosted partner refuses the adopt is dropped: the edge stays where it was
+    # (here 2 judges views and refuses an adopt that is not what 12 proposed)
+    hosted[2].vet = lambda far, out, into: True
+    assert 12 in hosted[2].in_view()
+    grant = hosted[2].on_message(12, SwapPropose((12, 1), (2, 30, 31), (32, 33, 34)), 0.0, rng)
+    assert isinstance(grant[0], Send) and isinstance(grant[0].message, SwapAccept)
+    n.on_message(12, LockRequest((12, 1)), 0.0, rng)
+    n.on_message(12, SwapCommit((12, 1), 12, 2), 0.0, rng)
+    assert n.lock == (12, 1)
+    hosted[2].on_message(12, SwapAdopt((12, 1), (12, 40, 41), (42, 43, 44)), 0.0, rng)
+    assert hosted[2].stats.vetoed == 1 and hosted[2].out_view() == (10, 11, 15)
+    n.on_timer(PARK_TIMER, PARK_TICKS, rng)
+    assert n.out_view() == (3, 8, 9) and n.stats.unconfirmed == 2 and n.lock is None
+
+
+@pytest.mark.parametrize("max_delay", [0.0, 30.0])
+def test_honest_swaps_between_processes_that_judge_views_stay_consistent(max_delay: float) -> None:
+    """Issue #61: with every process judging the views a swap would hand its nodes (proposals
+    showing the initiator's views, commits to a hosted partner waiting for its adopt), honest
+    swaps keep the views regular and consistent under reordering, none is refused after anything
+    changed (unconfirmed), and the judgement refuses only at the proposal or the accept."""
+    cfg = PeerSwapConfig(rate_per_round=0.3, txn_timeout_ticks=1e9, lease_ticks=1e9)
+    samplers, out = _swap_net(40, 3, max_delay, cfg, processes=2, vet=True)
+    stats = [s.stats for s in samplers.values()]
+    assert sum(st.unconfirmed for st in stats) == 0
+    committed = sum(st.committed for st in stats)
+    assert committed > 150, committed  # as many as without judging (195 / 2,375 there)
+    tried = committed + sum(st.aborted for st in stats)
+    assert sum(st.vetoed for st in stats) < 0.05 * tried  # all six places one process's: ~2-4%
+    assert all(s.lock is None and not s._parked for s in samplers.values())
+    assert {v: s.out_view() for v, s in samplers.items()} != {v: tuple(out[v]) for v in range(40)}
+
+
+def test_a_member_running_a_whole_swap_cannot_hand_a_node_its_own_ids_only() -> None:
+    """Issue #61, the swap takeover: a member's build runs a real transaction (locks and commits
+    the node's hosted neighbours, so the process's own checks pass) but hands over views of its
+    own ids only; the node was cut off. A process that judges views refuses such views at the
+    proposal, refuses an adopt that is not what was proposed (and the hosted neighbours' waiting
+    commits are dropped), and as initiator aborts on such views in the accept: nothing changes."""
+    from peer_sampling.messages import LockReply, LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose
+
+    rng = random.Random(0)
+    hosted = {
+        v: PeerSwap(v, [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, 9])
+        for v in range(8)
+    }
+    _process(hosted)
+
+    def owner(v: int) -> str | None:
+        return None if v in hosted else "member"
+
+    for s in hosted.values():
+        s.vet = swap_vet(owner)
+    node = hosted[5]
+    before = {v: (s.out_view(), s.in_view()) for v, s in hosted.items()}
+
+    # a proposal showing views that are all the member's (5 takes 9's place: 9 becomes 5's out-id)
+    answer = node.on_message(9, SwapPropose((9, 1), (5, 38, 39), (40, 41, 42)), 0.0, rng)
+    assert answer == [Send(9, LockReply((9, 1), granted=False))] and node.stats.vetoed == 1
+    assert node.lock is None
+    # a proposal without views, from a process that does not show them: refused alike
+    assert node.on_message(9, SwapPropose((9, 2)), 0.0, rng) == [Send(9, LockReply((9, 2), granted=False))]
+
+    # an honest-looking proposal, a real transaction, then an adopt of the member's ids only
+    txn = (9, 3)
+    accept = node.on_message(9, SwapPropose(txn, (5, 1, 38), (2, 39, 40)), 0.0, rng)
+    assert isinstance(accept[0], Send) and isinstance(accept[0].message, SwapAccept)
+    neighbours = sorted((set(before[5][0]) | set(before[5][1])) - {9})
+    for v in neighbours:
+        hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+        hosted[v].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)  # wait for 5's adopt
+    node.on_message(9, SwapAdopt(txn, (9, 38, 39), (40, 41, 42)), 0.0, rng)
+    assert node.stats.vetoed == 3 and node.lock is None
+    for v in neighbours:
+        hosted[v].on_timer(PARK_TIMER, PARK_TICKS, rng)
+        assert hosted[v].lock is None and hosted[v].stats.unconfirmed == 1
+    assert {v: (s.out_view(), s.in_view()) for v, s in hosted.items()} == before
+
+    # the proposal's one place of another's swapped for the member's in the adopt (one id of each
+    # view may differ from the proposal: a late commit at the initiator relabels one)
+    txn = (9, 4)
+    node.on_message(9, SwapPropose(txn, (5, 38, 39), (2, 40, 41)), 0.0, rng)  # 2: A's, 5 of 6 the member's
+    for v in neighbours:
+        hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+    node.on_message(9, SwapAdopt(txn, (9, 38, 39), (40, 41, 42)), 0.0, rng)
+    assert node.stats.vetoed == 4 and node.lock is None
+    for v in neighbours:
+        hosted[v].on_message(9, Unlock(txn), 0.0, rng)
+    assert {v: (s.out_view(), s.in_view()) for v, s in hosted.items()} == before
+
+    # as the initiator: the member's partner answers with views of its own ids only
+    lone = PeerSwap(3, [20, 21, 22], [0, 1, 2])
+    lone.vet = swap_vet(lambda v: None if v < 8 else "member")
+    propose = [e for e in lone.on_timer("ps:swap", 0.0, rng) if isinstance(e, Send)]
+    partner = propose[0].to
+    assert isinstance(propose[0].message, SwapPropose) and propose[0].message.out_view == (20, 21, 22)
+    txn = propose[0].message.txn
+    effects = lone.on_message(partner, SwapAccept(txn, (30, 31, 32), (33, 34, 3)), 0.0, rng)
+    assert lone.stats.vetoed == 1 and lone.lock is None
+    assert [e.message for e in effects if isinstance(e, Send)] == [Unlock(txn)]  # no lock asked for
+    assert (lone.out_view(), lone.in_view()) == ((20, 21, 22), (0, 1, 2))
+
+
+def test_proposals_from_other_ids_do_not_crowd_out_a_judged_one() -> None:
+    """A node keeps the views of one proposal per in-neighbour (an initiator runs one swap at a
+    time): a flood of proposals from ids that do not point to it leaves an honest proposal's
+    judged views in place, and its adopt is taken."""
+    from peer_sampling.messages import SwapAdopt, SwapPropose
+
+    rng = random.Random(0)
+    node = PeerSwap(5, [6, 7, 0], [3, 4, 9])
+    node.vet = swap_vet(lambda v: None if v < 8 else "member")
+    node.on_message(9, SwapPropose((9, 1), (5, 1, 38), (2, 39, 40)), 0.0, rng)
+    assert node.lock == (9, 1)
+    for k in range(40):
+        node.on_message(30, SwapPropose((30, k), (5, 1, 38), (2, 39, 40)), 0.0, rng)
+    assert len(node._proposed) <= 1
+    node.on_message(9, SwapAdopt((9, 1), (1, 9, 38), (2, 39, 40)), 0.0, rng)
+    assert (node.out_view(), node.in_view()) == ((1, 9, 38), (2, 39, 40)) and node.stats.vetoed == 0
+
+
+def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> None:
+    """Issue #61: a member keeping its views under the vet's share by naming one of the
+    process's own nodes, locked for show, that has no edge with its id: the node would point to
+    an id that does not point back. A hosted node in the new in-view must point to the initiator
+    (one in the new out-view be pointed to by it)."""
+    from peer_sampling.messages import LockRequest, SwapAdopt, SwapCommit, SwapPropose
+
+    rng = random.Random(0)
+    hosted = {
+        v: PeerSwap(v, [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, 9])
+        for v in range(8)
+    }
+    _process(hosted)
+    node = hosted[5]
+    before = {v: (s.out_view(), s.in_view()) for v, s in hosted.items()}
+    assert 9 not in hosted[0].out_view() and 5 not in hosted[0].out_view()  # 0 has no edge to 9
+    txn = (9, 1)
+    node.on_message(9, SwapPropose(txn), 0.0, rng)
+    locked = sorted(((set(before[5][0]) | set(before[5][1])) - {9}) | {0})
+    for v in locked:
+        hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+    node.on_message(9, SwapAdopt(txn, (9, 38, 39), (0, 40, 41)), 0.0, rng)  # 0 "points to 9"
+    assert node.stats.unconfirmed == 1 and node.lock is None
+    for v in locked:
+        hosted[v].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)
+    assert {v: (s.out_view(), s.in_view()) for v, s in hosted.items()} == before
+    # a hosted node named along an edge it holds (9 points to 1) is taken
+    txn = (9, 2)
+    node.on_message(9, SwapPropose(txn), 0.0, rng)
+    locked = sorted(((set(before[5][0]) | set(before[5][1])) - {9}) | {1})
+    for v in locked:
+        hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+    assert 9 in hosted[1].in_view()
+    node.on_message(9, SwapAdopt(txn, (1, 38, 39), (40, 41, 42)), 0.0, rng)  # 9 -> 1 becomes 5 -> 1
+    assert node.out_view() == (1, 38, 39)
 
 
 @pytest.mark.parametrize("max_delay", [0.0, 30.0])

@@ -52,6 +52,7 @@ from tests.unit.p2pnode.wire.helpers import LIMIT, model
     "message",
     [
         SwapPropose((1, 2)),
+        SwapPropose((1, 2), (3, 4, 5), (6, 7, 8)),  # with the initiator's views (issue #61)
         SwapAccept((1, 2), (3, 4, 5), (6,)),
         LockRequest((9, 1)),
         LockReply((9, 1), True),
@@ -66,6 +67,20 @@ def test_sampling_messages_roundtrip(message: object) -> None:
     frame = decode_frame(encode_sampling_frame(1, 2, message), LIMIT)
     assert (frame.sender, frame.dest) == (1, 2)
     assert decode_sampling(frame) == message
+
+
+def test_a_proposal_without_views_is_encoded_as_before() -> None:
+    """A proposal shows views only where the initiator's process judges swaps: the lab's and a
+    process's without identities are the bytes they were (no golden's byte count moves)."""
+    plain = encode_sampling_frame(1, 2, SwapPropose((1, 2)))
+    assert msgpack.unpackb(plain)["b"] == {"txn": [1, 2]}
+    shown = encode_sampling_frame(1, 2, SwapPropose((1, 2), (3,), (4,)))
+    assert msgpack.unpackb(shown)["b"] == {"txn": [1, 2], "out": [3], "in": [4]}
+    half = msgpack.packb(
+        {"v": WIRE_VERSION, "t": MsgType.SWAP_PROPOSE, "src": 1, "dst": 2, "b": {"txn": [1, 2], "out": [3]}}
+    )
+    with pytest.raises(WireError):
+        decode_sampling(decode_frame(half, LIMIT))
 
 
 def _frame(body: object, msg_type: int = MsgType.MODEL, version: int = WIRE_VERSION) -> bytes:
