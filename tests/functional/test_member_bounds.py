@@ -222,11 +222,11 @@ async def test_a_members_frames_that_all_pull_one_way_are_damped(tmp_path: Path)
     assert drift < 0.3 * plain_drift, (drift, plain_drift)
 
 
-async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], PeerSwap, int]:
-    """B's operator proposes a swap to an A node as one of B's ids that points to it, then hands
-    it views of B's ids with no neighbour locked or relabelled. B's process is stopped first, so
-    that its own node (which never proposed) does not answer A's accept with an unlock. Returns
-    the A node's views before, its sampler after, and the HTTP status of the adopt."""
+@contextlib.asynccontextmanager
+async def a_alone(tmp_path: Path) -> AsyncIterator[tuple[list[str], Path, Identity, dict[int, PeerSwap]]]:
+    """Processes A (0-5) and B (6-11) with identities and PeerSwap views but no honest swap, then
+    B's process stopped (so that B's own nodes do not answer what the member posts as them):
+    (addresses, cluster key, B's identity, A's samplers). A stops when the block ends."""
     tmp_path.mkdir()
     key, _authority, ids = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=1000, sampling="peerswap", swap_rate=0.0)  # no honest swap
@@ -235,12 +235,23 @@ async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ..
     try:
         await procs[1].shutdown()
         samplers = {i: n.node.sampler for i, n in procs[0].host.nodes.items()}
+        ps = {i: s for i, s in samplers.items() if isinstance(s, PeerSwap)}
+        assert len(ps) == len(samplers)
+        yield addrs, key, load_identity(ids[1]), ps
+    finally:
+        await procs[0].shutdown()
+
+
+async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], PeerSwap, int]:
+    """B's operator proposes a swap to an A node as one of B's ids that points to it, then hands
+    it views of B's ids with no neighbour locked or relabelled. B's process is stopped first, so
+    that its own node (which never proposed) does not answer A's accept with an unlock. Returns
+    the A node's views before, its sampler after, and the HTTP status of the adopt."""
+    async with a_alone(tmp_path) as (addrs, key, member, samplers):
         dst, liar = next((i, m) for i, s in samplers.items() for m in s.in_view() if m >= 6)
         sampler = samplers[dst]
-        assert isinstance(sampler, PeerSwap)
         before = (sampler.out_view(), sampler.in_view())
         views = (liar, *[b for b in range(6, 12) if b != liar][:2])
-        member = load_identity(ids[1])
         path = f"/v1/nodes/{dst}/sampling"
         async with aiohttp.ClientSession() as s:
             txn = (liar, 1)
@@ -250,8 +261,6 @@ async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ..
             status, _ = await post(s, f"http://{addrs[0]}{path}", path, key, liar, body, member)
         await asyncio.sleep(0.2)
         return before, sampler, status
-    finally:
-        await procs[0].shutdown()
 
 
 async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_part_in(
@@ -280,23 +289,13 @@ async def swap_takeover(
     the node's neighbours that A hosts and a commit to each, then an adopt of B's ids only (the
     takeover of bench._swap_takeover). B's process is stopped first, as in :func:`swap_lie`.
     Returns A's nodes' views before, the node's sampler and A's samplers after."""
-    tmp_path.mkdir()
-    key, _authority, ids = cluster_files(tmp_path)
-    config = cfg(nodes=12, rounds=1000, sampling="peerswap", swap_rate=0.0)  # no honest swap
-    procs, addrs = two_processes(config, key, ids)
-    await asyncio.gather(*(p.start() for p in procs))
-    try:
-        await procs[1].shutdown()
-        samplers = {i: n.node.sampler for i, n in procs[0].host.nodes.items()}
-        assert all(isinstance(s, PeerSwap) for s in samplers.values())
-        ps = {i: s for i, s in samplers.items() if isinstance(s, PeerSwap)}
+    async with a_alone(tmp_path) as (addrs, key, member, ps):
         dst, liar = next((i, m) for i, s in ps.items() for m in s.in_view() if m >= 6)
         before = {i: (s.out_view(), s.in_view()) for i, s in ps.items()}
         others = [b for b in range(6, 12) if b != liar]
         shown = ((dst, others[0], others[1]), (0 if dst != 0 else 1, others[2], others[3]))
         lie = ((liar, others[0], others[1]), (others[2], others[3], others[4]))
         neighbours = sorted((set(before[dst][0]) | set(before[dst][1])) - {liar} & set(ps))
-        member = load_identity(ids[1])
         txn = (liar, 1)
 
         async def send(to: int, message: object) -> None:
@@ -314,8 +313,6 @@ async def swap_takeover(
             await send(dst, SwapAdopt(txn, *lie))
         await asyncio.sleep(0.3)  # parked commits look again every 2 ticks
         return before, ps[dst], ps
-    finally:
-        await procs[0].shutdown()
 
 
 async def test_a_member_running_a_whole_swap_cannot_cut_a_node_off(
