@@ -352,17 +352,15 @@ class PeerSwap(PeerSampler):
     def on_message(self, sender: NodeId, message: object, now: float, rng: random.Random) -> list[Effect]:
         match message:
             case SwapPropose(txn=txn, out_view=out_view, in_view=in_view):
-                if self.vet is not None and sender == txn[0] and sender != self.node_id:
+                # judged only for an in-neighbour initiator (anyone else is refused below unread)
+                if self.vet is not None and sender == txn[0] != self.node_id and self.expects(sender, now):
                     me = self.node_id
                     handed = (tuple(_relabel(out_view, sender, me)), tuple(_relabel(in_view, sender, me)))
                     if not self._fits(*handed) or not self.vet(sender, *handed):
                         self.stats.vetoed += 1  # views it may not hand us (or none): refused at once
                         return [Send(sender, LockReply(txn, granted=False))]
-                    if self.expects(sender, now):  # only an in-neighbour's proposal is granted
-                        self._proposed = {
-                            i: p for i, p in self._proposed.items() if i == sender or self.expects(i, now)
-                        }
-                        self._proposed[sender] = (txn, handed)
+                    self._proposed = {i: p for i, p in self._proposed.items() if self.expects(i, now)}
+                    self._proposed[sender] = (txn, handed)
                 return self._on_lock_request(sender, txn, now, accept_with_views=True)
             case LockRequest(txn=txn):
                 return self._on_lock_request(sender, txn, now, accept_with_views=False)
@@ -493,31 +491,26 @@ class PeerSwap(PeerSampler):
         i, me = txn[0], self.node_id
         before = self._offered.get(txn, (tuple(self._out), tuple(self._in)))
         named = set(before[0]) | set(before[1]) | set(out_view) | set(in_view)
-        named -= {i, me}
-        for node in sorted(named):
+        for node in sorted(named - {i, me}):
+            sibling = self.siblings(node)
+            if sibling is not None and not sibling.took_part(txn, as_partner=False):
+                return False
+        return self._claims_hold({i, me}, out_view, in_view, skip={i, me})
+
+    def _claims_hold(
+        self, ends: set[NodeId], out_view: Sequence[NodeId], in_view: Sequence[NodeId], skip: set[NodeId]
+    ) -> bool:
+        """Whether the nodes of this process that views name (but ``skip``) hold the edges the
+        views claim with one of ``ends``: one in the out-view has it in its in-view, one in the
+        in-view points to it. Read once every such node granted the transaction's lock (its views
+        then hold every commit it granted before)."""
+        for node in (set(out_view) | set(in_view)) - skip:
             sibling = self.siblings(node)
             if sibling is None:
                 continue
-            if not sibling.took_part(txn, as_partner=False):
+            if node in out_view and not ends & set(sibling.in_view()):
                 return False
-            if node in out_view and not {i, me} & set(sibling.in_view()):
-                return False
-            if node in in_view and not {i, me} & set(sibling.out_view()):
-                return False
-        return True
-
-    def _claims_hold(self, far: NodeId, out_view: Sequence[NodeId], in_view: Sequence[NodeId]) -> bool:
-        """Whether the nodes of this process that ``far``'s views name hold the edges the views
-        claim: one in its out-view has ``far`` in its in-view, one in its in-view points to it.
-        Read once every such node granted the transaction's lock (its views then hold every
-        commit it granted before)."""
-        for node in set(out_view) | set(in_view):
-            sibling = self.siblings(node) if node != self.node_id else None
-            if sibling is None:
-                continue
-            if node in out_view and far not in sibling.in_view():
-                return False
-            if node in in_view and far not in sibling.out_view():
+            if node in in_view and not ends & set(sibling.out_view()):
                 return False
         return True
 
@@ -604,7 +597,7 @@ class PeerSwap(PeerSampler):
         p = self._pending
         assert p is not None
         me, j = self.node_id, p.partner
-        if not self._claims_hold(j, p.partner_out, p.partner_in):
+        if not self._claims_hold({j}, p.partner_out, p.partner_in, skip={me}):
             # the partner's views name a node of this process along an edge it does not hold
             # (judged now: every neighbour granted our lock, so its earlier commits are applied)
             self.stats.unconfirmed += 1

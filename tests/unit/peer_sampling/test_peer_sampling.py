@@ -715,9 +715,11 @@ def test_proposals_from_other_ids_do_not_crowd_out_a_judged_one() -> None:
     node.vet = swap_vet(lambda v: None if v < 8 else "member")
     node.on_message(9, SwapPropose((9, 1), (5, 1, 38), (2, 39, 40)), 0.0, rng)
     assert node.lock == (9, 1)
-    for k in range(40):
-        node.on_message(30, SwapPropose((30, k), (5, 1, 38), (2, 39, 40)), 0.0, rng)
-    assert len(node._proposed) <= 1
+    for k in range(40):  # not an in-neighbour: refused unread, views it would judge unfit or fit
+        node.on_message(
+            30, SwapPropose((30, k), (5, 1, 38), (2, 39, 40) if k % 2 else (39, 40, 41)), 0.0, rng
+        )
+    assert len(node._proposed) <= 1 and node.stats.vetoed == 0 and node.ignored == 40
     node.on_message(9, SwapAdopt((9, 1), (1, 9, 38), (2, 39, 40)), 0.0, rng)
     assert (node.out_view(), node.in_view()) == ((1, 9, 38), (2, 39, 40)) and node.stats.vetoed == 0
 
