@@ -15,6 +15,9 @@ often as the network's rate.
 ``TAKEOVER_KEEP=1``: the claimed views keep one real neighbour of another process (along the edge
 the member's node really holds with it), so that one member's ids hold all places but one: the
 most a process that judges views (``PeerSwap.vet``, five of six places) lets through.
+
+:func:`lie` puts the same lie on one sampler (tests run it in memory and over HTTP in one Python
+process); run as a module, the member's build puts it on every sampler of its process.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import types
 from typing import Any
 
 from p2pcore.effects import Effect, NodeId, Send
@@ -118,10 +122,17 @@ def _lying_commit(self: peerswap.PeerSwap, now: float) -> list[Effect]:
     ]
 
 
-peerswap.PeerSwap.__init__ = _hasty_init  # type: ignore[method-assign]
-peerswap.PeerSwap._grant = _lying_grant  # type: ignore[method-assign]
-peerswap.PeerSwap._commit = _lying_commit  # type: ignore[method-assign]
-peerswap.PeerSwap._initiate = _initiate_outside  # type: ignore[method-assign]
+def lie(sampler: peerswap.PeerSwap) -> None:
+    """Make one sampler the member's: its swaps with other processes' nodes hand made-up views
+    (``_OWN`` its process's ids, ``_KEEP`` one real neighbour kept), at its own rate."""
+    sampler._grant = types.MethodType(_lying_grant, sampler)  # type: ignore[method-assign]
+    sampler._commit = types.MethodType(_lying_commit, sampler)  # type: ignore[method-assign]
+    sampler._initiate = types.MethodType(_initiate_outside, sampler)  # type: ignore[method-assign]
+
 
 if __name__ == "__main__":
+    peerswap.PeerSwap.__init__ = _hasty_init  # type: ignore[method-assign]
+    peerswap.PeerSwap._grant = _lying_grant  # type: ignore[method-assign]
+    peerswap.PeerSwap._commit = _lying_commit  # type: ignore[method-assign]
+    peerswap.PeerSwap._initiate = _initiate_outside  # type: ignore[method-assign]
     raise SystemExit(main())

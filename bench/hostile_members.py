@@ -8,8 +8,9 @@ round; the script prints the answers A gave, the mean HR@20 of all 40 nodes at t
 the attack's rounds (each round's mean as every process first reported it, from round 1: the
 measure of issue #61, far less noisy than the last round's 40 hits), and the models A's nodes
 took per second (``ratio``: all of them; ``honest``: the attack's own taken models
-off, which also counts a member displacing its own ids' honest models at the sender gate), each
-beside the clean run's:
+off, which also counts a member displacing its own ids' honest models at the sender gate;
+``others``: the models A took from every process but the member's, A's own nodes' and C's, which
+A runs as ``bench._tally`` to count), each beside the clean run's:
 
 - ``as-A's-id``: models signed as node 5 (an A node) to every A node;
 - ``flood-90x``: B's ids 37-39 post a model at 90x an initial model's norm to every A node;
@@ -35,6 +36,9 @@ beside the clean run's:
 - ``takeover-keep``: the same, with one real neighbour of A kept in every claimed view (the most
   one member's ids may hold of a view that A's process judges: five places of six);
 - ``takeover-poison``: swap-takeover, then neighbour-escalate from round 10;
+- ``freeride``: B's process is a patched build (``bench._freeride``) whose nodes send no model
+  to any node outside B: the member withholding its own nodes' models, the share of A's intake
+  no defence can make it give (the line beside which ``takeover-keep``'s intake is read);
 - ``cyclon-steer`` (with ``--sampling cyclon``): A's nodes get shuffle requests in turn without
   pause, each from a random B id naming itself first hand and three other A nodes relayed:
   entries that steer A's caches toward A's own nodes (A's and B's intakes, and the share of A's
@@ -112,6 +116,7 @@ ATTACKS = (
     "swap-takeover",
     "takeover-keep",
     "takeover-poison",
+    "freeride",
     "cyclon-steer",
 )
 BAND = [0.05, 0.7]  #: the processes' --norm-band and --steady-pull (set from the command line)
@@ -124,6 +129,7 @@ B_MODULE = {
     "swap-takeover": "bench._swap_takeover",
     "takeover-keep": "bench._swap_takeover",
     "takeover-poison": "bench._swap_takeover",
+    "freeride": "bench._freeride",
 }
 B_ENV = {"takeover-keep": {"TAKEOVER_KEEP": "1"}}  #: B's environment in some rows
 
@@ -322,7 +328,7 @@ def cluster(
     nodes = 20 * processes
 
     def start(listen: str, peer: str, ids: range, name: str) -> subprocess.Popen[str]:
-        module = b_module if name == "b" else "p2pnode"
+        module = b_module if name == "b" else "bench._tally" if name == "a" else "p2pnode"
         args = [
             sys.executable, "-m", module, "run", "--listen", listen, "--peers", peer,
             "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
@@ -364,6 +370,7 @@ def run(
         rng = random.Random(7)
         t0, start_models = time.time(), counter(procs[0], "p2pnode_models_received_total")
         start_b = counter(procs[1], "p2pnode_models_received_total")
+        start_from = labelled(get(procs[0], "/metrics"), "bench_models_taken_total", "sender")
         c_failed0 = counter(procs[2], "p2pnode_send_failures_total") if processes > 2 else 0.0
         swaps0 = swaps(procs[0])
         views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
@@ -398,6 +405,7 @@ def run(
         swaps1 = swaps(procs[0])
         metrics = get(procs[0], "/metrics")
         b_reasons = failure_reasons(get(procs[1], "/metrics"))
+        taken_from = labelled(metrics, "bench_models_taken_total", "sender")
         stop_flood.set()  # after the counters: a slow upload ends when A answers it
         seconds = time.time() - t0
         nodes = [n for s in status for n in s["nodes"]]
@@ -413,6 +421,8 @@ def run(
         "hr_a": float(np.mean(hits_a)) if hits_a else float("nan"),  #: A's nodes only
         "intake": models / seconds,  #: every model A's nodes took, the attacker's included
         "honest": (models - member.taken) / seconds,  #: the attacker's taken models off
+        #: models A's nodes took from every process but the member's (A's own, C's)
+        "others": sum(v - start_from.get(k, 0.0) for k, v in taken_from.items() if k != "b") / seconds,
         "intake_b": models_b / seconds,  #: B's nodes' intake (the member's process)
         "answers": dict(member.answers),
         "views": (sum(len(own & set(v)) for v in views_before), sum(len(own & set(v)) for v in views_after)),
@@ -534,13 +544,13 @@ def main(argv: list[str] | None = None) -> None:
     third = args.processes > 2
     print(
         f"{'attack':<18} {'HR@20':>6} {'Δ':>6} {'A only':>6} {'rounds':>6} {'Δ rounds':>12}  "
-        f"{'A intake/s':>10} {'ratio':>6} {'honest':>6}  {'A swaps ok/aborted':>18}  "
+        f"{'A intake/s':>10} {'ratio':>6} {'honest':>6} {'others':>6}  {'A swaps ok/aborted':>18}  "
         f"{'A clip/band/damp':>16}  answers to the attack"
     )
     print(
         f"{'clean':<18} {clean['hr']:6.3f} {0:6.3f} {clean['hr_a']:6.3f} {clean['hr_rounds']:6.3f} "
         f"{spread([c['hr_rounds'] for c in cleans]):>12}  {clean['intake']:10.1f} {1:6.2f} "
-        f"{1:6.2f}  "
+        f"{1:6.2f} {1:6.2f}  "
         f"{clean['swaps']['committed']:8.0f}/{clean['swaps']['aborted']:<9.0f}  {bounded(clean):>16}  -"
         + (f"  (C's failed sends {clean['c_failed']:.0f})" if third else ""),
         flush=True,
@@ -565,13 +575,14 @@ def main(argv: list[str] | None = None) -> None:
             else f"; A's out-view places naming A's nodes at the end {clean['a_share']:.2f} -> "
             f"{r['a_share']:.2f}, swaps A's nodes refused as unconfirmed {sw['unconfirmed']:.0f}, "
             f"vetoed {sw['vetoed']:.0f}"
-            if name in ("swap-takeover", "takeover-keep", "takeover-poison")
+            if name in ("swap-takeover", "takeover-keep", "takeover-poison", "freeride")
             else ""
         )
         print(
             f"{name:<18} {r['hr']:6.3f} {r['hr'] - clean['hr']:+6.3f} {r['hr_a']:6.3f} {r['hr_rounds']:6.3f} "
             f"{spread(paired, signed=True):>12}  {r['intake']:10.1f} "
-            f"{r['intake'] / clean['intake']:6.2f} {r['honest'] / clean['honest']:6.2f}  "
+            f"{r['intake'] / clean['intake']:6.2f} {r['honest'] / clean['honest']:6.2f} "
+            f"{r['others'] / clean['others']:6.2f}  "
             f"{sw['committed']:8.0f}/{sw['aborted']:<9.0f}  "
             f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}; B's failed sends "
             f"{json.dumps(clean['b_reasons'], sort_keys=True)} -> "

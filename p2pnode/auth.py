@@ -247,6 +247,24 @@ class Verifier:
                 return cred.serial
         return None
 
+    def ids_named(self, serial: int, population: int) -> int | None:
+        """How many of the ids 0 .. population-1 the verified, unrevoked credential ``serial``
+        names (None: none seen, or no identities): a member's share of the network, which a
+        process judging swaps weighs its places against (``p2pnode.swapjudge``)."""
+        if self.trust is None:
+            return None
+        for cred in self.trust.verified():
+            if cred.serial == serial and cred.serial not in self.trust.revoked:
+                spans = sorted((max(0, lo), min(population - 1, hi)) for lo, hi in cred.ranges)
+                count, reach = 0, -1
+                for lo, hi in spans:  # ranges may overlap: count each id once
+                    lo = max(lo, reach + 1)
+                    if hi >= lo:
+                        count += hi - lo + 1
+                        reach = hi
+                return count
+        return None
+
     def check(self, method: str, path: str, headers: Mapping[str, str], body: bytes, now_ms: int) -> Verdict:
         """Headers, then the body against their digest (the server does the two steps apart)."""
         verdict = self.check_headers(method, path, headers, now_ms)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -29,12 +28,13 @@ from p2pnode.config import ConfigError, RunConfig
 from p2pnode.metrics import Metrics
 from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
+from p2pnode.swapjudge import SWAP_OWNER_SHARE, OwnerOf, SwapJudge, one_member_bound
 from p2pnode.transport.base import Transport
 from p2pnode.wire.codec import PublicSpec
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
 from peer_sampling.base import PeerSampler, StaticView
 from peer_sampling.cyclon import Cyclon, CyclonConfig
-from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
+from peer_sampling.peerswap import PeerSwap, PeerSwapConfig, Vet
 from peer_sampling.personalized import Personalized
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
@@ -98,41 +98,26 @@ def set_siblings(nodes: Mapping[int, GossipNode]) -> None:
     samplers = {i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None}
     for sampler in samplers.values():
         sampler.siblings = samplers.get
+        sampler.sibling_ids = samplers.keys
 
 
-#: the share of the places a swap hands a node (its out- and in-view) that one other member's ids
-#: may hold (issue #61, :func:`swap_vet`): with views of 3, five of six
-SWAP_OWNER_SHARE = 0.85
+def swap_vet(owner_of: OwnerOf, share: float = SWAP_OWNER_SHARE) -> Vet:
+    """The per-node bound alone (``p2pnode.swapjudge.one_member_bound``) as a ``PeerSwap.vet``:
+    one member (``owner_of``: the member whose credential names an id, None for the process's own
+    nodes and ids no credential seen names) may hold at most ``share`` of the places a swap hands a
+    node, at least one. An honest view is all one member's with probability s^2P for a member
+    holding a share s of the ids."""
 
-
-def swap_vet(
-    owner_of: Callable[[int], Hashable | None], share: float = SWAP_OWNER_SHARE
-) -> Callable[[int, Sequence[int], Sequence[int]], bool]:
-    """How a process judges the views a PeerSwap swap would hand one of its nodes
-    (``PeerSwap.vet``, issue #61): one member (``owner_of``: the member whose credential names an
-    id, None for the process's own nodes and ids no credential seen names) may hold at most
-    ``share`` of the places, at least one. A member's own build can run whole transactions whose
-    far side is its word and hand a node views of its own ids only, which cut the node off (the
-    swap takeover of THREAT_MODEL.md); an honest view is all one member's with probability s^2P
-    for a member holding a share s of the ids."""
-
-    def vet(far: int, out_view: Sequence[int], in_view: Sequence[int]) -> bool:
-        places = [*out_view, *in_view]
-        held = Counter(o for v in places if (o := owner_of(v)) is not None)
-        return max(held.values(), default=0) <= max(1, int(share * len(places)))
+    def vet(far: int, out_view: Sequence[int], in_view: Sequence[int], *, settled: bool = False) -> bool:
+        return None not in one_member_bound(owner_of, [*out_view, *in_view], share)
 
     return vet
 
 
-def set_vet(
-    nodes: Mapping[int, GossipNode], vet: Callable[[int, Sequence[int], Sequence[int]], bool]
-) -> None:
-    """Let the PeerSwap samplers of a process's nodes judge the views a swap would hand them
-    (``PeerSwap.vet``); their proposals then carry their own views."""
-    for node in nodes.values():
-        sampler = peerswap_of(node)
-        if sampler is not None:
-            sampler.vet = vet
+def set_vet(nodes: Mapping[int, GossipNode], judge: SwapJudge) -> None:
+    """Let ``judge`` judge the views a swap would hand each PeerSwap node of a process
+    (``PeerSwap.vet``, issue #61); their proposals then carry their own views."""
+    judge.attach({i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None})
 
 
 def server_id(config: RunConfig) -> int:

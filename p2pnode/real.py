@@ -30,7 +30,7 @@ from aiohttp import web
 from p2pcore.plugin import PluginError
 from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
-from p2pnode.build import make_node, make_server, server_id, set_owner, set_siblings, set_vet, swap_vet
+from p2pnode.build import make_node, make_server, population, server_id, set_owner, set_siblings, set_vet
 from p2pnode.clock import MonotonicClock
 from p2pnode.config import RunConfig, network_differences, network_settings
 from p2pnode.exposure import ExposureLedger
@@ -41,6 +41,7 @@ from p2pnode.metrics import Metrics
 from p2pnode.prepare import Prepared, prepare
 from p2pnode.report import metric_for, summary
 from p2pnode.rounds import RoundLog, RoundRunner
+from p2pnode.swapjudge import SwapJudge
 from p2pnode.tls import TlsFiles, client_context, server_context
 from p2pnode.transport.http import HttpTransport, listen, make_app, stop_listening
 from protocols.gossip import TimingConfig
@@ -102,6 +103,8 @@ class NodeProcess:
         self._client_ssl: ssl.SSLContext | None = None
         self.runner: web.AppRunner | None = None
         self.listener: asyncio.Server | None = None
+        #: judges the views swaps hand this process's PeerSwap nodes (with identities, issue #61)
+        self.judge: SwapJudge | None = None
         self.round = 0
         self.log = RoundLog(self.config, self.prep, self.host.nodes, wall_time=True)
         self._stop = asyncio.Event()
@@ -259,7 +262,9 @@ class NodeProcess:
         hosted = {i: runtime.node for i, runtime in self.host.nodes.items()}
         set_siblings(hosted)
         if self.keys is not None and self.keys.verifier.trust is not None:
-            set_vet(hosted, swap_vet(self._member_of))  # with identities: who holds each id is known
+            # with identities: who holds each id is known
+            self.judge = SwapJudge(self._member_of, self._member_ids, population(self.config))
+            set_vet(hosted, self.judge)
         for runtime in self.host.nodes.values():
             runtime.node.sampler.add_seeds(seeds)
             set_owner(runtime.node, self._owner, self._member)
@@ -284,6 +289,12 @@ class NodeProcess:
             return None
         serial = self.keys.verifier.holder(sender)
         return None if serial is None else f"serial {serial}"
+
+    def _member_ids(self, member: Hashable) -> int | None:
+        """How many of the network's ids ``member`` (as :meth:`_member_of` names it) holds."""
+        if self.keys is None or not isinstance(member, str) or not member.startswith("serial "):
+            return None
+        return self.keys.verifier.ids_named(int(member.removeprefix("serial ")), population(self.config))
 
     def _member_of(self, node: int) -> Hashable | None:
         """The member whose credential names ``node`` (whether or not it ever wrote to this

@@ -57,12 +57,16 @@ sends), and a commit that moves an edge to a hosted partner waits until that par
 What those checks cannot see is the far side's own neighbourhood: a member's build can run a
 whole transaction whose far side names only its own ids, and the node taking them is cut off
 (the swap takeover, THREAT_MODEL.md). So a process also judges the views a swap would hand its
-nodes (:attr:`PeerSwap.vet`, issue #61; ``p2pnode.build.swap_vet``: one other member may hold at
-most five of six places): its nodes' proposals then show the initiator's views, and a partner
+nodes (:attr:`PeerSwap.vet`, issue #61; ``p2pnode.swapjudge``: one other member may hold at most
+five of a node's six places): its nodes' proposals then show the initiator's views, and a partner
 judges them before it locks (refused at once), takes an adopt only if it is what was proposed
 but for one id a view and still passes, and an initiator judges the partner's views in the
 accept before it locks anyone (:attr:`SwapStats.vetoed`). Honest swaps are refused only where
-one member holds all six places, before anything changed.
+one member holds all six places, before anything changed. The process also weighs the places all
+its nodes give one member against that member's share of the ids (``p2pnode.swapjudge``): at the
+proposal and the accept only, since at the adopt the initiator has committed (``Vet``'s
+``settled``). A partner keeps the judged views of the transaction it granted until its adopt
+comes, even if the initiator, done, proposes again first (:attr:`PeerSwap._proposed`).
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
@@ -94,6 +98,22 @@ RETRY_TIMER = "ps:retry"
 QUEUE_TIMER = "ps:queue"
 PARK_TIMER = "ps:park"
 PARK_TICKS = 2.0  #: how often a parked commit looks whether its hosted partner has decided
+
+
+class Vet(Protocol):
+    """Judges the views a swap would hand a node, (far end, out-view, in-view) -> take them.
+    ``settled``: the initiator has already committed (the adopt), so only what the views are
+    may count, not what the process's other nodes hold at this moment: an honest adopt refused
+    there would leave the two ends inconsistent."""
+
+    def __call__(
+        self, far: NodeId, out_view: Sequence[NodeId], in_view: Sequence[NodeId], *, settled: bool = False
+    ) -> bool: ...
+
+
+#: told of a swap that moved a node's views: (node, old out, old in, new out, new in)
+_Views: TypeAlias = Sequence[NodeId]
+Watch: TypeAlias = Callable[[NodeId, _Views, _Views, _Views, _Views], None]
 
 
 @dataclass(frozen=True)
@@ -246,15 +266,21 @@ class PeerSwap(PeerSampler):
         #: the sampler of a node hosted by the same process, None for any other id (the process
         #: sets it; a node alone checks nothing against others)
         self.siblings: Callable[[NodeId], PeerSwap | None] = _alone
+        #: the ids of the nodes the same process hosts, this one among them (the process sets it)
+        self.sibling_ids: Callable[[], Iterable[NodeId]] = tuple
         #: the views this node handed each initiator it granted as the partner (its neighbours then)
         self._offered: dict[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
         #: judges the views a swap would hand this node, (far end, out-view, in-view) -> take them
         #: (the process sets it, issue #61); None: any views that fit. With it set, proposals carry
         #: the initiator's views, so the partner judges them before anything is locked
-        self.vet: Callable[[NodeId, Sequence[NodeId], Sequence[NodeId]], bool] | None = None
-        #: the views the last proposal of each in-neighbour would hand this node, as this node
-        #: judged them: (transaction, views), one an initiator (it runs one swap at a time)
-        self._proposed: dict[NodeId, tuple[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]]] = {}
+        self.vet: Vet | None = None
+        #: told of every swap that moved this node's views: (node, old out, old in, new out, new
+        #: in); the process that judges swaps keeps its count of places by member with it
+        self.watch: Watch | None = None
+        #: the views proposals of in-neighbours would hand this node, as this node judged them,
+        #: by transaction: an initiator's last one, and the one this node granted it as the
+        #: partner while its adopt is on the way (the initiator, done, may propose again first)
+        self._proposed: dict[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
         #: commits that move this node's edge to a hosted partner that has not adopted yet:
         #: (a, b, since), applied once it has, dropped if it refused
         self._parked: dict[Txn, tuple[NodeId, NodeId, float]] = {}
@@ -287,6 +313,14 @@ class PeerSwap(PeerSampler):
         while len(self._former) > 2 * max(1, len(in_view)):
             self._former.popitem(last=False)
         self._in = in_view
+
+    def _take(self, out_view: list[NodeId], in_view: list[NodeId], now: float) -> None:
+        """The views a swap gives this node (as either end, or relabelled as a neighbour)."""
+        old_out, old_in = self._out, self._in
+        self._out = out_view
+        self._set_in(in_view, now)
+        if self.watch is not None:
+            self.watch(self.node_id, old_out, old_in, self._out, self._in)
 
     def state(self) -> dict[str, Any]:
         return {"out": list(self._out), "in": list(self._in), "counter": self._counter}
@@ -359,8 +393,12 @@ class PeerSwap(PeerSampler):
                     if not self._fits(*handed) or not self.vet(sender, *handed):
                         self.stats.vetoed += 1  # views it may not hand us (or none): refused at once
                         return [Send(sender, LockReply(txn, granted=False))]
-                    self._proposed = {i: p for i, p in self._proposed.items() if self.expects(i, now)}
-                    self._proposed[sender] = (txn, handed)
+                    self._proposed = {
+                        t: p
+                        for t, p in self._proposed.items()
+                        if self.expects(t[0], now) and (t[0] != sender or self._granted.get(t) is True)
+                    }
+                    self._proposed[txn] = handed
                 return self._on_lock_request(sender, txn, now, accept_with_views=True)
             case LockRequest(txn=txn):
                 return self._on_lock_request(sender, txn, now, accept_with_views=False)
@@ -394,7 +432,7 @@ class PeerSwap(PeerSampler):
                 confirmed = self._confirmed(txn, out_view, in_view)
                 vetted = self.vet is None or (
                     _near(self._shown(sender, txn), (out_view, in_view))
-                    and self.vet(sender, out_view, in_view)
+                    and self.vet(sender, out_view, in_view, settled=True)
                 )
                 del self._granted[txn]  # refused, the hosted neighbours refuse its commits too
                 self._offered.pop(txn, None)
@@ -405,8 +443,7 @@ class PeerSwap(PeerSampler):
                         self.stats.vetoed += 1  # not (near) the views it proposed, or not fit
                     return self._release(txn, now)
                 self._applied_now(txn, as_partner=True)
-                self._out = sorted(out_view)
-                self._set_in(sorted(in_view), now)
+                self._take(sorted(out_view), sorted(in_view), now)
                 return self._release(txn, now)
             case Unlock(txn=txn):
                 if sender != txn[0]:
@@ -438,8 +475,7 @@ class PeerSwap(PeerSampler):
 
     def _shown(self, initiator: NodeId, txn: Txn) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]] | None:
         """The views ``initiator``'s proposal of ``txn`` would have handed this node, as judged."""
-        entry = self._proposed.pop(initiator, None)
-        return entry[1] if entry is not None and entry[0] == txn else None
+        return self._proposed.pop(txn, None) if txn[0] == initiator else None
 
     def decided(self, txn: Txn) -> bool | None:
         """As the partner of ``txn``: True once this node adopted it, None while it granted it
@@ -452,8 +488,7 @@ class PeerSwap(PeerSampler):
 
     def _apply_commit(self, txn: Txn, a: NodeId, b: NodeId, now: float) -> list[Effect]:
         self._applied_now(txn, as_partner=False)
-        self._out = _relabel(self._out, a, b)
-        self._set_in(_relabel(self._in, a, b), now)
+        self._take(_relabel(self._out, a, b), _relabel(self._in, a, b), now)
         return self._release(txn, now)
 
     def _settle_parked(self, now: float) -> list[Effect]:
@@ -495,7 +530,28 @@ class PeerSwap(PeerSampler):
             sibling = self.siblings(node)
             if sibling is not None and not sibling.took_part(txn, as_partner=False):
                 return False
-        return self._claims_hold({i, me}, out_view, in_view, skip={i, me})
+        return self._claims_hold({i, me}, out_view, in_view, skip={i, me}) and self._claims_whole(
+            i, txn, out_view, in_view
+        )
+
+    def _claims_whole(
+        self, i: NodeId, txn: Txn, out_view: Sequence[NodeId], in_view: Sequence[NodeId]
+    ) -> bool:
+        """Whether the handed views name every node of this process that holds an edge with the
+        initiator ``i`` and took part in ``txn`` as a neighbour, along that edge: its commit will
+        move the edge here, so a view without it leaves that node sending to an id that refuses it
+        (or waiting for models that never come). A member's build may claim views of its own ids
+        while locking, and relabelling, its id's real neighbours of this process (issue #61,
+        ``takeover-keep``): A's nodes' intake from A fell to x0.61 before this check."""
+        for node in self.sibling_ids():
+            sibling = self.siblings(node) if node not in (i, self.node_id) else None
+            if sibling is None or not sibling.took_part(txn, as_partner=False):
+                continue
+            if i in sibling.out_view() and node not in in_view:
+                return False
+            if i in sibling.in_view() and node not in out_view:
+                return False
+        return True
 
     def _claims_hold(
         self, ends: set[NodeId], out_view: Sequence[NodeId], in_view: Sequence[NodeId], skip: set[NodeId]
@@ -605,8 +661,7 @@ class PeerSwap(PeerSampler):
         adopt = SwapAdopt(p.txn, tuple(_relabel(self._out, me, j)), tuple(_relabel(self._in, me, j)))
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
-        self._out = _relabel(list(p.partner_out), me, j)
-        self._set_in(_relabel(list(p.partner_in), me, j), now)
+        self._take(_relabel(list(p.partner_out), me, j), _relabel(list(p.partner_in), me, j), now)
         self._pending = None
         self.stats.committed += 1
         return effects + self._release(p.txn, now)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from p2pnode.identity import Identity, load_identity
 from p2pnode.limits import Limits
 from p2pnode.real import NodeProcess
 from p2pnode.refusals import REASONS
+from p2pnode.swapjudge import SwapJudge
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
 from p2pnode.wire.codec import encode_sampling_frame
@@ -223,10 +225,12 @@ async def test_a_members_frames_that_all_pull_one_way_are_damped(tmp_path: Path)
 
 
 @contextlib.asynccontextmanager
-async def a_alone(tmp_path: Path) -> AsyncIterator[tuple[list[str], Path, Identity, dict[int, PeerSwap]]]:
+async def a_alone(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[list[str], Path, Identity, dict[int, PeerSwap], NodeProcess]]:
     """Processes A (0-5) and B (6-11) with identities and PeerSwap views but no honest swap, then
     B's process stopped (so that B's own nodes do not answer what the member posts as them):
-    (addresses, cluster key, B's identity, A's samplers). A stops when the block ends."""
+    (addresses, cluster key, B's identity, A's samplers, A). A stops when the block ends."""
     tmp_path.mkdir()
     key, _authority, ids = cluster_files(tmp_path)
     config = cfg(nodes=12, rounds=1000, sampling="peerswap", swap_rate=0.0)  # no honest swap
@@ -237,7 +241,7 @@ async def a_alone(tmp_path: Path) -> AsyncIterator[tuple[list[str], Path, Identi
         samplers = {i: n.node.sampler for i, n in procs[0].host.nodes.items()}
         ps = {i: s for i, s in samplers.items() if isinstance(s, PeerSwap)}
         assert len(ps) == len(samplers)
-        yield addrs, key, load_identity(ids[1]), ps
+        yield addrs, key, load_identity(ids[1]), ps, procs[0]
     finally:
         await procs[0].shutdown()
 
@@ -247,7 +251,7 @@ async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ..
     it views of B's ids with no neighbour locked or relabelled. B's process is stopped first, so
     that its own node (which never proposed) does not answer A's accept with an unlock. Returns
     the A node's views before, its sampler after, and the HTTP status of the adopt."""
-    async with a_alone(tmp_path) as (addrs, key, member, samplers):
+    async with a_alone(tmp_path) as (addrs, key, member, samplers, _):
         dst, liar = next((i, m) for i, s in samplers.items() for m in s.in_view() if m >= 6)
         sampler = samplers[dst]
         before = (sampler.out_view(), sampler.in_view())
@@ -282,20 +286,29 @@ async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_pa
 
 
 async def swap_takeover(
-    tmp_path: Path,
+    tmp_path: Path, whole: bool = False
 ) -> tuple[dict[int, tuple[tuple[int, ...], ...]], PeerSwap, dict[int, PeerSwap]]:
-    """B's operator runs a whole swap with an A node as one of B's ids that points to it: a
-    proposal showing views that pass A's judgement (one A id among B's), a lock on every one of
-    the node's neighbours that A hosts and a commit to each, then an adopt of B's ids only (the
-    takeover of bench._swap_takeover). B's process is stopped first, as in :func:`swap_lie`.
-    Returns A's nodes' views before, the node's sampler and A's samplers after."""
-    async with a_alone(tmp_path) as (addrs, key, member, ps):
-        dst, liar = next((i, m) for i, s in ps.items() for m in s.in_view() if m >= 6)
+    """B's operator runs a whole swap with an A node as one of B's ids that points to it (and
+    that holds an edge with another A node): a proposal showing views that pass A's judgement (one
+    A id among B's), a lock on every one of the node's neighbours that A hosts and a commit to
+    each, then an adopt of B's ids only (the takeover of bench._swap_takeover). ``whole``: the
+    id's own neighbours that A hosts are locked and committed to as well, as a real transaction
+    relabels them. B's process is stopped first, as in :func:`swap_lie`. Returns A's nodes' views
+    before, the node's sampler and A's samplers after."""
+    async with a_alone(tmp_path) as (addrs, key, member, ps, _):
+
+        def touching(b: int, but: int) -> list[int]:
+            return sorted(c for c in ps if c != but and b in (*ps[c].out_view(), *ps[c].in_view()))
+
+        dst, liar = next((i, m) for i, s in ps.items() for m in s.in_view() if m >= 6 and touching(m, i))
         before = {i: (s.out_view(), s.in_view()) for i, s in ps.items()}
         others = [b for b in range(6, 12) if b != liar]
         shown = ((dst, others[0], others[1]), (0 if dst != 0 else 1, others[2], others[3]))
         lie = ((liar, others[0], others[1]), (others[2], others[3], others[4]))
-        neighbours = sorted((set(before[dst][0]) | set(before[dst][1])) - {liar} & set(ps))
+        neighbours = set(before[dst][0]) | set(before[dst][1])
+        neighbours = sorted(
+            ((neighbours | set(touching(liar, dst))) if whole else neighbours) - {liar} & set(ps)
+        )
         txn = (liar, 1)
 
         async def send(to: int, message: object) -> None:
@@ -323,7 +336,10 @@ async def test_a_member_running_a_whole_swap_cannot_cut_a_node_off(
     siblings' check passes) but hands it views of its own ids only. A's process judges the views
     a swap would hand its nodes: the adopt is not what was proposed and is refused, and the
     neighbours' commits, waiting for the node's adopt, are dropped: nothing changes. With no
-    judgement (seen failing) the node takes B's ids only and its neighbours point to the member."""
+    judgement (seen failing) the node takes B's ids only and its neighbours point to the member.
+    (The check that the views name the id's own neighbours A hosts is off here: the judgement
+    alone.)"""
+    monkeypatch.setattr(PeerSwap, "_claims_whole", lambda self, *args: True)
     before, sampler, ps = await swap_takeover(tmp_path / "judged")
     assert sampler.stats.vetoed == 1
     assert {i: (s.out_view(), s.in_view()) for i, s in ps.items()} == before
@@ -331,6 +347,69 @@ async def test_a_member_running_a_whole_swap_cannot_cut_a_node_off(
     monkeypatch.setattr(real, "set_vet", lambda nodes, vet: None)
     before, sampler, ps = await swap_takeover(tmp_path / "unjudged")
     assert all(v >= 6 for v in (*sampler.out_view(), *sampler.in_view()))
+
+
+async def test_a_member_relabelling_its_ids_neighbours_must_hand_them_to_the_partner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #61, ``takeover-keep`` over real HTTP (the judgement off, to see this check alone):
+    the member's transaction also locks, and commits to, its id's real neighbours that A hosts,
+    so that their edges move to A's node, while the views it hands that node leave them out. A's
+    node refuses the adopt as unconfirmed and every waiting commit is dropped: nothing changes.
+    Without the check (seen failing) the node takes the views and those neighbours' edges point
+    to a node whose views do not name them: their models to it are refused."""
+    monkeypatch.setattr(real, "set_vet", lambda nodes, vet: None)
+    before, sampler, ps = await swap_takeover(tmp_path / "checked", whole=True)
+    assert sampler.stats.unconfirmed == 1
+    assert {i: (s.out_view(), s.in_view()) for i, s in ps.items()} == before
+    monkeypatch.setattr(PeerSwap, "_claims_whole", lambda self, *args: True)
+    before, sampler, ps = await swap_takeover(tmp_path / "unchecked", whole=True)
+    dst = sampler.node_id
+    assert all(v >= 6 for v in (*sampler.out_view(), *sampler.in_view()))
+    assert any(dst in (*s.out_view(), *s.in_view()) for i, s in ps.items() if i != dst)
+
+
+async def propose_more_places(tmp_path: Path) -> tuple[PeerSwap, SwapJudge, SwapPropose]:
+    """B's operator proposes a swap to the A node holding fewest of B's places, as one of B's ids
+    that points to it, showing views that pass the per-node bound (five of six places B's) and
+    give B more of A's places. Returns the node's sampler, A's judge and the proposal."""
+    async with a_alone(tmp_path) as (addrs, key, member, ps, a):
+        assert a.judge is not None
+        pointed = [i for i in ps if any(m >= 6 for m in ps[i].in_view())]  # by one of B's ids
+        dst = min(pointed, key=lambda i: sum(v >= 6 for v in (*ps[i].out_view(), *ps[i].in_view())))
+        liar = next(m for m in ps[dst].in_view() if m >= 6)
+        others = [b for b in range(6, 12) if b != liar]
+        own = next(i for i in ps if i != dst)
+        propose = SwapPropose((liar, 1), (dst, others[0], others[1]), (own, others[2], others[3]))
+        path = f"/v1/nodes/{dst}/sampling"
+        async with aiohttp.ClientSession() as s:
+            body = encode_sampling_frame(liar, dst, propose)
+            assert await post(s, f"http://{addrs[0]}{path}", path, key, liar, body, member) == (200, "ok")
+        await asyncio.sleep(0.2)
+        return ps[dst], a.judge, propose
+
+
+async def test_a_member_gains_no_more_of_a_process_s_places_than_its_share_of_the_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #61, the process's bound over real HTTP with identities: A's process weighs B's
+    places among all of its nodes' against B's share of the ids, read from B's credential (6 of
+    12: 6/11 of A's 36 places, 19.6, plus two standard deviations and one). With the line set below
+    B's count (margin -3 sd), B's proposal that would give it more of A's places is refused before
+    anything is locked though the node's own views pass; with no line (seen failing) it is
+    granted."""
+    expected = 36 * 6 / 11
+    monkeypatch.setattr(real, "SwapJudge", functools.partial(SwapJudge, margin_sd=-3.0))
+    sampler, judge, propose = await propose_more_places(tmp_path / "judged")
+    member = judge.owner(6)
+    assert member is not None and judge.owner(0) is None and judge.places == 36
+    limit = judge.limit(member)
+    assert limit == pytest.approx(expected - 3 * (36 * 6 / 11 * 5 / 11) ** 0.5 + 1)
+    assert judge.held[member] > limit
+    assert judge.refused_process == 1 and sampler.stats.vetoed == 1 and sampler.lock is None
+    monkeypatch.setattr(real, "SwapJudge", functools.partial(SwapJudge, margin_sd=1e9))
+    sampler, judge, propose = await propose_more_places(tmp_path / "unbounded")
+    assert judge.refused_process == 0 and sampler.lock == propose.txn
 
 
 async def cyclon_steer(tmp_path: Path) -> Cyclon:

@@ -520,6 +520,7 @@ def _process(nodes: dict[int, PeerSwap]) -> None:
     """The nodes one process hosts: each checks swaps against the others (PeerSwap.siblings)."""
     for s in nodes.values():
         s.siblings = nodes.get
+        s.sibling_ids = nodes.keys
 
 
 def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
@@ -531,7 +532,11 @@ def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
 
     rng = random.Random(0)
     hosted = {
-        v: PeerSwap(v, [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, 9])
+        v: PeerSwap(
+            v,
+            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
+            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
+        )
         for v in range(8)
     }
     node = hosted[5]
@@ -603,7 +608,7 @@ def test_a_commit_may_move_an_edge_to_a_hosted_node_only_for_its_partner() -> No
     assert n.out_view() == (3, 8, 9) and n.stats.unconfirmed == 1 and n.lock is None
     # a commit whose hosted partner refuses the adopt is dropped: the edge stays where it was
     # (here 2 judges views and refuses an adopt that is not what 12 proposed)
-    hosted[2].vet = lambda far, out, into: True
+    hosted[2].vet = lambda far, out, into, settled=False: True
     assert 12 in hosted[2].in_view()
     grant = hosted[2].on_message(12, SwapPropose((12, 1), (2, 30, 31), (32, 33, 34)), 0.0, rng)
     assert isinstance(grant[0], Send) and isinstance(grant[0].message, SwapAccept)
@@ -644,7 +649,11 @@ def test_a_member_running_a_whole_swap_cannot_hand_a_node_its_own_ids_only() -> 
 
     rng = random.Random(0)
     hosted = {
-        v: PeerSwap(v, [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, 9])
+        v: PeerSwap(
+            v,
+            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
+            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
+        )
         for v in range(8)
     }
     _process(hosted)
@@ -724,6 +733,25 @@ def test_proposals_from_other_ids_do_not_crowd_out_a_judged_one() -> None:
     assert (node.out_view(), node.in_view()) == ((1, 9, 38), (2, 39, 40)) and node.stats.vetoed == 0
 
 
+def test_an_initiator_proposing_again_before_its_adopt_arrives_is_still_adopted() -> None:
+    """An initiator that committed may propose its next swap to the same partner before its
+    adopt arrives (messages overtake each other; seen in a two-process network at 3-tick delays):
+    the partner keeps the judged views of the transaction it granted until that adopt comes, so
+    the adopt is taken and the two ends stay consistent. Keeping one proposal per initiator, the
+    new one replaced it and the adopt was refused after the initiator had committed."""
+    from peer_sampling.messages import SwapAccept, SwapAdopt, SwapPropose
+
+    rng = random.Random(0)
+    node = PeerSwap(24, [9, 10, 33], [22, 27, 33])
+    node.vet = swap_vet(lambda v: None if v >= 20 else "member")
+    first = node.on_message(33, SwapPropose((33, 13), (22, 24, 29), (10, 24, 38)), 0.0, rng)
+    assert isinstance(first[0], Send) and isinstance(first[0].message, SwapAccept)
+    node.on_message(33, SwapPropose((33, 14), (9, 10, 24), (22, 24, 27)), 1.0, rng)  # overtakes the adopt
+    node.on_message(33, SwapAdopt((33, 13), (22, 29, 33), (10, 33, 38)), 2.0, rng)
+    assert (node.out_view(), node.in_view()) == ((22, 29, 33), (10, 33, 38))
+    assert node.stats.vetoed == 0 and node.lock != (33, 13)
+
+
 def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> None:
     """Issue #61: a member keeping its views under the vet's share by naming one of the
     process's own nodes, locked for show, that has no edge with its id: the node would point to
@@ -733,7 +761,11 @@ def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> No
 
     rng = random.Random(0)
     hosted = {
-        v: PeerSwap(v, [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, 9])
+        v: PeerSwap(
+            v,
+            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
+            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
+        )
         for v in range(8)
     }
     _process(hosted)
@@ -759,6 +791,47 @@ def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> No
     assert 9 in hosted[1].in_view()
     node.on_message(9, SwapAdopt(txn, (1, 38, 39), (40, 41, 42)), 0.0, rng)  # 9 -> 1 becomes 5 -> 1
     assert node.out_view() == (1, 38, 39)
+
+
+def test_handed_views_must_name_every_hosted_node_the_swap_relabels_to_the_partner() -> None:
+    """Issue #61, ``takeover-keep``: a member locking its id's real neighbours of the process (9
+    points to 1) and committing to them, so that they point to the partner after, while the views
+    it hands the partner leave them out: they then send to a node that refuses them (A's intake
+    from A x0.61 in ``bench.hostile_members``). Every hosted node that took part as a neighbour
+    and holds an edge with the initiator must be named along it, or the adopt is refused and
+    their waiting commits are dropped."""
+    from peer_sampling.messages import LockRequest, SwapAdopt, SwapCommit, SwapPropose
+
+    rng = random.Random(0)
+    hosted = {
+        v: PeerSwap(
+            v,
+            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
+            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
+        )
+        for v in range(8)
+    }
+    _process(hosted)
+    node = hosted[5]
+    before = {v: (s.out_view(), s.in_view()) for v, s in hosted.items()}
+    locked = sorted(((set(before[5][0]) | set(before[5][1])) - {9}) | {1})
+    for txn, handed, taken in [
+        ((9, 1), ((38, 39, 43), (40, 41, 42)), False),  # 1 left out: its edge 9 -> 1 would point here
+        ((9, 2), ((1, 38, 39), (40, 41, 42)), True),
+    ]:
+        node.on_message(9, SwapPropose(txn), 0.0, rng)
+        for v in locked:
+            hosted[v].on_message(9, LockRequest(txn), 0.0, rng)
+        hosted[1].on_message(9, SwapCommit(txn, 9, 5), 0.0, rng)  # waits for 5's adopt
+        node.on_message(9, SwapAdopt(txn, *handed), 0.0, rng)
+        hosted[1].on_timer(PARK_TIMER, PARK_TICKS, rng)
+        if taken:
+            assert node.out_view() == (1, 38, 39) and 5 in hosted[1].in_view()
+        else:
+            assert node.stats.unconfirmed == 1 and node.lock is None and hosted[1].lock is None
+            for v in locked:
+                hosted[v].on_message(9, Unlock(txn), 0.0, rng)
+            assert {v: (s.out_view(), s.in_view()) for v, s in hosted.items()} == before
 
 
 @pytest.mark.parametrize("max_delay", [0.0, 30.0])
