@@ -516,6 +516,19 @@ def test_peerswap_one_member_holds_a_nodes_lock_at_most_its_share() -> None:
     assert held_off > 0.9 and granted_off < granted, (held_off, granted_off)
 
 
+def _ring() -> dict[int, PeerSwap]:
+    """Eight nodes of one process, v pointing to v+1..v+3 and pointed to by v-1, v-2 and one id
+    outside: the member's 9 for nodes 1 and 5, an id of its own (20 + v) for the others."""
+    return {
+        v: PeerSwap(
+            v,
+            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
+            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
+        )
+        for v in range(8)
+    }
+
+
 def _process(nodes: dict[int, PeerSwap]) -> None:
     """The nodes one process hosts: each checks swaps against the others (PeerSwap.siblings)."""
     for s in nodes.values():
@@ -531,14 +544,7 @@ def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
     from peer_sampling.messages import LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose
 
     rng = random.Random(0)
-    hosted = {
-        v: PeerSwap(
-            v,
-            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
-            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
-        )
-        for v in range(8)
-    }
+    hosted = _ring()
     node = hosted[5]
     before = (node.out_view(), node.in_view())
     lie = SwapAdopt((9, 1), (9, 38, 39), (9, 38, 39))
@@ -648,14 +654,7 @@ def test_a_member_running_a_whole_swap_cannot_hand_a_node_its_own_ids_only() -> 
     from peer_sampling.messages import LockReply, LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose
 
     rng = random.Random(0)
-    hosted = {
-        v: PeerSwap(
-            v,
-            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
-            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
-        )
-        for v in range(8)
-    }
+    hosted = _ring()
     _process(hosted)
 
     def owner(v: int) -> str | None:
@@ -760,14 +759,7 @@ def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> No
     from peer_sampling.messages import LockRequest, SwapAdopt, SwapCommit, SwapPropose
 
     rng = random.Random(0)
-    hosted = {
-        v: PeerSwap(
-            v,
-            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
-            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
-        )
-        for v in range(8)
-    }
+    hosted = _ring()
     _process(hosted)
     node = hosted[5]
     before = {v: (s.out_view(), s.in_view()) for v, s in hosted.items()}
@@ -803,14 +795,7 @@ def test_handed_views_must_name_every_hosted_node_the_swap_relabels_to_the_partn
     from peer_sampling.messages import LockRequest, SwapAdopt, SwapCommit, SwapPropose
 
     rng = random.Random(0)
-    hosted = {
-        v: PeerSwap(
-            v,
-            [(v + 1) % 8, (v + 2) % 8, (v + 3) % 8],
-            [(v - 1) % 8, (v - 2) % 8, 9 if v in (1, 5) else 20 + v],
-        )
-        for v in range(8)
-    }
+    hosted = _ring()
     _process(hosted)
     node = hosted[5]
     before = {v: (s.out_view(), s.in_view()) for v, s in hosted.items()}
