@@ -393,8 +393,8 @@ def run(
             for k, s in enumerate(status):
                 trace[k].setdefault(int(s["round"]), node_hits(s))
             current = min(int(s["round"]) for s in status)
-            if current >= rounds - 1:
-                break
+            if max(int(s["round"]) for s in status) >= rounds - 1:
+                break  # read before the first process finishes and stops listening (one may lag)
             if current > done:
                 done = current
                 act(member, current, rng)
