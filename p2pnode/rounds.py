@@ -156,16 +156,21 @@ class RoundLog:
                         if exposure is not None:
                             row["exposure"] = int(exposure[node])
         if self.config.knn.active:
-            from p2pnode.knn import knn_plan, knn_summary
-
-            services = [r.node.knn for r in self.nodes.values() if r.node.knn is not None]
-            result["knn"] = knn_summary(services, knn_plan(self.prep))
+            result["knn"] = self.knn_result()
         if self.config.attack.plugin:
             result["attack_plugin"] = {
                 "name": self.config.attack.plugin,
                 "observers": plugin_results(self.nodes.values()),
             }
         return result
+
+    def knn_result(self) -> dict[str, Any]:
+        """The KNN service's figures from the hosted nodes' counts as they stand now (a real
+        process reads them again after its linger, when answers to its last asks have come)."""
+        from p2pnode.knn import knn_plan, knn_summary
+
+        services = [r.node.knn for r in self.nodes.values() if r.node.knn is not None]
+        return knn_summary(services, knn_plan(self.prep))
 
 
 class RoundRunner:

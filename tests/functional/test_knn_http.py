@@ -29,9 +29,10 @@ def test_launch_knn_counts_as_the_simulator_across_processes(tmp_path: Path) -> 
     real = asyncio.run(launch(config, 2, tmp_path))["knn"]
     sim = simulate(config, memory_check=False)["knn"]
     assert real["queries"] == sim["queries"] > 500
-    # queries whose answers were still on the way when the last round ended are pending: none on
-    # a quiet machine, 27 of 789 once under a full suite on two cores
-    assert real["done"] + real["pending"] == real["queries"] and real["pending"] <= 0.05 * real["queries"]
+    # a process reads its KNN counts after its linger, so answers still on the way when the last
+    # round ended are counted; pending are those a peer process, gone by then, never answered
+    # (before the counts were read after the linger: 27 and 73 of 789 under a full suite on two cores)
+    assert real["done"] + real["pending"] == real["queries"] and real["pending"] <= 0.01 * real["queries"]
     # node by node, across the two processes: the simulator's counts, less at most the asks that
     # went unanswered twice on a loaded machine (an unanswered ask is sent once more) or were
     # pending at the end; none is lost on a quiet one, where the two are equal
