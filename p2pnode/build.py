@@ -116,8 +116,12 @@ def swap_vet(owner_of: OwnerOf, share: float = SWAP_OWNER_SHARE) -> Vet:
 
 def set_vet(nodes: Mapping[int, GossipNode], judge: SwapJudge) -> None:
     """Let ``judge`` judge the views a swap would hand each PeerSwap node of a process
-    (``PeerSwap.vet``, issue #61); their proposals then carry their own views."""
-    judge.attach({i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None})
+    (``PeerSwap.vet``, issue #61); their proposals then carry their own views, and a commit that
+    moves an edge to another member's node waits for that node's word (``PeerSwap.ask_partners``)."""
+    samplers = {i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None}
+    judge.attach(samplers)
+    for sampler in samplers.values():
+        sampler.ask_partners = True
 
 
 def server_id(config: RunConfig) -> int:

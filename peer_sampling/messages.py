@@ -61,6 +61,31 @@ class SwapAdopt:
 
 
 @dataclass(frozen=True, slots=True)
+class SwapCheck:
+    """k → j, where i's ``SwapCommit`` would move an edge of k with i to j and k's process hosts
+    neither i nor j, and another member holds j (issue #61): did you adopt ``txn``, and do the
+    views you adopted name me?"""
+
+    txn: Txn
+
+
+CHECK_REFUSED = 0  #: ``SwapChecked.state``: the partner did not adopt the transaction (or forgot it)
+CHECK_PENDING = 1  #: the partner granted it and waits for the adopt: ask again
+CHECK_ADOPTED = 2  #: the partner adopted it; ``out`` and ``into`` say where its views name the asker
+
+
+@dataclass(frozen=True, slots=True)
+class SwapChecked:
+    """j → k, the answer to ``SwapCheck``: whether j adopted ``txn`` and, if it did, whether
+    the views it adopted name k in the out-view (``out``) and in the in-view (``into``)."""
+
+    txn: Txn
+    state: int
+    out: bool = False
+    into: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Unlock:
     """i → every node it locked: the transaction is aborted, views unchanged."""
 
@@ -97,6 +122,8 @@ SAMPLING_MESSAGES: tuple[type, ...] = (
     SwapCommit,
     SwapAdopt,
     Unlock,
+    SwapCheck,
+    SwapChecked,
     ShuffleRequest,
     ShuffleReply,
     Leave,

@@ -67,6 +67,16 @@ its nodes give one member against that member's share of the ids (``p2pnode.swap
 proposal and the accept only, since at the adopt the initiator has committed (``Vet``'s
 ``settled``). A partner keeps the judged views of the transaction it granted until its adopt
 comes, even if the initiator, done, proposes again first (:attr:`PeerSwap._proposed`).
+
+A process hosts neither end of a swap between a member's id and a third process's node, so it
+cannot read the partner as a sibling: a member's commit could move its id's neighbours there to
+the victim's node while the views it hands the victim leave them out. With identities
+(:attr:`PeerSwap.ask_partners`), a commit whose initiator another member holds and whose partner
+is neither hosted nor the initiator's member's waits for the partner's word (``SwapCheck``): it
+is applied only once the partner says it adopted views naming this node along the moved edge,
+dropped when the partner says it did not (or gives no word within a lease), asked again while
+the partner still waits for its adopt. A partner answers from the views it adopted for that
+transaction (the last ``GRANTED_MEMORY``), and only about the node asking.
 """
 
 from __future__ import annotations
@@ -80,10 +90,15 @@ from typing import Any, Protocol, TypeAlias
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
 from peer_sampling.base import PeerSampler
 from peer_sampling.messages import (
+    CHECK_ADOPTED,
+    CHECK_PENDING,
+    CHECK_REFUSED,
     LockReply,
     LockRequest,
     SwapAccept,
     SwapAdopt,
+    SwapCheck,
+    SwapChecked,
     SwapCommit,
     SwapPropose,
     Txn,
@@ -98,6 +113,8 @@ RETRY_TIMER = "ps:retry"
 QUEUE_TIMER = "ps:queue"
 PARK_TIMER = "ps:park"
 PARK_TICKS = 2.0  #: how often a parked commit looks whether its hosted partner has decided
+CHECK_TIMER = "ps:check"
+CHECK_TICKS = 10.0  #: a SwapCheck not answered (or answered "pending") this long is sent again
 
 
 class Vet(Protocol):
@@ -150,6 +167,20 @@ class _Pending:
     waiting: set[NodeId] = field(default_factory=set)
     granted: set[NodeId] = field(default_factory=set)
     accepted: bool = False
+
+
+@dataclass
+class _Check:
+    """A commit that waits for its partner's word (``SwapCheck``)."""
+
+    a: NodeId  #: the initiator
+    b: NodeId  #: the partner, asked
+    since: float
+    asked: float  #: when the partner was last asked
+    #: the partner's adopted views must name this node in its out-view (the initiator pointed
+    #: here) and in its in-view (this node pointed at the initiator)
+    out: bool
+    into: bool
 
 
 @dataclass
@@ -286,6 +317,13 @@ class PeerSwap(PeerSampler):
         self._parked: dict[Txn, tuple[NodeId, NodeId, float]] = {}
         #: transactions applied lately, and whether as the partner: siblings' checks read them
         self._applied: OrderedDict[Txn, bool] = OrderedDict()
+        #: ask a partner of another process whether it adopted, before a commit moves an edge to
+        #: it (the process sets it, with identities: issue #61); the answers need the views a
+        #: partner adopted lately, by transaction (at most GRANTED_MEMORY)
+        self.ask_partners = False
+        self._adopted: OrderedDict[Txn, tuple[frozenset[NodeId], frozenset[NodeId]]] = OrderedDict()
+        #: commits waiting for their partner's answer to a SwapCheck
+        self._checks: dict[Txn, _Check] = {}
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -335,6 +373,7 @@ class PeerSwap(PeerSampler):
         self._queue = []
         self._holder = None
         self._offered = {}
+        self._checks = {}
 
     # -- timers ---------------------------------------------------------------------------------
 
@@ -362,6 +401,8 @@ class PeerSwap(PeerSampler):
             return self._expire_waits(now)
         if key == PARK_TIMER:
             return self._settle_parked(now)
+        if key == CHECK_TIMER:
+            return self._check_again(now)
         return []
 
     def _initiate(self, now: float, rng: random.Random) -> list[Effect]:
@@ -420,7 +461,15 @@ class PeerSwap(PeerSampler):
                     if not decided:
                         self.stats.unconfirmed += 1  # b is hosted here and never took a's place
                         return self._release(txn, now)
+                elif self._asks(a, b):
+                    self._checks[txn] = _Check(a, b, now, now, out=a in self._in, into=a in self._out)
+                    timer = [SetTimer(CHECK_TIMER, now + CHECK_TICKS)] if len(self._checks) == 1 else []
+                    return [Send(b, SwapCheck(txn)), *timer]
                 return self._apply_commit(txn, a, b, now)
+            case SwapCheck(txn=txn):
+                return [Send(sender, self._answer(sender, txn))]
+            case SwapChecked():
+                return self._on_checked(sender, message, now)
             case SwapAdopt(txn=txn, out_view=out_view, in_view=in_view):
                 if (
                     self._granted.get(txn) is not True
@@ -443,6 +492,10 @@ class PeerSwap(PeerSampler):
                         self.stats.vetoed += 1  # not (near) the views it proposed, or not fit
                     return self._release(txn, now)
                 self._applied_now(txn, as_partner=True)
+                if self.ask_partners:
+                    self._adopted[txn] = (frozenset(out_view), frozenset(in_view))
+                    while len(self._adopted) > GRANTED_MEMORY:
+                        self._adopted.popitem(last=False)
                 self._take(sorted(out_view), sorted(in_view), now)
                 return self._release(txn, now)
             case Unlock(txn=txn):
@@ -469,7 +522,7 @@ class PeerSwap(PeerSampler):
         granted = self._granted.get(txn)
         if granted is not None:
             return granted is as_partner
-        if txn in self._parked:
+        if txn in self._parked or txn in self._checks:
             return not as_partner  # its commit waits for the partner's adopt
         return self._applied.get(txn) is as_partner
 
@@ -485,6 +538,58 @@ class PeerSwap(PeerSampler):
         if self._granted.get(txn) is True:
             return None
         return False
+
+    def _asks(self, a: NodeId, b: NodeId) -> bool:
+        """Whether a commit of initiator ``a`` with partner ``b`` (neither hosted here: a hosted
+        partner is read directly) waits for ``b``'s word: with identities, when ``a`` is not
+        hosted here and another member stands behind ``b`` (a member moving edges between its
+        own ids moves nothing of anyone else's)."""
+        if not self.ask_partners or b == self.node_id:
+            return False
+        owner = self.owner(a)
+        return owner is not None and owner != self.owner(b)
+
+    def _answer(self, asker: NodeId, txn: Txn) -> SwapChecked:
+        """As the partner of ``txn``: whether it adopted it and where its adopted views name
+        ``asker`` (only about the asker itself)."""
+        views = self._adopted.get(txn)
+        if views is not None:
+            return SwapChecked(txn, CHECK_ADOPTED, asker in views[0], asker in views[1])
+        return SwapChecked(txn, CHECK_PENDING if self._granted.get(txn) is True else CHECK_REFUSED)
+
+    def _on_checked(self, sender: NodeId, msg: SwapChecked, now: float) -> list[Effect]:
+        """The partner's word on a waiting commit: applied if it adopted views that name this
+        node along the moved edge, dropped if it did not (its views would not expect us, or
+        never took the initiator's place), asked again soon while it waits for the adopt."""
+        check = self._checks.get(msg.txn)
+        if check is None or sender != check.b:
+            self.ignored += 1
+            return []
+        if msg.state == CHECK_PENDING:
+            check.asked = now - CHECK_TICKS + PARK_TICKS
+            return [SetTimer(CHECK_TIMER, now + PARK_TICKS)]
+        del self._checks[msg.txn]
+        named = (msg.out or not check.out) and (msg.into or not check.into)
+        if msg.state == CHECK_ADOPTED and named:
+            return self._apply_commit(msg.txn, check.a, check.b, now)
+        self.stats.unconfirmed += 1
+        return self._release(msg.txn, now)
+
+    def _check_again(self, now: float) -> list[Effect]:
+        """Ask again the partners that have not answered lately; drop a commit whose partner gave
+        no word within a lease (as a hosted partner's, ``_settle_parked``)."""
+        effects: list[Effect] = []
+        for txn, check in list(self._checks.items()):
+            if now - check.since >= self.config.lease_ticks:
+                del self._checks[txn]
+                self.stats.unconfirmed += 1
+                effects += self._release(txn, now)
+            elif now - check.asked >= CHECK_TICKS - 1e-9:
+                check.asked = now
+                effects.append(Send(check.b, SwapCheck(txn)))
+        if self._checks:
+            effects.append(SetTimer(CHECK_TIMER, now + PARK_TICKS))
+        return effects
 
     def _apply_commit(self, txn: Txn, a: NodeId, b: NodeId, now: float) -> list[Effect]:
         self._applied_now(txn, as_partner=False)

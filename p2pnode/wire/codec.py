@@ -36,6 +36,9 @@ from p2pnode.wire.schema import (
 )
 from p2pnode.wire.tensors import pack_tensor, unpack_tensors
 from peer_sampling.messages import (
+    CHECK_ADOPTED,
+    CHECK_PENDING,
+    CHECK_REFUSED,
     CyclonEntry,
     Leave,
     LockReply,
@@ -44,6 +47,8 @@ from peer_sampling.messages import (
     ShuffleRequest,
     SwapAccept,
     SwapAdopt,
+    SwapCheck,
+    SwapChecked,
     SwapCommit,
     SwapPropose,
     Txn,
@@ -456,6 +461,14 @@ def _dec_commit(b: dict[str, Any]) -> object:
     return SwapCommit(_txn(b["txn"]), _node_id(b["a"], "a"), _node_id(b["b"], "b"))
 
 
+def _dec_checked(b: dict[str, Any]) -> object:
+    _field(b, {"txn", "st", "out", "in"}, "SwapChecked")
+    state = b["st"]
+    if type(state) is not int or state not in (CHECK_REFUSED, CHECK_PENDING, CHECK_ADOPTED):
+        raise WireError("schema", "SwapChecked: st must be 0 (refused), 1 (pending) or 2 (adopted)")
+    return SwapChecked(_txn(b["txn"]), state, _bool(b["out"]), _bool(b["in"]))
+
+
 def _dec_leave(b: dict[str, Any]) -> object:
     _field(b, set(), "Leave")
     return Leave()
@@ -521,6 +534,12 @@ _SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
         _dec_shuffle(ShuffleReply, "ShuffleReply"),
     ),
     MsgType.LEAVE: (Leave, lambda m: {}, _dec_leave),
+    MsgType.SWAP_CHECK: (SwapCheck, lambda m: {"txn": list(m.txn)}, _dec_txn_only(SwapCheck, "SwapCheck")),
+    MsgType.SWAP_CHECKED: (
+        SwapChecked,
+        lambda m: {"txn": list(m.txn), "st": m.state, "out": m.out, "in": m.into},
+        _dec_checked,
+    ),
 }
 
 

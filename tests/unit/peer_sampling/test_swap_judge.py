@@ -78,10 +78,16 @@ def test_the_count_follows_the_swaps_that_move_a_process_s_nodes() -> None:
 
 
 def _judged_net(
-    sizes: list[int], seed: int, rounds: int, margin_sd: float = 2.0, liars: range = range(0)
+    sizes: list[int],
+    seed: int,
+    rounds: int,
+    margin_sd: float = 2.0,
+    liars: range = range(0),
+    ask: bool = True,
 ) -> tuple[dict[int, PeerSwap], list[SwapJudge]]:
     """Processes of ``sizes`` consecutive ids on a random 3-regular graph, each judging its
-    nodes' swaps; ``liars``: nodes running the member's takeover, keeping one real neighbour."""
+    nodes' swaps (and, ``ask``, asking another member's partner before a commit moves an edge to
+    it); ``liars``: nodes running the member's takeover, keeping one real neighbour."""
     n = sum(sizes)
     starts = [sum(sizes[:p]) for p in range(len(sizes))]
 
@@ -101,6 +107,9 @@ def _judged_net(
         )
         judge.attach(hosted)
         judges.append(judge)
+        for s in hosted.values():
+            s.owner = lambda v, p=p: None if proc(v) == p else proc(v)
+            s.ask_partners = ask
     for v in liars:
         samplers[v].config = PeerSwapConfig(rate_per_round=1.5, txn_timeout_ticks=1e9, lease_ticks=1e9)
         takeover.lie(samplers[v])

@@ -34,12 +34,16 @@ from p2pnode.wire.schema import (
 )
 from p2pnode.wire.tensors import pack_tensor
 from peer_sampling.messages import (
+    CHECK_ADOPTED,
+    CHECK_PENDING,
     LockReply,
     LockRequest,
     ShuffleReply,
     ShuffleRequest,
     SwapAccept,
     SwapAdopt,
+    SwapCheck,
+    SwapChecked,
     SwapCommit,
     SwapPropose,
     Unlock,
@@ -59,6 +63,9 @@ from tests.unit.p2pnode.wire.helpers import LIMIT, model
         SwapCommit((9, 1), 4, 5),
         SwapAdopt((9, 1), (1, 2), (3,)),
         Unlock((9, 1)),
+        SwapCheck((9, 1)),
+        SwapChecked((9, 1), CHECK_ADOPTED, True, False),
+        SwapChecked((9, 1), CHECK_PENDING),
         ShuffleRequest(((1, "1@h:1", 0), (2, "2@h:1", 4))),
         ShuffleReply(()),
     ],

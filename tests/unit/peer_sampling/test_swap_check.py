@@ -1,0 +1,115 @@
+"""A commit that moves a node's edge to another member's node waits for that node's word
+(``SwapCheck``, issue #61): with three processes, a member's initiator could relabel its id's
+neighbours in a third process to the victim's node while handing the victim views without them,
+so those neighbours sent to a node that refused them."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Hashable
+
+from p2pcore.effects import Send, SetTimer
+from peer_sampling.messages import (
+    CHECK_ADOPTED,
+    CHECK_PENDING,
+    CHECK_REFUSED,
+    LockRequest,
+    SwapAccept,
+    SwapAdopt,
+    SwapCheck,
+    SwapChecked,
+    SwapCommit,
+    SwapPropose,
+)
+from peer_sampling.peerswap import CHECK_TICKS, CHECK_TIMER, PeerSwap, PeerSwapConfig
+
+RNG = random.Random(0)
+CFG = PeerSwapConfig(lease_ticks=100.0)
+
+
+def _owner(v: int) -> Hashable:
+    """C hosts 0-9 (None), the member B holds 10-19, A 20-29."""
+    return None if v < 10 else "B" if v < 20 else "A"
+
+
+def _node() -> PeerSwap:
+    """C's node 5: points to B's 12 and to 2, 3; pointed to by 4, 6 and A's 22."""
+    node = PeerSwap(5, [2, 3, 12], [4, 6, 22], CFG)
+    node.owner = _owner
+    node.ask_partners = True
+    return node
+
+
+def _commit(node: PeerSwap, txn: tuple[int, int], a: int, b: int, now: float = 0.0) -> list[object]:
+    node.on_message(a, LockRequest(txn), now, RNG)
+    return node.on_message(a, SwapCommit(txn, a, b), now, RNG)
+
+
+def test_a_commit_to_another_member_s_node_waits_for_its_word() -> None:
+    """B's 12 commits (12, 21): 5 asks 21 before moving its edge; it moves it only when 21 says
+    it adopted views that name 5 in its in-view (5 will point to it), and drops the commit when
+    21 refused, forgot it, or adopted views without 5."""
+    node = _node()
+    effects = _commit(node, (12, 1), 12, 21)
+    assert Send(21, SwapCheck((12, 1))) in effects and SetTimer(CHECK_TIMER, CHECK_TICKS) in effects
+    assert node.out_view() == (2, 3, 12) and node.lock == (12, 1)
+    assert node.on_message(20, SwapChecked((12, 1), CHECK_ADOPTED, False, True), 1.0, RNG) == []
+    assert node.ignored == 1 and node.lock == (12, 1)  # only the partner answers for itself
+    node.on_message(21, SwapChecked((12, 1), CHECK_ADOPTED, False, True), 1.0, RNG)
+    assert node.out_view() == (2, 3, 21) and node.lock is None and node.stats.unconfirmed == 0
+
+    for answer in (
+        SwapChecked((12, 1), CHECK_REFUSED),
+        SwapChecked((12, 1), CHECK_ADOPTED, True, False),  # names 5, but not where 5 points to it
+    ):
+        node = _node()
+        _commit(node, (12, 1), 12, 21)
+        node.on_message(21, answer, 1.0, RNG)
+        assert node.out_view() == (2, 3, 12) and node.lock is None and node.stats.unconfirmed == 1
+
+
+def test_a_partner_that_waits_for_its_adopt_is_asked_again_and_silence_drops_the_commit() -> None:
+    node = _node()
+    _commit(node, (12, 1), 12, 21)
+    effects = node.on_message(21, SwapChecked((12, 1), CHECK_PENDING), 1.0, RNG)
+    assert effects == [SetTimer(CHECK_TIMER, 3.0)]
+    assert Send(21, SwapCheck((12, 1))) in node.on_timer(CHECK_TIMER, 3.0, RNG)
+    assert node.on_timer(CHECK_TIMER, 5.0, RNG) == [SetTimer(CHECK_TIMER, 7.0)]  # asked lately
+    t = 7.0
+    while node.lock is not None:  # no word: asked every CHECK_TICKS, dropped after a lease
+        node.on_timer(CHECK_TIMER, t, RNG)
+        t += 2.0
+    assert t > CFG.lease_ticks and node.out_view() == (2, 3, 12) and node.stats.unconfirmed == 1
+
+
+def test_commits_that_need_no_word_are_applied_at_once() -> None:
+    """Between two ids of one member (its own business), from a node of this process, or in a
+    process that does not ask (without identities; the lab): applied at once."""
+    node = _node()
+    assert _commit(node, (12, 1), 12, 15) == [] and node.out_view() == (2, 3, 15)
+    node = _node()
+    node.on_message(7, LockRequest((7, 1)), 0.0, RNG)  # 7: hosted here (owner None)
+    assert node.on_message(7, SwapCommit((7, 1), 7, 4), 0.0, RNG) == []
+    assert node.in_view() == (6, 7, 22)
+    node = _node()
+    node.ask_partners = False
+    assert _commit(node, (12, 1), 12, 21) == [] and node.out_view() == (2, 3, 21)
+
+
+def test_a_partner_answers_what_it_adopted_and_only_about_the_asker() -> None:
+    partner = PeerSwap(21, [30, 31, 32], [12, 33, 34], CFG)  # 12 points to it: may propose
+    partner.owner = _owner
+    partner.ask_partners = True
+    txn = (12, 1)
+    assert partner.on_message(5, SwapCheck(txn), 0.0, RNG) == [Send(5, SwapChecked(txn, CHECK_REFUSED))]
+    accept = partner.on_message(12, SwapPropose(txn), 0.0, RNG)
+    assert isinstance(accept[0], Send) and isinstance(accept[0].message, SwapAccept)
+    assert partner.on_message(5, SwapCheck(txn), 0.0, RNG) == [Send(5, SwapChecked(txn, CHECK_PENDING))]
+    partner.on_message(12, SwapAdopt(txn, (7, 8, 9), (5, 40, 41)), 1.0, RNG)
+    assert partner.in_view() == (5, 40, 41)
+    assert partner.on_message(5, SwapCheck(txn), 2.0, RNG) == [
+        Send(5, SwapChecked(txn, CHECK_ADOPTED, out=False, into=True))
+    ]
+    assert partner.on_message(4, SwapCheck(txn), 2.0, RNG) == [
+        Send(4, SwapChecked(txn, CHECK_ADOPTED, out=False, into=False))
+    ]
