@@ -171,16 +171,15 @@ class _Pending:
 
 @dataclass
 class _Check:
-    """A commit that waits for its partner's word (``SwapCheck``)."""
+    """A commit that waits for the word of the ends it moves this node's edges to (``SwapCheck``)."""
 
     a: NodeId  #: the initiator
-    b: NodeId  #: the partner, asked
+    b: NodeId  #: the partner
     since: float
-    asked: float  #: when the partner was last asked
-    #: the partner's adopted views must name this node in its out-view (the initiator pointed
-    #: here) and in its in-view (this node pointed at the initiator)
-    out: bool
-    into: bool
+    #: the ends still to answer: where the views each took must name this node (in the out-view:
+    #: the end will point here; in the in-view: this node will point to it), and when it was
+    #: last asked
+    wait: dict[NodeId, tuple[bool, bool, float]]
 
 
 @dataclass
@@ -317,9 +316,9 @@ class PeerSwap(PeerSampler):
         self._parked: dict[Txn, tuple[NodeId, NodeId, float]] = {}
         #: transactions applied lately, and whether as the partner: siblings' checks read them
         self._applied: OrderedDict[Txn, bool] = OrderedDict()
-        #: ask a partner of another process whether it adopted, before a commit moves an edge to
-        #: it (the process sets it, with identities: issue #61); the answers need the views a
-        #: partner adopted lately, by transaction (at most GRANTED_MEMORY)
+        #: ask the ends of another member's swap for their word before a commit moves an edge to
+        #: them (the process sets it, with identities: issue #61); the answers need the views this
+        #: node took lately as an end, by transaction (at most GRANTED_MEMORY)
         self.ask_partners = False
         self._adopted: OrderedDict[Txn, tuple[frozenset[NodeId], frozenset[NodeId]]] = OrderedDict()
         #: commits waiting for their partner's answer to a SwapCheck
@@ -461,10 +460,10 @@ class PeerSwap(PeerSampler):
                     if not decided:
                         self.stats.unconfirmed += 1  # b is hosted here and never took a's place
                         return self._release(txn, now)
-                elif self._asks(a, b):
-                    self._checks[txn] = _Check(a, b, now, now, out=a in self._in, into=a in self._out)
+                elif wait := self._asks(a, b, now):
+                    self._checks[txn] = _Check(a, b, now, wait)
                     timer = [SetTimer(CHECK_TIMER, now + CHECK_TICKS)] if len(self._checks) == 1 else []
-                    return [Send(b, SwapCheck(txn)), *timer]
+                    return [*(Send(end, SwapCheck(txn)) for end in wait), *timer]
                 return self._apply_commit(txn, a, b, now)
             case SwapCheck(txn=txn):
                 return [Send(sender, self._answer(sender, txn))]
@@ -492,10 +491,7 @@ class PeerSwap(PeerSampler):
                         self.stats.vetoed += 1  # not (near) the views it proposed, or not fit
                     return self._release(txn, now)
                 self._applied_now(txn, as_partner=True)
-                if self.ask_partners:
-                    self._adopted[txn] = (frozenset(out_view), frozenset(in_view))
-                    while len(self._adopted) > GRANTED_MEMORY:
-                        self._adopted.popitem(last=False)
+                self._took(txn, out_view, in_view)
                 self._take(sorted(out_view), sorted(in_view), now)
                 return self._release(txn, now)
             case Unlock(txn=txn):
@@ -539,19 +535,36 @@ class PeerSwap(PeerSampler):
             return None
         return False
 
-    def _asks(self, a: NodeId, b: NodeId) -> bool:
-        """Whether a commit of initiator ``a`` with partner ``b`` (neither hosted here: a hosted
-        partner is read directly) waits for ``b``'s word: with identities, when ``a`` is not
-        hosted here and another member stands behind ``b`` (a member moving edges between its
-        own ids moves nothing of anyone else's)."""
-        if not self.ask_partners or b == self.node_id:
-            return False
-        owner = self.owner(a)
-        return owner is not None and owner != self.owner(b)
+    def _asks(self, a: NodeId, b: NodeId, now: float) -> dict[NodeId, tuple[bool, bool, float]]:
+        """The ends whose word a commit of initiator ``a`` with partner ``b`` waits for, neither
+        hosted here (a hosted partner is read directly; a hosted initiator checked this process's
+        nodes before it committed): with identities, when different members stand behind them (a
+        member moving edges between its own ids moves nothing of anyone else's). The partner
+        always (did it adopt? and, if this node holds edges with ``a``, which move to it, do its
+        views name this node along them?); the initiator too when this node holds edges with
+        ``b``, which move to it (a member's accept may leave them out of the views the initiator
+        took). Empty: applied at once."""
+        if not self.ask_partners or self.node_id in (a, b):
+            return {}
+        owner_a, owner_b = self.owner(a), self.owner(b)
+        if owner_a is None or owner_b is None or owner_a == owner_b:
+            return {}
+        wait = {b: (a in self._in, a in self._out, now)}
+        if b in self._in or b in self._out:
+            wait[a] = (b in self._in, b in self._out, now)
+        return wait
+
+    def _took(self, txn: Txn, out_view: Sequence[NodeId], in_view: Sequence[NodeId]) -> None:
+        """Keep the views this node took as an end of ``txn`` (where the process asks: the word
+        it gives its neighbours' ``SwapCheck``), the last GRANTED_MEMORY."""
+        if self.ask_partners:
+            self._adopted[txn] = (frozenset(out_view), frozenset(in_view))
+            while len(self._adopted) > GRANTED_MEMORY:
+                self._adopted.popitem(last=False)
 
     def _answer(self, asker: NodeId, txn: Txn) -> SwapChecked:
-        """As the partner of ``txn``: whether it adopted it and where its adopted views name
-        ``asker`` (only about the asker itself)."""
+        """As either end of ``txn``: whether it took the swap's views (the partner adopted them,
+        the initiator committed) and where they name ``asker`` (only about the asker itself)."""
         views = self._adopted.get(txn)
         if views is not None:
             return SwapChecked(txn, CHECK_ADOPTED, asker in views[0], asker in views[1])
@@ -562,16 +575,20 @@ class PeerSwap(PeerSampler):
         node along the moved edge, dropped if it did not (its views would not expect us, or
         never took the initiator's place), asked again soon while it waits for the adopt."""
         check = self._checks.get(msg.txn)
-        if check is None or sender != check.b:
+        if check is None or sender not in check.wait:
             self.ignored += 1
             return []
+        out, into, _asked = check.wait[sender]
         if msg.state == CHECK_PENDING:
-            check.asked = now - CHECK_TICKS + PARK_TICKS
+            check.wait[sender] = (out, into, now - CHECK_TICKS + PARK_TICKS)
             return [SetTimer(CHECK_TIMER, now + PARK_TICKS)]
-        del self._checks[msg.txn]
-        named = (msg.out or not check.out) and (msg.into or not check.into)
-        if msg.state == CHECK_ADOPTED and named:
+        if msg.state == CHECK_ADOPTED and (msg.out or not out) and (msg.into or not into):
+            del check.wait[sender]
+            if check.wait:
+                return []
+            del self._checks[msg.txn]
             return self._apply_commit(msg.txn, check.a, check.b, now)
+        del self._checks[msg.txn]
         self.stats.unconfirmed += 1
         return self._release(msg.txn, now)
 
@@ -584,9 +601,11 @@ class PeerSwap(PeerSampler):
                 del self._checks[txn]
                 self.stats.unconfirmed += 1
                 effects += self._release(txn, now)
-            elif now - check.asked >= CHECK_TICKS - 1e-9:
-                check.asked = now
-                effects.append(Send(check.b, SwapCheck(txn)))
+            else:
+                for end, (out, into, asked) in list(check.wait.items()):
+                    if now - asked >= CHECK_TICKS - 1e-9:
+                        check.wait[end] = (out, into, now)
+                        effects.append(Send(end, SwapCheck(txn)))
         if self._checks:
             effects.append(SetTimer(CHECK_TIMER, now + PARK_TICKS))
         return effects
@@ -647,7 +666,10 @@ class PeerSwap(PeerSampler):
         move the edge here, so a view without it leaves that node sending to an id that refuses it
         (or waiting for models that never come). A member's build may claim views of its own ids
         while locking, and relabelling, its id's real neighbours of this process (issue #61,
-        ``takeover-keep``): A's nodes' intake from A fell to x0.61 before this check."""
+        ``takeover-keep``): A's nodes' intake from A fell to x0.61 before this check. An initiator
+        reads the partner's views the same way (``i`` the partner) before it commits: a member's
+        accept that names a locked node along one of its two edges with the member's id, but not
+        the other, left that node pointing to the initiator unexpected."""
         for node in self.sibling_ids():
             sibling = self.siblings(node) if node not in (i, self.node_id) else None
             if sibling is None or not sibling.took_part(txn, as_partner=False):
@@ -758,15 +780,21 @@ class PeerSwap(PeerSampler):
         p = self._pending
         assert p is not None
         me, j = self.node_id, p.partner
-        if not self._claims_hold({j}, p.partner_out, p.partner_in, skip={me}):
-            # the partner's views name a node of this process along an edge it does not hold
-            # (judged now: every neighbour granted our lock, so its earlier commits are applied)
+        if not self._claims_hold({j}, p.partner_out, p.partner_in, skip={me}) or not self._claims_whole(
+            j, p.txn, p.partner_out, p.partner_in
+        ):
+            # the partner's views name a node of this process along an edge it does not hold, or
+            # leave out an edge with it of a node this transaction locked (its commit relabels
+            # every edge it holds with the partner); judged now: every neighbour granted our lock,
+            # so its earlier commits are applied
             self.stats.unconfirmed += 1
             return self._abort(now)
         adopt = SwapAdopt(p.txn, tuple(_relabel(self._out, me, j)), tuple(_relabel(self._in, me, j)))
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
-        self._take(_relabel(list(p.partner_out), me, j), _relabel(list(p.partner_in), me, j), now)
+        taken = (_relabel(list(p.partner_out), me, j), _relabel(list(p.partner_in), me, j))
+        self._took(p.txn, *taken)
+        self._take(*taken, now)
         self._pending = None
         self.stats.committed += 1
         return effects + self._release(p.txn, now)

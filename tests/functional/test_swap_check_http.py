@@ -93,6 +93,6 @@ async def test_a_member_s_commit_moves_a_third_process_edge_only_with_the_partne
     assert answered == [(x, sampler.node_id, CHECK_REFUSED)]  # asked over HTTP, not a lease run out
     assert sampler.stats.unconfirmed == 1 and sampler.lock is None
     assert (sampler.out_view(), sampler.in_view()) == before
-    monkeypatch.setattr(PeerSwap, "_asks", lambda self, a, b: False)
+    monkeypatch.setattr(PeerSwap, "_asks", lambda self, a, b, now: {})
     before, sampler, x = await member_commits_to_c(tmp_path / "unasked")
     assert x in (*sampler.out_view(), *sampler.in_view()) and sampler.stats.unconfirmed == 0

@@ -13,7 +13,7 @@ from peer_sampling.base import PeerSampler
 from peer_sampling.cyclon import Cyclon, CyclonConfig
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.messages import Unlock
-from peer_sampling.peerswap import PARK_TICKS, PARK_TIMER, PeerSwap, PeerSwapConfig
+from peer_sampling.peerswap import CHECK_TIMER, PARK_TICKS, PARK_TIMER, PeerSwap, PeerSwapConfig
 
 
 @pytest.mark.parametrize(("n", "k"), [(943, 3), (50, 5), (10, 9), (4, 1)])
@@ -87,19 +87,23 @@ class PureNet:
             continue
 
     def drain(self) -> None:
-        """Deliver every in-flight message (and what they cause), firing no timer but the park
-        timers of commits that wait for a hosted partner's adopt (processes that check swaps)."""
+        """Deliver every in-flight message (and what they cause), firing no timer but those of
+        commits that wait for a hosted partner's adopt or for the ends' word (processes that
+        check swaps), each at its time."""
         while True:
             while self.events:
                 at, _, dst, (src, msg) = heapq.heappop(self.events)
                 self.now = max(self.now, at)
                 self.apply(dst, self.s[dst].on_message(src, msg, self.now, self.rng))
-            parked = [node for (node, key) in self.timers if key == PARK_TIMER]
-            if not parked:
+            waiting = sorted(
+                (at, node, key) for (node, key), at in self.timers.items() if key in (PARK_TIMER, CHECK_TIMER)
+            )
+            if not waiting:
                 return
-            for node in parked:
-                del self.timers[(node, PARK_TIMER)]
-                self.apply(node, self.s[node].on_timer(PARK_TIMER, self.now, self.rng))
+            at, node, key = waiting[0]
+            del self.timers[(node, key)]
+            self.now = max(self.now, at)
+            self.apply(node, self.s[node].on_timer(key, self.now, self.rng))
 
 
 def assert_regular_and_consistent(samplers: dict[int, PeerSwap], k: int) -> None:

@@ -13,6 +13,7 @@ from peer_sampling.messages import (
     CHECK_ADOPTED,
     CHECK_PENDING,
     CHECK_REFUSED,
+    LockReply,
     LockRequest,
     SwapAccept,
     SwapAdopt,
@@ -112,4 +113,36 @@ def test_a_partner_answers_what_it_adopted_and_only_about_the_asker() -> None:
     ]
     assert partner.on_message(4, SwapCheck(txn), 2.0, RNG) == [
         Send(4, SwapChecked(txn, CHECK_ADOPTED, out=False, into=False))
+    ]
+
+
+def test_edges_with_the_partner_wait_for_the_initiator_s_word_too() -> None:
+    """A's 22 swaps with the member's 12, which 5 points to (22 points to 5): the commit moves
+    5's edge with 12 to 22 and 22's with 5 to 12. A member's accept may leave 5 out of the views
+    22 took, so 5 asks both ends and moves its edges only when each names it along them."""
+    for word_of_22, moved in ((True, True), (False, False)):
+        node = _node()
+        effects = _commit(node, (22, 1), 22, 12)
+        assert {e.to for e in effects if isinstance(e, Send)} == {12, 22}
+        node.on_message(12, SwapChecked((22, 1), CHECK_ADOPTED, out=True, into=False), 1.0, RNG)
+        assert node.lock == (22, 1)  # one end answered
+        node.on_message(22, SwapChecked((22, 1), CHECK_ADOPTED, out=False, into=word_of_22), 1.0, RNG)
+        assert node.lock is None
+        views = ((2, 3, 22), (4, 6, 12)) if moved else ((2, 3, 12), (4, 6, 22))
+        assert (node.out_view(), node.in_view()) == views and node.stats.unconfirmed == (not moved)
+
+
+def test_an_initiator_answers_from_the_views_it_took_at_its_commit() -> None:
+    node = PeerSwap(21, [30, 31, 32], [33, 34, 35], CFG)
+    node.ask_partners = True
+    node.on_timer("ps:swap", 0.0, random.Random(1))  # proposes to one of its out-neighbours
+    pending = node._pending
+    assert pending is not None
+    j, txn = pending.partner, pending.txn
+    node.on_message(j, SwapAccept(txn, (21, 40, 41), (42, 43, 44)), 1.0, RNG)
+    for k in (30, 31, 32, 33, 34, 35, 40, 41, 42, 43, 44):
+        node.on_message(k, LockReply(txn, granted=True), 1.0, RNG)
+    assert node.out_view() == tuple(sorted((40, 41, j))) and node.stats.committed == 1
+    assert node.on_message(42, SwapCheck(txn), 2.0, RNG) == [
+        Send(42, SwapChecked(txn, CHECK_ADOPTED, out=False, into=True))
     ]
