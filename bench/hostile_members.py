@@ -55,7 +55,8 @@ rounds`` the paired difference in HR@20 over the rounds as mean ± sd.
 
 ``--processes 3`` adds an honest third process C (nodes 40-59, 60 nodes in all; the member is
 still B): the slow uploads then show whether B's uploads hold capacity C's nodes need at A (C's
-sends that A refused are printed beside A's intake).
+failed sends are printed beside A's intake), and every row prints C's intake from A's and C's
+nodes (C runs as ``bench._tally`` too) beside the clean run's.
 
 ``--clip-factor 0 --norm-band 0 --steady-pull 0`` gives the papers' plain merge (the daemon clips
 at 1, keeps the norm band at 0.05 and the steady-pull memory at 0.7 by default, issue #61,
@@ -328,7 +329,7 @@ def cluster(
     nodes = 20 * processes
 
     def start(listen: str, peer: str, ids: range, name: str) -> subprocess.Popen[str]:
-        module = b_module if name == "b" else "bench._tally" if name == "a" else "p2pnode"
+        module = b_module if name == "b" else "bench._tally"  # A and C count their intake by sender
         args = [
             sys.executable, "-m", module, "run", "--listen", listen, "--peers", peer,
             "--users", f"{ids[0]}-{ids[-1]}", "--nodes", str(nodes), "--rounds", str(rounds),
@@ -372,6 +373,9 @@ def run(
         start_b = counter(procs[1], "p2pnode_models_received_total")
         start_from = labelled(get(procs[0], "/metrics"), "bench_models_taken_total", "sender")
         c_failed0 = counter(procs[2], "p2pnode_send_failures_total") if processes > 2 else 0.0
+        c_from0 = (
+            labelled(get(procs[2], "/metrics"), "bench_models_taken_total", "sender") if processes > 2 else {}
+        )
         swaps0 = swaps(procs[0])
         views_before = [n["view"] for n in json.loads(get(procs[0], "/status"))["nodes"]]
         done = 0
@@ -402,6 +406,9 @@ def run(
         models = counter(procs[0], "p2pnode_models_received_total") - start_models
         models_b = counter(procs[1], "p2pnode_models_received_total") - start_b
         c_failed = counter(procs[2], "p2pnode_send_failures_total") - c_failed0 if processes > 2 else 0.0
+        c_from = (
+            labelled(get(procs[2], "/metrics"), "bench_models_taken_total", "sender") if processes > 2 else {}
+        )
         swaps1 = swaps(procs[0])
         metrics = get(procs[0], "/metrics")
         b_reasons = failure_reasons(get(procs[1], "/metrics"))
@@ -429,6 +436,8 @@ def run(
         "a_share": a_share(views_after),  #: A's out-view places that name A's own nodes, at the end
         "swaps": {k: swaps1[k] - swaps0[k] for k in swaps1},
         "c_failed": c_failed,  #: C's sends (to A and B) that failed, with 3 processes
+        #: models C's nodes took from A's and C's, with 3 processes
+        "c_others": sum(v - c_from0.get(k, 0.0) for k, v in c_from.items() if k != "b") / seconds,
         "metrics_kb": len(metrics) / 1000,  #: A's /metrics page at the end
         "reasons": failure_reasons(metrics),  #: A's failed sends by reason label
         "b_reasons": b_reasons,  #: B's failed sends by reason (its honest nodes' sends to A among them)
@@ -552,7 +561,11 @@ def main(argv: list[str] | None = None) -> None:
         f"{spread([c['hr_rounds'] for c in cleans]):>12}  {clean['intake']:10.1f} {1:6.2f} "
         f"{1:6.2f} {1:6.2f}  "
         f"{clean['swaps']['committed']:8.0f}/{clean['swaps']['aborted']:<9.0f}  {bounded(clean):>16}  -"
-        + (f"  (C's failed sends {clean['c_failed']:.0f})" if third else ""),
+        + (
+            f"  (C's failed sends {clean['c_failed']:.0f}, C's intake from A and C {clean['c_others']:.1f}/s)"
+            if third
+            else ""
+        ),
         flush=True,
     )
     for name in args.attacks:
@@ -587,7 +600,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{bounded(r):>16}  {json.dumps(r['answers'], sort_keys=True)}{extra}; B's failed sends "
             f"{json.dumps(clean['b_reasons'], sort_keys=True)} -> "
             f"{json.dumps(r['b_reasons'], sort_keys=True)}"
-            + (f"  (C's failed sends {r['c_failed']:.0f})" if third else ""),
+            + (
+                f"  (C's failed sends {r['c_failed']:.0f}, C's intake from A and C "
+                f"x{r['c_others'] / clean['c_others']:.2f})"
+                if third
+                else ""
+            ),
             flush=True,
         )
 

@@ -40,7 +40,14 @@ from p2pnode.wire.schema import (
     SharedFrame,
     WireError,
 )
-from peer_sampling.messages import ShuffleReply, ShuffleRequest, SwapAccept, SwapAdopt, SwapCommit
+from peer_sampling.messages import (
+    LockRequest,
+    ShuffleReply,
+    ShuffleRequest,
+    SwapAccept,
+    SwapAdopt,
+    SwapCommit,
+)
 from protocols.messages import PublicMessage
 
 
@@ -218,6 +225,8 @@ def _named_ids(message: object) -> list[int]:
         ids += [*message.out_view, *message.in_view]
     elif isinstance(message, SwapCommit):
         ids += [message.a, message.b]
+    elif isinstance(message, LockRequest) and message.about is not None:
+        ids.append(message.about)
     elif isinstance(message, ShuffleRequest | ShuffleReply):
         ids += [entry[0] for entry in message.entries]
     return ids

@@ -29,17 +29,23 @@ class SwapAccept:
 
 @dataclass(frozen=True, slots=True)
 class LockRequest:
-    """i → each neighbour of i or j: hold your views still for transaction ``txn``."""
+    """i → each neighbour of i or j: hold your views still for transaction ``txn``. ``about``
+    (issue #61, i and j held by two other members' processes than the neighbour's): j, whose
+    views name the neighbour; say in the reply where your views name i or j."""
 
     txn: Txn
+    about: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LockReply:
-    """Answer to SwapPropose (when busy) or LockRequest: granted or not."""
+    """Answer to SwapPropose (when busy) or LockRequest: granted or not; asked ``about`` j,
+    whether the granting node's views name i or j in its out-view (``out``) and in-view (``into``)."""
 
     txn: Txn
     granted: bool
+    out: bool = False
+    into: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +68,22 @@ class SwapAdopt:
 
 @dataclass(frozen=True, slots=True)
 class SwapCheck:
-    """k → j, where i's ``SwapCommit`` would move an edge of k with i to j and k's process hosts
-    neither i nor j, and another member holds j (issue #61): did you adopt ``txn``, and do the
-    views you adopted name me?"""
+    """k → an end of ``txn``, where a ``SwapCommit`` would move k's edges to it and two other
+    members' processes host the ends (issue #61): did you take the swap's views (the partner
+    adopted them, the initiator committed), and where do they name me?"""
 
     txn: Txn
 
 
-CHECK_REFUSED = 0  #: ``SwapChecked.state``: the partner did not adopt the transaction (or forgot it)
+CHECK_REFUSED = 0  #: ``SwapChecked.state``: it did not take the swap (or forgot it)
 CHECK_PENDING = 1  #: the partner granted it and waits for the adopt: ask again
-CHECK_ADOPTED = 2  #: the partner adopted it; ``out`` and ``into`` say where its views name the asker
+CHECK_ADOPTED = 2  #: it took the swap; ``out`` and ``into`` say where its views name the asker
 
 
 @dataclass(frozen=True, slots=True)
 class SwapChecked:
-    """j → k, the answer to ``SwapCheck``: whether j adopted ``txn`` and, if it did, whether
-    the views it adopted name k in the out-view (``out``) and in the in-view (``into``)."""
+    """The answer to ``SwapCheck``: whether the end took the swap's views and, if it did, whether
+    they name the asker in the out-view (``out``) and in the in-view (``into``)."""
 
     txn: Txn
     state: int

@@ -167,17 +167,21 @@ class _Pending:
     waiting: set[NodeId] = field(default_factory=set)
     granted: set[NodeId] = field(default_factory=set)
     accepted: bool = False
+    #: neighbours of a third member's that the partner's views name, asked in the lock request
+    #: where they name us or the partner: (out, in) their grants must show (issue #61)
+    asked: dict[NodeId, tuple[bool, bool]] = field(default_factory=dict)
 
 
 @dataclass
 class _Check:
-    """A commit that waits for the word of the ends it moves this node's edges to (``SwapCheck``)."""
+    """A neighbour's commit that waits for the word of the ends it moves its edges to
+    (``SwapCheck``)."""
 
     a: NodeId  #: the initiator
     b: NodeId  #: the partner
     since: float
     #: the ends still to answer: where the views each took must name this node (in the out-view:
-    #: the end will point here; in the in-view: this node will point to it), and when it was
+    #: the end will point here; in the in-view: this node will point to it), and when each was
     #: last asked
     wait: dict[NodeId, tuple[bool, bool, float]]
 
@@ -286,7 +290,7 @@ class PeerSwap(PeerSampler):
         self.ignored = 0  #: messages that named no transaction of ours, or carried bad views
         self._retries = 0  #: retries of the current swap event so far
         #: lock requests waiting for this node's lock: (initiator, transaction, as the partner)
-        self._queue: list[tuple[NodeId, Txn, bool, float]] = []
+        self._queue: list[tuple[NodeId, Txn, bool, float, NodeId | None]] = []
         self._max_wait = config.max_wait_share * config.txn_timeout_ticks
         #: who stands behind an initiator id (the process sets it: the member whose credential
         #: names it, None for the process's own nodes); the id itself by default
@@ -394,8 +398,13 @@ class PeerSwap(PeerSampler):
         if key == TXN_TIMER and self._pending is not None:
             self.stats.aborted_timeout += 1
             return self._abort(now)
-        if key == LEASE_TIMER and self.lock is not None and self._pending is None:
-            return self._release(self.lock, now)
+        if (
+            key == LEASE_TIMER
+            and self.lock is not None
+            and self._pending is None
+            and self.lock not in self._checks
+        ):
+            return self._release(self.lock, now)  # a commit waiting for the ends' word drops by itself
         if key == QUEUE_TIMER:
             return self._expire_waits(now)
         if key == PARK_TIMER:
@@ -440,8 +449,8 @@ class PeerSwap(PeerSampler):
                     }
                     self._proposed[txn] = handed
                 return self._on_lock_request(sender, txn, now, accept_with_views=True)
-            case LockRequest(txn=txn):
-                return self._on_lock_request(sender, txn, now, accept_with_views=False)
+            case LockRequest(txn=txn, about=about):
+                return self._on_lock_request(sender, txn, now, accept_with_views=False, about=about)
             case SwapAccept():
                 return self._on_accept(sender, message, now)
             case LockReply():
@@ -490,10 +499,7 @@ class PeerSwap(PeerSampler):
                     else:
                         self.stats.vetoed += 1  # not (near) the views it proposed, or not fit
                     return self._release(txn, now)
-                self._applied_now(txn, as_partner=True)
-                self._took(txn, out_view, in_view)
-                self._take(sorted(out_view), sorted(in_view), now)
-                return self._release(txn, now)
+                return self._adopt(txn, out_view, in_view, now)
             case Unlock(txn=txn):
                 if sender != txn[0]:
                     self.ignored += 1  # only its initiator aborts a transaction (ids are guessable)
@@ -519,7 +525,7 @@ class PeerSwap(PeerSampler):
         if granted is not None:
             return granted is as_partner
         if txn in self._parked or txn in self._checks:
-            return not as_partner  # its commit waits for the partner's adopt
+            return not as_partner  # its commit waits for the partner's adopt (or the ends' word)
         return self._applied.get(txn) is as_partner
 
     def _shown(self, initiator: NodeId, txn: Txn) -> tuple[tuple[NodeId, ...], tuple[NodeId, ...]] | None:
@@ -570,10 +576,27 @@ class PeerSwap(PeerSampler):
             return SwapChecked(txn, CHECK_ADOPTED, asker in views[0], asker in views[1])
         return SwapChecked(txn, CHECK_PENDING if self._granted.get(txn) is True else CHECK_REFUSED)
 
+    def _named_elsewhere(
+        self, partner: NodeId, out_view: Sequence[NodeId], in_view: Sequence[NodeId]
+    ) -> dict[NodeId, tuple[bool, bool]]:
+        """As an initiator: the nodes the partner's views name that a third member holds (neither
+        hosted here nor the partner's member's), with where each must name this node or the
+        partner (out: it points to one of them; in: one of them points to it). With identities,
+        for a partner of another member (a hosted partner's views were read directly)."""
+        owner_partner = self.owner(partner)
+        if not self.ask_partners or owner_partner is None:
+            return {}
+        asked: dict[NodeId, tuple[bool, bool]] = {}
+        for node in sorted((set(out_view) | set(in_view)) - {partner, self.node_id}):
+            owner = self.owner(node)
+            if self.siblings(node) is None and owner is not None and owner != owner_partner:
+                asked[node] = (node in in_view, node in out_view)
+        return asked
+
     def _on_checked(self, sender: NodeId, msg: SwapChecked, now: float) -> list[Effect]:
-        """The partner's word on a waiting commit: applied if it adopted views that name this
-        node along the moved edge, dropped if it did not (its views would not expect us, or
-        never took the initiator's place), asked again soon while it waits for the adopt."""
+        """An end's word on a waiting commit: applied once every end asked said it took the swap
+        and names this node where it must; dropped on a refusal (its views would not expect us,
+        or it never took the swap); asked again soon while a partner waits for its adopt."""
         check = self._checks.get(msg.txn)
         if check is None or sender not in check.wait:
             self.ignored += 1
@@ -588,19 +611,21 @@ class PeerSwap(PeerSampler):
                 return []
             del self._checks[msg.txn]
             return self._apply_commit(msg.txn, check.a, check.b, now)
-        del self._checks[msg.txn]
+        return self._give_up(msg.txn, now)
+
+    def _give_up(self, txn: Txn, now: float) -> list[Effect]:
+        """A waiting commit refused (or left without word for a lease): nothing changes."""
+        del self._checks[txn]
         self.stats.unconfirmed += 1
-        return self._release(msg.txn, now)
+        return self._release(txn, now)
 
     def _check_again(self, now: float) -> list[Effect]:
-        """Ask again the partners that have not answered lately; drop a commit whose partner gave
-        no word within a lease (as a hosted partner's, ``_settle_parked``)."""
+        """Ask again the ends that have not answered lately; drop a commit whose word has not come
+        within a lease (as a hosted partner's, ``_settle_parked``)."""
         effects: list[Effect] = []
         for txn, check in list(self._checks.items()):
             if now - check.since >= self.config.lease_ticks:
-                del self._checks[txn]
-                self.stats.unconfirmed += 1
-                effects += self._release(txn, now)
+                effects += self._give_up(txn, now)
             else:
                 for end, (out, into, asked) in list(check.wait.items()):
                     if now - asked >= CHECK_TICKS - 1e-9:
@@ -609,6 +634,14 @@ class PeerSwap(PeerSampler):
         if self._checks:
             effects.append(SetTimer(CHECK_TIMER, now + PARK_TICKS))
         return effects
+
+    def _adopt(
+        self, txn: Txn, out_view: Sequence[NodeId], in_view: Sequence[NodeId], now: float
+    ) -> list[Effect]:
+        self._applied_now(txn, as_partner=True)
+        self._took(txn, out_view, in_view)
+        self._take(sorted(out_view), sorted(in_view), now)
+        return self._release(txn, now)
 
     def _apply_commit(self, txn: Txn, a: NodeId, b: NodeId, now: float) -> list[Effect]:
         self._applied_now(txn, as_partner=False)
@@ -697,7 +730,9 @@ class PeerSwap(PeerSampler):
                 return False
         return True
 
-    def _on_lock_request(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
+    def _on_lock_request(
+        self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool, about: NodeId | None = None
+    ) -> list[Effect]:
         if sender != txn[0] or sender == self.node_id:
             self.ignored += 1  # only a transaction's initiator asks to lock for it
             return []
@@ -714,14 +749,16 @@ class PeerSwap(PeerSampler):
                 and len(self._queue) < self.config.wait_queue
                 and all(w[0] != sender for w in self._queue)  # an initiator has one swap at a time
             ):
-                self._queue.append((sender, txn, accept_with_views, now))  # outranks the holder: waits
+                self._queue.append((sender, txn, accept_with_views, now, about))  # outranks the holder
                 if len(self._queue) == 1:
                     return [SetTimer(QUEUE_TIMER, now + self._max_wait)]
                 return []
             return [Send(sender, LockReply(txn, granted=False))]  # wait-die: the lower rank dies
-        return self._grant(sender, txn, now, accept_with_views)
+        return self._grant(sender, txn, now, accept_with_views, about)
 
-    def _grant(self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool) -> list[Effect]:
+    def _grant(
+        self, sender: NodeId, txn: Txn, now: float, accept_with_views: bool, about: NodeId | None = None
+    ) -> list[Effect]:
         self.lock = txn
         self._holder = (self.owner(sender), now)
         self._granted[txn] = accept_with_views
@@ -733,7 +770,11 @@ class PeerSwap(PeerSampler):
             views = (tuple(self._out), tuple(self._in))
             self._offered[txn] = views
             return [Send(sender, SwapAccept(txn, *views)), lease]
-        return [Send(sender, LockReply(txn, granted=True)), lease]
+        if about is None:
+            return [Send(sender, LockReply(txn, granted=True)), lease]
+        ends = {sender, about}  # asked where our views name the swap's ends (issue #61)
+        reply = LockReply(txn, True, bool(ends & set(self._out)), bool(ends & set(self._in)))
+        return [Send(sender, reply), lease]
 
     def _on_accept(self, sender: NodeId, msg: SwapAccept, now: float) -> list[Effect]:
         p = self._pending
@@ -757,9 +798,10 @@ class PeerSwap(PeerSampler):
         p.partner_out, p.partner_in = msg.out_view, msg.in_view
         neighbours = set(self._out) | set(self._in) | set(msg.out_view) | set(msg.in_view)
         p.waiting = neighbours - {me, j}
+        p.asked = self._named_elsewhere(j, msg.out_view, msg.in_view)
         if not p.waiting:
             return self._commit(now)
-        return [Send(k, LockRequest(p.txn)) for k in sorted(p.waiting)]
+        return [Send(k, LockRequest(p.txn, j if k in p.asked else None)) for k in sorted(p.waiting)]
 
     def _on_lock_reply(self, sender: NodeId, msg: LockReply, now: float, rng: random.Random) -> list[Effect]:
         p = self._pending
@@ -774,6 +816,11 @@ class PeerSwap(PeerSampler):
         if sender in p.waiting:
             p.waiting.discard(sender)
             p.granted.add(sender)
+            out, into = p.asked.get(sender, (False, False))
+            if (out and not msg.out) or (into and not msg.into):
+                # a third member's node the partner's views name along an edge it does not hold
+                self.stats.unconfirmed += 1
+                return self._abort(now)
         return self._commit(now) if not p.waiting else []
 
     def _commit(self, now: float) -> list[Effect]:
@@ -789,6 +836,13 @@ class PeerSwap(PeerSampler):
             # so its earlier commits are applied
             self.stats.unconfirmed += 1
             return self._abort(now)
+        return self._commit_now(now)
+
+    def _commit_now(self, now: float) -> list[Effect]:
+        """Adopt the partner's views, hand it ours and tell the locked neighbours."""
+        p = self._pending
+        assert p is not None
+        me, j = self.node_id, p.partner
         adopt = SwapAdopt(p.txn, tuple(_relabel(self._out, me, j)), tuple(_relabel(self._in, me, j)))
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
@@ -849,7 +903,7 @@ class PeerSwap(PeerSampler):
         if not fits:
             return [Send(w[0], LockReply(w[1], granted=False)) for w in queue]
         best = max(fits, key=lambda w: _rank(w[1]))
-        effects = self._grant(best[0], best[1], now, best[2])  # a later QUEUE_TIMER finds none
+        effects = self._grant(best[0], best[1], now, best[2], best[4])  # a later QUEUE_TIMER finds none
         effects += [Send(w[0], LockReply(w[1], granted=False)) for w in queue if w is not best]
         return effects
 

@@ -451,9 +451,20 @@ def _dec_propose(b: dict[str, Any]) -> object:
     return SwapPropose(_txn(b["txn"]), _ids(b["out"]), _ids(b["in"]))
 
 
+def _dec_lock_request(b: dict[str, Any]) -> object:
+    """A lock request, asking the neighbour ``about`` the partner (issue #61) or not."""
+    if b.keys() == {"txn"}:
+        return LockRequest(_txn(b["txn"]))
+    _field(b, {"txn", "about"}, "LockRequest")
+    return LockRequest(_txn(b["txn"]), _node_id(b["about"], "about"))
+
+
 def _dec_lock_reply(b: dict[str, Any]) -> object:
-    _field(b, {"txn", "ok"}, "LockReply")
-    return LockReply(_txn(b["txn"]), _bool(b["ok"]))
+    """A lock reply, with where the granting node's views name the swap's ends (issue #61) or not."""
+    if b.keys() == {"txn", "ok"}:
+        return LockReply(_txn(b["txn"]), _bool(b["ok"]))
+    _field(b, {"txn", "ok", "out", "in"}, "LockReply")
+    return LockReply(_txn(b["txn"]), _bool(b["ok"]), _bool(b["out"]), _bool(b["in"]))
 
 
 def _dec_commit(b: dict[str, Any]) -> object:
@@ -504,12 +515,16 @@ _SAMPLING: dict[MsgType, tuple[type, _Enc, _Dec]] = {
     ),
     MsgType.LOCK_REQUEST: (
         LockRequest,
-        lambda m: {"txn": list(m.txn)},
-        _dec_txn_only(LockRequest, "LockRequest"),
+        lambda m: {"txn": list(m.txn)} if m.about is None else {"txn": list(m.txn), "about": m.about},
+        _dec_lock_request,
     ),
     MsgType.LOCK_REPLY: (
         LockReply,
-        lambda m: {"txn": list(m.txn), "ok": m.granted},
+        lambda m: (
+            {"txn": list(m.txn), "ok": m.granted, "out": m.out, "in": m.into}
+            if m.out or m.into
+            else {"txn": list(m.txn), "ok": m.granted}
+        ),
         _dec_lock_reply,
     ),
     MsgType.SWAP_COMMIT: (

@@ -97,23 +97,42 @@ def test_commits_that_need_no_word_are_applied_at_once() -> None:
     assert _commit(node, (12, 1), 12, 21) == [] and node.out_view() == (2, 3, 21)
 
 
-def test_a_partner_answers_what_it_adopted_and_only_about_the_asker() -> None:
-    partner = PeerSwap(21, [30, 31, 32], [12, 33, 34], CFG)  # 12 points to it: may propose
-    partner.owner = _owner
+def _owner_a(v: int) -> Hashable:
+    """As A's process sees ids: A hosts 20-29 (None), the member B holds 10-19, C 0-9."""
+    return None if 20 <= v < 30 else "B" if 10 <= v < 20 else "C"
+
+
+def test_a_partner_adopts_without_asking_and_answers_from_the_views_it_adopted() -> None:
+    """A's 21 takes B's 12's place; the views 12 hands it name C's 5 (5 -> 21). The initiator has
+    committed by then, so 21 asks no one (a refusal would leave both ends inconsistent); 5's
+    question (did 21 adopt?) is answered "pending" until the adopt, then from the views 21 took,
+    about 5 only."""
+    partner = PeerSwap(21, [22, 23, 24], [12, 25, 26], CFG)  # 12 points to it: may propose
+    partner.owner = _owner_a
     partner.ask_partners = True
     txn = (12, 1)
     assert partner.on_message(5, SwapCheck(txn), 0.0, RNG) == [Send(5, SwapChecked(txn, CHECK_REFUSED))]
     accept = partner.on_message(12, SwapPropose(txn), 0.0, RNG)
     assert isinstance(accept[0], Send) and isinstance(accept[0].message, SwapAccept)
     assert partner.on_message(5, SwapCheck(txn), 0.0, RNG) == [Send(5, SwapChecked(txn, CHECK_PENDING))]
-    partner.on_message(12, SwapAdopt(txn, (7, 8, 9), (5, 40, 41)), 1.0, RNG)
-    assert partner.in_view() == (5, 40, 41)
+    effects = partner.on_message(12, SwapAdopt(txn, (13, 14, 22), (5, 25, 26)), 1.0, RNG)
+    assert not [e for e in effects if isinstance(e, Send)]
+    assert partner.in_view() == (5, 25, 26) and partner.lock is None
     assert partner.on_message(5, SwapCheck(txn), 2.0, RNG) == [
         Send(5, SwapChecked(txn, CHECK_ADOPTED, out=False, into=True))
     ]
     assert partner.on_message(4, SwapCheck(txn), 2.0, RNG) == [
         Send(4, SwapChecked(txn, CHECK_ADOPTED, out=False, into=False))
     ]
+
+
+def test_a_neighbour_asked_about_the_partner_says_where_it_names_the_ends_in_its_grant() -> None:
+    node = _node()  # C's 5: out 2, 3, 12; in 4, 6, 22
+    effects = node.on_message(21, LockRequest((21, 1), about=12), 0.0, RNG)
+    assert Send(21, LockReply((21, 1), True, out=True, into=False)) in effects  # 5 points to 12
+    node = _node()
+    effects = node.on_message(21, LockRequest((21, 1)), 0.0, RNG)
+    assert Send(21, LockReply((21, 1), True)) in effects  # not asked: says nothing
 
 
 def test_edges_with_the_partner_wait_for_the_initiator_s_word_too() -> None:
@@ -132,17 +151,38 @@ def test_edges_with_the_partner_wait_for_the_initiator_s_word_too() -> None:
         assert (node.out_view(), node.in_view()) == views and node.stats.unconfirmed == (not moved)
 
 
-def test_an_initiator_answers_from_the_views_it_took_at_its_commit() -> None:
-    node = PeerSwap(21, [30, 31, 32], [33, 34, 35], CFG)
+def _initiator_met_by_the_member(word: LockReply | None) -> tuple[PeerSwap, tuple[int, int], list[object]]:
+    """A's 21 swaps with B's 12, whose views name C's 5 (12 -> 5) and B's own ids; every lock
+    granted, 5's with ``word`` (None: as its process would answer, 12 pointing to it). Returns
+    21, the transaction and what it sent."""
+    node = PeerSwap(21, [12, 22, 23], [24, 25, 26], CFG)
+    node.owner = _owner_a
     node.ask_partners = True
-    node.on_timer("ps:swap", 0.0, random.Random(1))  # proposes to one of its out-neighbours
+    node.on_timer("ps:swap", 0.0, random.Random(3))
     pending = node._pending
     assert pending is not None
-    j, txn = pending.partner, pending.txn
-    node.on_message(j, SwapAccept(txn, (21, 40, 41), (42, 43, 44)), 1.0, RNG)
-    for k in (30, 31, 32, 33, 34, 35, 40, 41, 42, 43, 44):
-        node.on_message(k, LockReply(txn, granted=True), 1.0, RNG)
-    assert node.out_view() == tuple(sorted((40, 41, j))) and node.stats.committed == 1
-    assert node.on_message(42, SwapCheck(txn), 2.0, RNG) == [
-        Send(42, SwapChecked(txn, CHECK_ADOPTED, out=False, into=True))
+    pending.partner = 12  # whichever it drew: the member's 12
+    txn = pending.txn
+    effects = node.on_message(12, SwapAccept(txn, (5, 13, 14), (15, 16, 21)), 1.0, RNG)
+    for k in (13, 14, 15, 16, 22, 23, 24, 25, 26, 5):
+        reply = (word or LockReply(txn, True, out=False, into=True)) if k == 5 else LockReply(txn, True)
+        effects += node.on_message(k, reply, 1.0, RNG)
+    return node, txn, effects
+
+
+def test_an_initiator_asks_a_third_member_s_nodes_its_partner_s_views_name_in_the_lock_request() -> None:
+    """21 asks 5, in its lock request, where 5 names 21 or 12; it commits when 5's grant shows
+    that 12 points to it (then answers from the views it took) and aborts when it does not:
+    nothing changes. B's own 13-16 are not asked."""
+    node, txn, effects = _initiator_met_by_the_member(None)
+    requests = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, LockRequest)]
+    assert {m.about for m in requests} == {None, 12} and LockRequest(txn, about=12) in requests
+    assert sum(m.about == 12 for m in requests) == 1
+    assert any(isinstance(e, Send) and isinstance(e.message, SwapAdopt) for e in effects)
+    assert node.out_view() == (5, 13, 14) and node.stats.committed == 1
+    assert node.on_message(5, SwapCheck(txn), 2.0, RNG) == [
+        Send(5, SwapChecked(txn, CHECK_ADOPTED, out=True, into=False))
     ]
+    node, txn, effects = _initiator_met_by_the_member(LockReply(txn, True))
+    assert not any(isinstance(e, Send) and isinstance(e.message, SwapAdopt) for e in effects)
+    assert node.out_view() == (12, 22, 23) and node.stats.unconfirmed == 1 and node.lock is None

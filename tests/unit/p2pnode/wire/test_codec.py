@@ -64,6 +64,8 @@ from tests.unit.p2pnode.wire.helpers import LIMIT, model
         SwapAdopt((9, 1), (1, 2), (3,)),
         Unlock((9, 1)),
         SwapCheck((9, 1)),
+        LockRequest((9, 1), about=4),
+        LockReply((9, 1), True, out=True, into=False),
         SwapChecked((9, 1), CHECK_ADOPTED, True, False),
         SwapChecked((9, 1), CHECK_PENDING),
         ShuffleRequest(((1, "1@h:1", 0), (2, "2@h:1", 4))),
