@@ -68,15 +68,20 @@ proposal and the accept only, since at the adopt the initiator has committed (``
 ``settled``). A partner keeps the judged views of the transaction it granted until its adopt
 comes, even if the initiator, done, proposes again first (:attr:`PeerSwap._proposed`).
 
-A process hosts neither end of a swap between a member's id and a third process's node, so it
-cannot read the partner as a sibling: a member's commit could move its id's neighbours there to
-the victim's node while the views it hands the victim leave them out. With identities
-(:attr:`PeerSwap.ask_partners`), a commit whose initiator another member holds and whose partner
-is neither hosted nor the initiator's member's waits for the partner's word (``SwapCheck``): it
-is applied only once the partner says it adopted views naming this node along the moved edge,
-dropped when the partner says it did not (or gives no word within a lease), asked again while
-the partner still waits for its adopt. A partner answers from the views it adopted for that
-transaction (the last ``GRANTED_MEMORY``), and only about the node asking.
+A process hosts neither end of a swap between two other members' nodes, so it cannot read them
+as siblings: a member's commit could move its id's neighbours there to the victim's node while
+the views it hands the victim leave them out. With identities (:attr:`PeerSwap.ask_partners`), a
+commit whose two ends other members hold (not the same one) waits for their word (``SwapCheck``):
+the partner's, that it adopted views naming this node along the edges moved to it, and where
+edges with the partner move to the initiator, the initiator's, of the views it took. It is
+applied only on every word, dropped on a refusal (or no word within a lease), asked again while
+the partner still waits for its adopt. An end answers from the views it took in that transaction
+(the last ``GRANTED_MEMORY``), and only about the node asking. An initiator whose partner another
+member holds asks, in its ``LockRequest`` (``about``), each third member's node the partner's
+views name where its views name the initiator or the partner, and aborts before committing if a
+claimed edge is not there (``LockReply.out`` and ``into``). A partner asks no one at its adopt:
+the initiator has committed by then, so a refusal there would leave both ends inconsistent, and
+a member's node that disagreed (its own views are its word) could make honest partners refuse.
 """
 
 from __future__ import annotations
