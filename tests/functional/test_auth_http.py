@@ -154,9 +154,11 @@ async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: 
     assert all(r["model_messages"] > 0 for r in results)
     rejected = [n.counters.rejected for p in procs for n in p.host.nodes.values()]
     assert not any(reason in r for r in rejected for reason in (*AUTH_REASONS, "replay", "stale")), rejected
-    # no send failed for its authentication: only where a loop running late shed load
+    # no send failed for its authentication: only where a loop running late shed load, or where a
+    # model overtook the SwapCommit that makes its sender an in-neighbour (the sender gate's
+    # `not-neighbour`: a PeerSwap race over two routes, 3 frames in one loaded CI run of stop 81)
     failed = failed_sends(procs)
-    assert set(failed) <= SHED, failed
+    assert set(failed) <= SHED | {"not-neighbour"}, failed
     assert sum(r["send_failures"] for r in results) == sum(failed.values())
 
 
