@@ -59,7 +59,7 @@ def _claim(s: peerswap.PeerSwap, far: NodeId, far_in_out: bool) -> tuple[tuple[N
 
 _init = peerswap.PeerSwap.__init__
 _grant = peerswap.PeerSwap._grant
-_commit = peerswap.PeerSwap._commit_now
+_commit = peerswap.PeerSwap._commit
 _initiate = peerswap.PeerSwap._initiate
 
 
@@ -131,13 +131,13 @@ def lie(sampler: peerswap.PeerSwap) -> None:
     """Make one sampler the member's: its swaps with other processes' nodes hand made-up views
     (``_OWN`` its process's ids, ``_KEEP`` one real neighbour kept), at its own rate."""
     sampler._grant = types.MethodType(_lying_grant, sampler)  # type: ignore[method-assign]
-    sampler._commit_now = types.MethodType(_lying_commit, sampler)  # type: ignore[method-assign]
+    sampler._commit = types.MethodType(_lying_commit, sampler)  # type: ignore[method-assign]
     sampler._initiate = types.MethodType(_initiate_outside, sampler)  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
     peerswap.PeerSwap.__init__ = _hasty_init  # type: ignore[method-assign]
     peerswap.PeerSwap._grant = _lying_grant  # type: ignore[method-assign]
-    peerswap.PeerSwap._commit_now = _lying_commit  # type: ignore[method-assign]
+    peerswap.PeerSwap._commit = _lying_commit  # type: ignore[method-assign]
     peerswap.PeerSwap._initiate = _initiate_outside  # type: ignore[method-assign]
     raise SystemExit(main())

@@ -504,7 +504,10 @@ class PeerSwap(PeerSampler):
                     else:
                         self.stats.vetoed += 1  # not (near) the views it proposed, or not fit
                     return self._release(txn, now)
-                return self._adopt(txn, out_view, in_view, now)
+                self._applied_now(txn, as_partner=True)
+                self._took(txn, out_view, in_view)
+                self._take(sorted(out_view), sorted(in_view), now)
+                return self._release(txn, now)
             case Unlock(txn=txn):
                 if sender != txn[0]:
                     self.ignored += 1  # only its initiator aborts a transaction (ids are guessable)
@@ -639,14 +642,6 @@ class PeerSwap(PeerSampler):
         if self._checks:
             effects.append(SetTimer(CHECK_TIMER, now + PARK_TICKS))
         return effects
-
-    def _adopt(
-        self, txn: Txn, out_view: Sequence[NodeId], in_view: Sequence[NodeId], now: float
-    ) -> list[Effect]:
-        self._applied_now(txn, as_partner=True)
-        self._took(txn, out_view, in_view)
-        self._take(sorted(out_view), sorted(in_view), now)
-        return self._release(txn, now)
 
     def _apply_commit(self, txn: Txn, a: NodeId, b: NodeId, now: float) -> list[Effect]:
         self._applied_now(txn, as_partner=False)
@@ -841,13 +836,6 @@ class PeerSwap(PeerSampler):
             # so its earlier commits are applied
             self.stats.unconfirmed += 1
             return self._abort(now)
-        return self._commit_now(now)
-
-    def _commit_now(self, now: float) -> list[Effect]:
-        """Adopt the partner's views, hand it ours and tell the locked neighbours."""
-        p = self._pending
-        assert p is not None
-        me, j = self.node_id, p.partner
         adopt = SwapAdopt(p.txn, tuple(_relabel(self._out, me, j)), tuple(_relabel(self._in, me, j)))
         effects: list[Effect] = [Send(j, adopt)]
         effects += [Send(k, SwapCommit(p.txn, me, j)) for k in sorted(p.granted)]
