@@ -92,6 +92,26 @@ def test_a_proposal_without_views_is_encoded_as_before() -> None:
         decode_sampling(decode_frame(half, LIMIT))
 
 
+def test_lock_frames_without_the_swap_question_are_encoded_as_before_and_bad_checks_are_refused() -> None:
+    """``LockRequest.about`` and ``LockReply``'s ``out``/``in`` travel only where a process asks
+    (issue #61): every other lock frame is the bytes it was. A ``SwapChecked`` with a state that
+    is not 0, 1 or 2, or a lock reply with one flag of two, is a schema error, not a crash."""
+    assert msgpack.unpackb(encode_sampling_frame(1, 2, LockRequest((1, 2))))["b"] == {"txn": [1, 2]}
+    assert msgpack.unpackb(encode_sampling_frame(1, 2, LockReply((1, 2), True)))["b"] == {
+        "txn": [1, 2],
+        "ok": True,
+    }
+    for t, body in (
+        (MsgType.SWAP_CHECKED, {"txn": [1, 2], "st": 3, "out": False, "in": False}),
+        (MsgType.SWAP_CHECKED, {"txn": [1, 2], "st": True, "out": False, "in": False}),
+        (MsgType.LOCK_REPLY, {"txn": [1, 2], "ok": True, "out": True}),
+        (MsgType.LOCK_REQUEST, {"txn": [1, 2], "about": -1}),
+    ):
+        with pytest.raises(WireError) as err:
+            decode_sampling(decode_frame(_frame(body, t), LIMIT))
+        assert err.value.reason == "schema"
+
+
 def _frame(body: object, msg_type: int = MsgType.MODEL, version: int = WIRE_VERSION) -> bytes:
     return bytes(
         msgpack.packb({"v": version, "t": msg_type, "src": 1, "dst": 2, "b": body}, use_bin_type=True)
