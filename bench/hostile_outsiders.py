@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from p2plab.launch import free_ports
 from p2pnode.auth import Keyring, save_keyring
 
 ATTACKER = "127.0.0.2"  #: the stranger's source address (all of 127/8 is loopback on Linux)
@@ -39,9 +39,8 @@ NODES_A, NODES_B = 4, 12
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port drawn below the kernel's ephemeral range (the floods here open many connections)."""
+    return free_ports(1)[0]
 
 
 def get(address: str, path: str, timeout: float = 5.0) -> str:

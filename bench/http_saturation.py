@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
+from p2plab.launch import free_ports
 from p2pnode.auth import Keyring, save_keyring, sign
 from p2pnode.config import RunConfig
 from p2pnode.prepare import prepare
@@ -37,9 +37,8 @@ NODES = 4  #: hosted by the process under test (ids 0..3 of a 943-node network)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port drawn below the kernel's ephemeral range (the floods here open many connections)."""
+    return free_ports(1)[0]
 
 
 def model_frame(sender: int, dest: int, version: int, params: dict[str, np.ndarray]) -> bytes:

@@ -37,10 +37,46 @@ from p2pnode.report import metric_for, summary, time_left
 STARTING_EVERY_S = 5.0
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    socks = []
+#: where the kernel reads the range it draws outgoing connections' local ports from (Linux)
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: the lowest port :func:`free_ports` draws from (below it: ports services are registered on)
+LOWEST_PORT = 10_000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports; Linux's default where unreadable."""
     try:
-        for _ in range(n):
+        low, high = (int(x) for x in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return 32_768, 60_999
+    return low, high
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that nothing on ``host`` holds now, for processes to listen on.
+
+    They are drawn at random below the kernel's ephemeral range: a port the kernel handed out
+    (``bind(0)``) is one it may hand again to any outgoing connection before the node that was
+    given it binds (a CI run lost a launch so: "address already in use"). Each drawn port is
+    bound once to check it is free; where the range leaves too little room below it, the
+    kernel's own draw is the fallback."""
+    low, _ = _ephemeral_range()
+    pool = range(LOWEST_PORT, low)
+    rng = random.SystemRandom()
+    socks: list[socket.socket] = []
+    try:
+        if len(pool) >= 64 * n:
+            for _ in range(64 * n):
+                if len(socks) == n:
+                    break
+                s = socket.socket()
+                try:
+                    s.bind((host, rng.choice(pool)))
+                except OSError:
+                    s.close()
+                    continue
+                socks.append(s)
+        while len(socks) < n:  # little room below the range, or no free port found there
             s = socket.socket()
             s.bind((host, 0))
             socks.append(s)
