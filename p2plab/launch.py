@@ -39,8 +39,10 @@ STARTING_EVERY_S = 5.0
 
 #: where the kernel reads the range it draws outgoing connections' local ports from (Linux)
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-#: the lowest port :func:`free_ports` draws from (below it: ports services are registered on)
-LOWEST_PORT = 10_000
+#: the lowest port :func:`free_ports` draws from: below it, ports services are registered on and
+#: Ray's workers' default range (10002-19999; a Ray head refuses a port there and its workers take
+#: ports there as they start)
+LOWEST_PORT = 20_000
 
 
 def _ephemeral_range() -> tuple[int, int]:

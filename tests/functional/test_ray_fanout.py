@@ -52,11 +52,16 @@ def cluster() -> Iterator[str]:
     try:
 
         def serving() -> bool:  # the head serves once a driver can connect and sees its CPUs
-            probe = subprocess.run(
-                [sys.executable, "-c", f"import ray; ray.init(address={address!r}, logging_level=40); "
-                 "assert ray.cluster_resources().get('CPU') == 2"],
-                capture_output=True,
-            )  # fmt: skip
+            try:
+                probe = subprocess.run(
+                    [sys.executable, "-c", f"import ray; ray.init(address={address!r}, logging_level=40); "
+                     "assert ray.cluster_resources().get('CPU') == 2"],
+                    capture_output=True,
+                    timeout=30,  # a driver waits on for a head that is gone (the head's exit is then seen)
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                said[:] = ["(no answer in 30 s)"]
+                return False
             said[:] = [probe.stderr.decode()[-2000:]]
             return probe.returncode == 0
 
