@@ -10,9 +10,10 @@ one other member (the holder of a credential, whatever number of ids it names) m
 - **a node's places** (:func:`one_member_bound`): at most five of its six places with views of 3
   (``share`` 0.85, at least one place), so no node is handed views of one member's ids only;
 - **the process's places** (:class:`SwapJudge`): over all the process's nodes, a member may hold at
-  most its share of the ids, ``m / (N - 1)``, plus ``margin`` standard deviations of a binomial
-  count over the process's places, plus one. A swap that would lift a member above that is refused;
-  one that lowers or keeps it never is, so a process above the line comes back by honest swaps.
+  most its share of the ids, ``p = m / (N - 1)``, plus a margin of standard deviations of a
+  binomial count over the process's places (:func:`line_sd`: tighter the larger ``p``), plus one.
+  A swap that would lift a member above that is refused; one that lowers or keeps it never is,
+  so a process above the line comes back by honest swaps.
   Without it a member that keeps one real neighbour in every claimed view moves the process's
   places toward its own ids five at a time (``takeover-keep`` in ``bench.hostile_members``).
 
@@ -28,21 +29,37 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from statistics import NormalDist
 
 from peer_sampling.peerswap import PeerSwap
 
 #: the share of the places a swap hands a node (its out- and in-view) that one other member's ids
 #: may hold: with views of 3, five of six
 SWAP_OWNER_SHARE = 0.85
-#: how far above its share of the ids a member's count of a process's places may go, in standard
-#: deviations of a binomial count over those places (an honest network's share wanders about that
-#: much: with 2 x 20 nodes and views of 3, sd 0.043 of 120 places, the largest 0.625 seen of 0.513
-#: expected over 4 x 100 rounds)
-SWAP_MARGIN_SD = 2.0
+#: the chance, summed over as many members of one's size as the network could hold, that an honest
+#: network's count of one member's places crosses its line at a given moment: a member holding a
+#: share ``p`` of the ids gets the line at the ``1 - SWAP_CROSS_CHANCE * p`` quantile of a normal
+#: count (:func:`line_sd`), so the larger a member, and the fewer members, the tighter its line
+SWAP_CROSS_CHANCE = 0.3
 #: judgements between two fresh counts of the process's places
 RECOUNT_EVERY = 256
 
 OwnerOf = Callable[[int], Hashable | None]
+
+
+@functools.lru_cache(maxsize=256)
+def line_sd(share: float, cross_chance: float = SWAP_CROSS_CHANCE) -> float:
+    """How far above its expected count, in standard deviations, a member holding ``share`` of
+    the ids may hold a process's places: the normal quantile ``1 - cross_chance * share``.
+
+    One line for all members (two standard deviations until stop 82) was either loose where a
+    member holds half the ids (2 x 20 nodes: ``takeover-keep`` held A's places naming A at 0.39
+    against 0.49 expected) or, tightened, refused honest swaps where a process faces many small
+    members (10 x 10 nodes at one deviation: 11% fewer swaps committed). A Bonferroni share of
+    ``cross_chance`` across the ``1 / share`` members of that size a network could hold gives
+    about one deviation with 2 x 20 (p = 0.51), 1.3 with 3 x 20 and 1.9 with 10 x 10."""
+    tail = min(max(cross_chance * share, 1e-9), 0.5)
+    return NormalDist().inv_cdf(1.0 - tail)
 
 
 def one_member_bound(
@@ -69,7 +86,7 @@ class SwapJudge:
         ids_held: Callable[[Hashable], int | None],
         population: int,
         share: float = SWAP_OWNER_SHARE,
-        margin_sd: float = SWAP_MARGIN_SD,
+        margin_sd: float | None = None,
         recount_every: int = RECOUNT_EVERY,
     ) -> None:
         self._owner_of = owner_of
@@ -134,7 +151,8 @@ class SwapJudge:
             return None
         expected = min(1.0, ids / (self.population - 1))
         spread = math.sqrt(self.places * expected * (1.0 - expected))
-        return self.places * expected + self.margin_sd * spread + 1.0
+        margin = line_sd(expected) if self.margin_sd is None else self.margin_sd
+        return self.places * expected + margin * spread + 1.0
 
     def judge(
         self, node: int, far: int, out_view: Sequence[int], in_view: Sequence[int], *, settled: bool = False

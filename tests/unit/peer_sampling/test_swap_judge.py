@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from bench import _swap_takeover as takeover
-from p2pnode.swapjudge import SwapJudge
+from p2pnode.swapjudge import SwapJudge, line_sd
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from tests.unit.peer_sampling.test_peer_sampling import PureNet, _process, assert_regular_and_consistent
@@ -19,19 +19,42 @@ def _member(v: int) -> str | None:
     return None if v < 8 else "member"
 
 
-def _judged(views: dict[int, tuple[list[int], list[int]]], ids: int = 8, population: int = 16) -> SwapJudge:
+def _judged(
+    views: dict[int, tuple[list[int], list[int]]],
+    ids: int = 8,
+    population: int = 16,
+    margin_sd: float | None = 2.0,
+) -> SwapJudge:
     hosted = {v: PeerSwap(v, out, into) for v, (out, into) in views.items()}
     _process(hosted)
-    judge = SwapJudge(_member, lambda m: ids, population)
+    judge = SwapJudge(_member, lambda m: ids, population, margin_sd=margin_sd)
     judge.attach(hosted)
     return judge
 
 
+def test_the_line_is_tighter_the_larger_a_member_s_share_of_the_ids() -> None:
+    """The default margin is the normal quantile 1 - 0.3 p: about one deviation for a member with
+    half the ids (2 x 20 nodes), 1.3 with a third (3 x 20), 1.9 with a tenth (10 x 10), so the
+    chance an honest network's count crosses some member's line stays about 0.3 however many
+    members it holds."""
+    assert line_sd(20 / 39) == pytest.approx(1.02, abs=0.01)
+    assert line_sd(20 / 59) == pytest.approx(1.27, abs=0.01)
+    assert line_sd(10 / 99) == pytest.approx(1.88, abs=0.01)
+    assert line_sd(1.0) < line_sd(0.5) < line_sd(0.1) < line_sd(0.01)
+    assert line_sd(0.0) > 5  # no ids: no place beyond the one always let
+    views = {
+        v: ([(v + 1) % 8, (v + 2) % 8, (v + 3) % 8], [(v - 1) % 8, (v - 2) % 8, (v - 3) % 8])
+        for v in range(8)
+    }
+    judge = _judged(views, margin_sd=None)  # 8 ids of 16: 8/15 of 48 places, 25.6, sd 3.46
+    assert judge.limit("member") == pytest.approx(25.6 + line_sd(8 / 15) * 3.456 + 1, abs=0.01)
+
+
 def test_a_member_may_hold_its_share_of_a_process_s_places_and_a_margin() -> None:
     """8 hosted nodes, a member holding the other 8 ids of 16: its share is 8/15 of the 48
-    places, 25.6, and the line 25.6 + 2 sd (6.9) + 1. A swap that would lift it over the line is
-    refused; one that lowers it is taken however far above; an adopt (the initiator committed) is
-    not weighed against the count."""
+    places, 25.6, and the line with a margin of two deviations 25.6 + 2 sd (6.9) + 1. A swap that
+    would lift it over the line is refused; one that lowers it is taken however far above; an
+    adopt (the initiator committed) is not weighed against the count."""
     # every hosted node with two of the member's places in each view: 32 of 48
     views = {
         v: ([(v + 1) % 8, 8 + v, 8 + (v + 1) % 8], [(v - 1) % 8, 8 + (v + 2) % 8, 8 + (v + 3) % 8])
@@ -81,7 +104,7 @@ def _judged_net(
     sizes: list[int],
     seed: int,
     rounds: int,
-    margin_sd: float = 2.0,
+    margin_sd: float | None = None,
     liars: range = range(0),
     ask: bool = True,
 ) -> tuple[dict[int, PeerSwap], list[SwapJudge]]:
@@ -124,16 +147,19 @@ def _judged_net(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sizes", [[20, 20], [20, 20, 20], [10, 30]])
-def test_honest_swaps_stay_consistent_and_seldom_meet_the_process_bound(sizes: list[int]) -> None:
-    """Honest swaps between processes that judge them (and, with three, ask each other's nodes
-    for their word on commits): views regular and consistent, none refused after anything
-    changed, and the process's bound refuses under 4% of the swaps committed (retried; 3 x 20,
-    seeds 1-3: 2.2%, 3.2%, 2.5%, against 2.1% before the asking held locks a round trip longer)."""
+@pytest.mark.parametrize("sizes", [[20, 20], [20, 20, 20], [10, 30], [10] * 10])
+def test_honest_swaps_stay_consistent_and_the_process_bound_costs_few_of_them(sizes: list[int]) -> None:
+    """Honest swaps between processes that judge them (and, with three or more, ask each other's
+    nodes for their word on commits): views regular and consistent, none refused after anything
+    changed, and at most 5% fewer swaps committed than in the same network judged per node only
+    (a refused swap is tried again with another partner). Seeds 1-3, 200 rounds, committed against
+    unjudged: 2 x 20 -1.8%, 3 x 20 -1.8%, 10 + 30 0.0%, 10 x 10 -1.1% (one line of one deviation
+    for all: 10 x 10 -11%)."""
     samplers, judges = _judged_net(sizes, seed=2, rounds=200)
     committed = sum(s.stats.committed for s in samplers.values())
-    refused = sum(j.refused_process for j in judges)
-    assert committed > 1000 and refused < 0.04 * committed, (committed, refused)
+    unjudged, _ = _judged_net(sizes, seed=2, rounds=200, margin_sd=1e9)
+    assert committed > 0.95 * sum(s.stats.committed for s in unjudged.values()) and committed > 1000
+    assert sum(j.refused_process for j in judges) > 0  # the line was met, and cost that little
     assert sum(s.stats.unconfirmed for s in samplers.values()) == 0
 
 
@@ -144,9 +170,10 @@ def test_a_member_keeping_one_real_neighbour_holds_no_more_than_its_share_and_a_
     nodes handing over made-up views of its ids but one real neighbour (five of six places, which
     the per-node bound lets through), five times the network's rate. With the process's bound the
     member ends with at most its share and the margin (two places more at most: an adopt may
-    differ from what was judged by one id a view): 72 of A's 120 places, seeds 1-3. Judged per
-    node only (seen failing) it ends above that line: 78 / 74 / 82 (0.71-0.75 of A's places
-    before a node's own swaps also checked the partner's views whole, ``_claims_whole``)."""
+    differ from what was judged by one id a view): 68 of A's 120 places, seeds 1-3 (72-74 with
+    stop 80's line of two deviations, seen failing the 0.58 here). Judged per node only (seen
+    failing) it ends above that line: 78 / 74 / 82 (0.71-0.75 of A's places before a node's own
+    swaps also checked the partner's views whole, ``_claims_whole``)."""
     monkeypatch.setattr(takeover, "_OWN", range(20, 40))
     monkeypatch.setattr(takeover, "_KEEP", True)
     _, judges = _judged_net([20, 20], seed=3, rounds=100, liars=range(20, 40))
@@ -154,7 +181,7 @@ def test_a_member_keeping_one_real_neighbour_holds_no_more_than_its_share_and_a_
     a.recount()
     limit = a.limit(1)
     assert limit is not None and a.held[1] <= limit + 2, (a.held[1], limit)
-    assert a.held[1] < 0.63 * a.places
+    assert a.held[1] < 0.58 * a.places, a.held[1]  # its share is 0.51
     _, judges = _judged_net([20, 20], seed=3, rounds=100, margin_sd=1e9, liars=range(20, 40))
     a = judges[0]
     a.recount()
