@@ -394,7 +394,7 @@ async def test_a_member_gains_no_more_of_a_process_s_places_than_its_share_of_th
 ) -> None:
     """Issue #61, the process's bound over real HTTP with identities: A's process weighs B's
     places among all of its nodes' against B's share of the ids, read from B's credential (6 of
-    12: 6/11 of A's 36 places, 19.6, plus two standard deviations and one). With the line set below
+    12: 6/11 of A's 36 places, 19.6, plus a margin and one). With the line set below
     B's count (margin -3 sd), B's proposal that would give it more of A's places is refused before
     anything is locked though the node's own views pass; with no line (seen failing) it is
     granted."""
