@@ -393,7 +393,7 @@ UNUSED_BY_MODEL: dict[str, tuple[str, ...]] = {
 #: settings only real processes read: the simulator's virtual clock has no tick length, and its
 #: nodes share one process whatever ``local_delivery`` says (a simulated run's key leaves them out,
 #: so that a changed default of one of them does not make every finished simulation run again)
-REAL_ONLY: dict[str, tuple[str, ...]] = {"": ("tick_seconds",), "wire": ("local_delivery",)}
+REAL_ONLY: dict[str, tuple[str, ...]] = {"": ("tick_seconds", "max_lag_ticks"), "wire": ("local_delivery",)}
 
 
 #: the attack settings only attribute inference reads (paper 004; p2pnode/config.py)
@@ -425,6 +425,9 @@ def _digest(identity: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
+_DEFAULT_LAG = RunConfig().max_lag_ticks
+
+
 def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     identity = config.to_dict()
     if mode == "simulate":
@@ -432,6 +435,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
             where = identity[section] if section else identity
             for name in names:
                 where.pop(name, None)
+    if config.max_lag_ticks == _DEFAULT_LAG:  # the clock's slack at its default: keyed as before
+        identity.pop("max_lag_ticks", None)  # it existed (the code that ran is in the code digest)
     if not config.churn.active:  # runs from before churn existed keep their keys
         identity.pop("churn")
     if not config.knn.active:  # runs from before the KNN service existed keep their keys

@@ -376,19 +376,89 @@ async def _run_churn(
     applied: list[dict[str, Any]],
     progress: Callable[[str], None] | None,
 ) -> dict[int, int]:
-    """Apply the churn schedule to the processes on the wall clock (p2pcore/churn.py): a leave is
-    SIGTERM (the nodes tell their peers), a crash SIGKILL, a join restarts the process from its
-    checkpoints (``--state-dir``) with every other process as ``--peers``. At the run's end every
-    process still up is stopped; returns their exit codes (a crash's -9 is not a failure)."""
+    """Apply the churn schedule to the processes on process 0's rounds (p2pcore/churn.py): a
+    leave is SIGTERM (the nodes tell their peers), a crash SIGKILL, a join restarts the process
+    from its checkpoints (``--state-dir``) with every other process as ``--peers``. An event at
+    round 6.5 comes when process 0 is half-way through its round 7, by its ``/status`` (rounds
+    stretch on a busy machine, so the wall clock would put the events early). At the run's end a
+    process still starting is given time to serve, then every process still up is stopped;
+    returns their exit codes (a crash's -9 is not a failure)."""
     round_s = 100 * config.tick_seconds
     await _wait_up([addresses[k] for k in procs], procs)  # round 0 of the schedule: all serve
-    t0 = time.perf_counter()
     first = procs[0]
     ended = asyncio.ensure_future(first.wait())
+    # process 0 counts the run's rounds from its own start, before the others served: once it
+    # is done the run is over, and a process (re)started then would find no peer
+    pace = RoundPace(addresses[0], round_s)
+    tracker = asyncio.ensure_future(pace.follow())
+    try:
+        await _apply_events(events, procs, spawn, applied, progress, ended, pace)
+    finally:
+        tracker.cancel()
+        await asyncio.gather(tracker, return_exceptions=True)
+    # the run's end: process 0 stops by itself after its rounds; the others were set back by
+    # their time away, so they are stopped when it is done (one still starting first serves:
+    # stopped before its signal handlers, it would leave no summary)
+    await ended
+    starting = {k: p for k, p in procs.items() if p.returncode is None}
+    await _wait_up([addresses[k] for k in starting], starting)
+    for p in procs.values():
+        if p.returncode is None:
+            p.send_signal(signal.SIGTERM)
+    codes = {k: await p.wait() for k, p in procs.items()}
+    # one still starting up dies of the signal before it has handlers: it never joined
+    return {k: c for k, c in codes.items() if c != -signal.SIGTERM}
+
+
+class RoundPace:
+    """Where a process is in its rounds, from its ``/status`` polled every tenth of a round:
+    the round it reached, when, and how long its rounds take lately (they stretch when the
+    machine is busy); :meth:`at` the fractional round now."""
+
+    def __init__(self, address: str, round_s: float) -> None:
+        self.address = address
+        self.round_s = round_s  #: a round's length, measured (its nominal length at first)
+        self.round = 0
+        self.since = time.perf_counter()
+
+    def at(self) -> float:
+        """The round the process is at now (round 6.5: half-way through its seventh)."""
+        return self.round + min(0.999, (time.perf_counter() - self.since) / self.round_s)
+
+    def seen(self, rnd: int, now: float) -> None:
+        if rnd <= self.round:
+            return
+        if self.round > 0:  # a round's length: the time between two round ends, smoothed
+            took = (now - self.since) / (rnd - self.round)
+            self.round_s = 0.5 * self.round_s + 0.5 * took
+        self.round, self.since = rnd, now
+
+    async def follow(self) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while True:
+                try:
+                    async with session.get(f"http://{self.address}/status") as resp:
+                        page = await resp.json()
+                    self.seen(int(page["round"]), time.perf_counter())
+                except (TimeoutError, aiohttp.ClientError, OSError, ValueError, KeyError, TypeError):
+                    pass
+                await asyncio.sleep(max(0.02, self.round_s / 10))
+
+
+async def _apply_events(
+    events: Sequence[ChurnEvent],
+    procs: dict[int, asyncio.subprocess.Process],
+    spawn: Callable[[int], Awaitable[asyncio.subprocess.Process]],
+    applied: list[dict[str, Any]],
+    progress: Callable[[str], None] | None,
+    ended: asyncio.Future[int],
+    pace: RoundPace,
+) -> None:
+    """The schedule's events in order, each once process 0 reached its round."""
     for event in events:
-        # process 0 counts the run's rounds from its own start, before the others served: once
-        # it is done the run is over, and a process (re)started then would find no peer
-        await asyncio.wait([ended], timeout=max(0.0, t0 + event.at * round_s - time.perf_counter()))
+        while not ended.done() and pace.at() < event.at:
+            wait = (event.at - pace.at()) * pace.round_s
+            await asyncio.wait([ended], timeout=min(max(wait, 0.01), pace.round_s / 10))
         if ended.done():
             break
         k = event.node
@@ -406,15 +476,6 @@ async def _run_churn(
         applied.append({"at_round": round(event.at, 2), "process": k, "kind": event.kind})
         if progress is not None:
             progress(f"churn: process {k} {_PAST[event.kind]} at round {event.at:.1f}")
-    # the run's end: process 0 stops by itself after its rounds; the others were set back by
-    # their time away, so they are stopped when it is done
-    await ended
-    for p in procs.values():
-        if p.returncode is None:
-            p.send_signal(signal.SIGTERM)
-    codes = {k: await p.wait() for k, p in procs.items()}
-    # one still starting up dies of the signal before it has handlers: it never joined
-    return {k: c for k, c in codes.items() if c != -signal.SIGTERM}
 
 
 _PAST = {"join": "joined", "leave": "left", "crash": "crashed"}

@@ -14,6 +14,7 @@ import numpy as np
 
 from adversary.community import summarize
 from adversary.evaluation import proxy_summary
+from p2pcore import roundtrips
 
 
 def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -26,6 +27,7 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         key: sum(r[key] * r["nodes"] for r in results) / max(nodes, 1),
         **_weighted_ranking(results, key, nodes),
         "late_rounds": max(r.get("late_rounds", 0) for r in results),
+        **_pace(results),
         "local_frames": sum(r.get("local_frames", 0) for r in results),
         "batched_frames": sum(r.get("batched_frames", 0) for r in results),
         "batches": sum(r.get("batches", 0) for r in results),
@@ -52,6 +54,9 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         k: sum(r.get("view_swaps", {}).get(k, 0) for r in results)
         for k in sorted({k for r in results for k in r.get("view_swaps", {})} | {"committed", "aborted"})
     }
+    swap_rtt = roundtrips.merge(r.get("swap_rtt") for r in results)
+    if swap_rtt is not None:
+        total["swap_rtt"] = swap_rtt
     total["history"] = _merge_histories(results, key)
     if any("per_node" in r for r in results):
         total["per_node"] = sorted((row for r in results for row in r.get("per_node", [])), key=_node_of)
@@ -218,6 +223,16 @@ def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def _pace(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The slowest process's pace (``NodeProcess.pace``): the network's rounds took as long as
+    its slowest process's; none where no process reported one."""
+    paces = [r["pace"] for r in results if isinstance(r.get("pace"), dict)]
+    if not paces:
+        return {}
+    keys = ("stretch", "held_s", "holds", "worst_lag_s")
+    return {"pace": {k: max(p.get(k, 0) for p in paces) for k in keys}}
+
+
 def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     """Per-round network figures from the processes' histories (rounds all processes reached)."""
     by_round: list[dict[int, dict[str, Any]]] = [
@@ -240,4 +255,10 @@ def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[s
         )
         if all("time" in h for h in rows):
             merged[-1]["time"] = max(h["time"] for h in rows)  # when the last process got there
+        if all(isinstance(h.get("rejected"), dict) for h in rows):  # refusals so far, by reason
+            rejected: dict[str, int] = {}
+            for h in rows:
+                for why, n in h["rejected"].items():
+                    rejected[why] = rejected.get(why, 0) + int(n)
+            merged[-1]["rejected"] = rejected
     return merged

@@ -997,6 +997,14 @@ class RunConfig:
         switch=False,
     )
     tick_seconds: float = opt(0.01, "wall seconds per tick", only="real", check=_POSITIVE)
+    max_lag_ticks: float = opt(
+        10.0,
+        "a process whose timers fire more than this many ticks late holds its clock back by the "
+        "rest, so its rounds stretch (the run says by how much) instead of its protocols' timeouts "
+        "shrinking under load (0: never holds back)",
+        only="real",
+        check=_min(0),
+    )
     eval_every: int = opt(1, "evaluate HR@K every N rounds", check=_min(1))
     stop_at: float = opt(
         0.0,

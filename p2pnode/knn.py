@@ -159,6 +159,7 @@ def knn_summary(services: Iterable[KnnService], plan: KnnPlan) -> dict[str, Any]
         "pending": sum(len(s.pending) for s in services),
         "timeouts": sum(s.stats.timeouts for s in services),
         "asked_again": sum(s.stats.asked_again for s in services),
+        "late": sum(s.stats.late for s in services),
         "declined": sum(s.stats.declined for s in services),
         "repeated": sum(s.stats.repeated for s in services),
         "usage": {str(s.node_id): s.stats.usage for s in services},
@@ -172,7 +173,7 @@ def knn_summary(services: Iterable[KnnService], plan: KnnPlan) -> dict[str, Any]
 
 _PASSED = (
     *("strategy", "k", "tau", "queries", "done", "pending"),
-    *("timeouts", "asked_again", "declined", "repeated"),
+    *("timeouts", "asked_again", "late", "declined", "repeated"),
 )
 
 
@@ -188,7 +189,7 @@ def knn_figures(counts: Mapping[str, Any], mae: float | None = None) -> dict[str
     if mae is None and done:
         mae = counts["abs_error"] / done
     return {
-        **{key: counts[key] for key in _PASSED},
+        **{key: counts.get(key, 0) for key in _PASSED},  # (0: a count older files lack)
         "mae": mae,
         "data_usage": {
             "mean": float(usage.mean()),
@@ -210,7 +211,7 @@ def merge_knn(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if not counts:
         return None
     total: dict[str, Any] = {key: counts[0][key] for key in ("strategy", "k", "tau", "queries")}
-    for key in ("done", "abs_error", "pending", "timeouts", "asked_again", "declined", "repeated"):
+    for key in ("done", "abs_error", "pending", "timeouts", "asked_again", "late", "declined", "repeated"):
         total[key] = sum(c.get(key, 0) for c in counts)
     for key in ("usage", "real"):
         total[key] = {node: n for c in counts for node, n in c[key].items()}

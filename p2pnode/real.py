@@ -14,6 +14,7 @@ import contextlib
 import gc
 import json
 import logging
+import math
 import os
 import signal
 import ssl
@@ -31,7 +32,7 @@ from p2pcore.plugin import PluginError
 from p2pnode import checkpoint
 from p2pnode.auth import KeyHolder, process_keys
 from p2pnode.build import make_node, make_server, population, server_id, set_owner, set_siblings, set_vet
-from p2pnode.clock import MonotonicClock
+from p2pnode.clock import ElasticClock
 from p2pnode.config import RunConfig, network_differences, network_settings
 from p2pnode.exposure import ExposureLedger
 from p2pnode.host import Host, body_limit
@@ -48,6 +49,18 @@ from protocols.gossip import TimingConfig
 
 log = logging.getLogger("p2pnode.real")
 ROUND_TICKS = TimingConfig().round_ticks
+STRETCH_SAY = 1.5  #: rounds stretched this much say so (with the tick that would hold) ...
+STRETCH_SAY_AFTER = 3  #: ... after this many rounds
+LINGER_ROUNDS = 10  #: the longest a finished process waits for its peers to finish, in rounds
+LINGER_PEERS = 16  #: the peer processes it asks
+
+
+def hold_tick(tick_s: float, stretch: float) -> float:
+    """The tick a machine that stretched ``tick_s`` ticks by ``stretch`` would keep: the
+    stretched tick with a fifth to spare, rounded up to two significant digits."""
+    want = tick_s * max(1.0, stretch) * 1.2
+    digits = 10 ** (math.floor(math.log10(want)) - 1)
+    return float(math.ceil(want / digits - 1e-9) * digits)
 
 
 class StartupError(RuntimeError):
@@ -120,6 +133,9 @@ class NodeProcess:
         )
         self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
+        self.clock: ElasticClock | None = None  #: the nodes' clock and the rounds' (from start)
+        self._start_round = 0  #: the round the clock's tick 0 stands for (a resumed process's)
+        self._said_stretch = False
 
     def _keys(self) -> KeyHolder | None:
         """The process's keyring and identity (p2pnode.auth.process_keys); with none, say loudly
@@ -199,7 +215,7 @@ class NodeProcess:
             local=self.host if self.config.wire.local_delivery else None,
             batch_bytes=self.host.max_frame_bytes if self.config.wire.batch else 0,
         )
-        clock = MonotonicClock(self.config.tick_seconds)
+        clock = self.clock = ElasticClock(self.config.tick_seconds, self.config.max_lag_ticks)
         seeds: list[tuple[int, str]] = []
         # this life of the nodes: peers take their models as newer than any before the restart
         # (a resumed node continues above its checkpoint's incarnation, whichever is larger)
@@ -271,6 +287,7 @@ class NodeProcess:
             runtime.start()
         self.host.accepting = True
         self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds
+        self._start_round = self.round - int(clock.now() // ROUND_TICKS)  # tick 0: the clock's start
 
     def _owner(self, sender: int) -> Hashable:
         """Who stands behind a node id, for the limits a member's ids share (PeerSwap's
@@ -466,13 +483,12 @@ class NodeProcess:
         last = None if self.spec.forever else self.config.rounds
         runner = RoundRunner(self.log, last, self.round, (self._after_round,))
         while (r := runner.next_round()) is not None and not self._stop.is_set():
-            target = self._t0 + r * round_s
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), max(0.0, target - time.perf_counter()))
+            late_s = await self._round_end(r)
             if self._stop.is_set():
                 break
-            self._check_pace(time.perf_counter() - target, round_s)
+            self._check_pace(late_s, round_s)
             runner.end_round(r, time.perf_counter() - self._t0)
+            self._check_stretch(r)
         self._checkpoint()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
         if self.failure is not None:
             raise self.failure
@@ -482,6 +498,7 @@ class NodeProcess:
             address=self.spec.address,
             users=list(self.spec.users),
             late_rounds=self.late_rounds,
+            pace=self.pace(),
             resumes=self.resumes,
             local_frames=self.transport.delivered_locally if self.transport is not None else 0,
             batched_frames=self.transport.batched if self.transport is not None else 0,
@@ -493,15 +510,97 @@ class NodeProcess:
                 result["knn"] = self.log.knn_result()
         return result
 
+    async def _round_end(self, r: int) -> float:
+        """Wait until round ``r`` ends on the nodes' clock (or a stop); how late its end came,
+        in wall seconds (a clock that holds back keeps this within its slack)."""
+        assert self.clock is not None
+        clock = self.clock
+        end = (r - self._start_round) * ROUND_TICKS
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        handle = clock.call_at(end, done)
+        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait([ended, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            handle.cancel()
+            stop.cancel()
+        return max(0.0, (clock.now() - end) * clock.tick_seconds)
+
+    def pace(self) -> dict[str, Any]:
+        """How the process kept its tick: ``stretch`` (wall time over the ticks its clock showed:
+        1.8 when its rounds took 1.8 times their tick), the seconds its clock held back, how many
+        times, and the latest a timer fired."""
+        clock = self.clock
+        if clock is None:
+            return {"stretch": 1.0, "held_s": 0.0, "holds": 0, "worst_lag_s": 0.0}
+        return {
+            "stretch": round(clock.stretch(), 4),
+            "held_s": round(clock.held_s, 4),
+            "holds": clock.holds,
+            "worst_lag_s": round(clock.worst_lag_s, 4),
+        }
+
+    def _check_stretch(self, round_no: int) -> None:
+        """Say once, in the first rounds, when this machine cannot keep the tick: the rounds
+        stretch by more than half, and the tick that would hold."""
+        if self._said_stretch or self.clock is None or round_no - self._start_round < STRETCH_SAY_AFTER:
+            return
+        stretch = self.clock.stretch()
+        if stretch < STRETCH_SAY:
+            return
+        self._said_stretch = True
+        tick = self.config.tick_seconds
+        print(
+            f"p2pnode: WARNING: {self.spec.address} cannot keep {tick:g} s ticks on this machine: its "
+            f"rounds take {stretch:.1f}x their {ROUND_TICKS * tick:g} s (its timers ran up to "
+            f"{self.clock.worst_lag_s:.2f} s late), so the run takes that much longer; "
+            f"--tick-seconds {hold_tick(tick, stretch):g} would hold (or give it fewer nodes)",
+            file=sys.stderr,
+            flush=True,
+        )
+
     async def _linger(self, round_s: float) -> None:
-        """After the last round, keep answering for one more round with the nodes' timers stopped
-        (when other processes take part): processes start their rounds a moment apart, and a peer
-        still in its last round would otherwise meet a stopped process (503 "stopping") where the
-        simulator's nodes all end at once. Ended early by ``stop``."""
+        """After the last round, keep answering with the nodes' timers stopped (when other
+        processes take part): processes start their rounds a moment apart, and one whose clock
+        held back more (a busier process) ends later; a peer still in its last rounds would
+        otherwise meet a stopped process (503 "stopping") where the simulator's nodes all end at
+        once. At least one round; then until every peer process (the first LINGER_PEERS known)
+        says on its ``/status`` that it reached its last round or cannot be reached, at most
+        LINGER_ROUNDS rounds of this process's pace. Ended early by ``stop``."""
         for runtime in self.host.nodes.values():
             runtime.pause()
+        loop = asyncio.get_running_loop()
+        stretch = self.clock.stretch() if self.clock is not None else 1.0
+        deadline = loop.time() + LINGER_ROUNDS * round_s * stretch
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop.wait(), round_s)
+        peers = sorted({a for a in self.addresses.values() if a != self.spec.address})[:LINGER_PEERS]
+        while peers and not self._stop.is_set() and loop.time() < deadline:
+            behind = [p for p in peers if await self._peer_running(p)]
+            if not behind:
+                return
+            peers = behind
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), min(0.5, round_s))
+
+    async def _peer_running(self, address: str) -> bool:
+        """Whether the process at ``address`` is still before its last round (its ``/status``);
+        False when it does not answer or runs for ever."""
+        if self.transport is None:
+            return False
+        url = f"{self.transport.scheme}://{address}/status"
+        try:
+            async with self.transport.session.get(url, timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                page = await resp.json() if resp.status == 200 else {}
+            reached, last = int(page.get("round", 0)), page.get("rounds")
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, TypeError, AttributeError):
+            return False
+        return isinstance(last, int) and reached < last
 
     def _after_round(self, round_no: int) -> None:
         """A real process's part of a round's end: the round number, checkpoints, progress."""

@@ -111,7 +111,10 @@ REASONS: dict[str, Reason] = {
     "not-own-row": _R(403, "vet", "a public node's rows of PARD's public set that name another user"),
     "non-finite": _R(422, "vet", "a colluders' multicast with NaN or infinite values"),
     "not-asked": _R(
-        422, "vet", "a KNN profile or answer the node did not ask for (or a second answer to one ask)"
+        422,
+        "vet",
+        "a KNN profile or answer the node did not ask for (a late or second answer to an ask it "
+        "did send is dropped and counted as the KNN figures' late, not refused)",
     ),
     # taken, then dropped by the node's protocol
     "buffer-full": _R(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from learning.metrics import f1_at_k, random_hit_ratio
+from p2pcore import roundtrips
 from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
 
@@ -54,6 +55,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     swaps = {"committed": 0, "aborted": 0}
     rejected: dict[str, int] = {}
     eps: list[float] = []
+    trips: list[dict[str, Any]] = []  #: PeerSwap's round trips, per node
     selective: list[tuple[int, bool, int]] = []  #: (τ, switched, unprotected) under selective DP-SGD
     for node in nodes:
         figures = node.learner.ranking()
@@ -90,6 +92,9 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
             swaps["aborted"] += changes["aborted"]
             for why in ("partner_busy", "neighbour_busy", "timeout"):
                 swaps[f"aborted_{why}"] = swaps.get(f"aborted_{why}", 0) + changes[f"aborted_{why}"]
+        latency = node.node.sampler.latency()
+        if latency is not None and latency.samples:
+            trips.append(latency.to_dict())
     out: dict[str, Any] = {
         "round": round_no,
         "nodes": n,
@@ -110,6 +115,9 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     }
     if metric.full:
         out[f"{metric.key}_random"] = chance / max(n, 1)
+    swap_rtt = roundtrips.merge(trips)
+    if swap_rtt is not None:  # how long PeerSwap's requests took to be answered, in ticks
+        out["swap_rtt"] = swap_rtt
     if eps:
         out["dp_epsilon"] = {"mean": sum(eps) / len(eps), "max": max(eps), "min": min(eps)}
     if selective:

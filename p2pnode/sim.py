@@ -32,9 +32,12 @@ ROUND_TICKS = TimingConfig().round_ticks
 
 
 class Simulation:
-    """A whole network in memory. ``run_round`` advances the virtual clock by one round."""
+    """A whole network in memory. ``run_round`` advances the virtual clock by one round.
+    ``link``: the frames' delays and drops instead of the configuration's (``sim.delay_min`` ...)."""
 
-    def __init__(self, config: RunConfig, prepared: Prepared | None = None) -> None:
+    def __init__(
+        self, config: RunConfig, prepared: Prepared | None = None, link: LinkConfig | None = None
+    ) -> None:
         self.config = config.validate()
         if self.config.sim.mmap_threshold_mib:  # the whole process's allocator, from now on
             set_mmap_threshold(self.config.sim.mmap_threshold_mib)
@@ -43,7 +46,10 @@ class Simulation:
         s = self.config.sim
         spill = Spill(s.spill_dir) if s.spill_dir else None
         self.network = MemoryNetwork(
-            self.clock, LinkConfig(s.delay_min, s.delay_max, s.drop), seed=self.config.seed, spill=spill
+            self.clock,
+            link or LinkConfig(s.delay_min, s.delay_max, s.drop),
+            seed=self.config.seed,
+            spill=spill,
         )
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))

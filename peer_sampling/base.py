@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from p2pcore.effects import Effect, NodeId
+from p2pcore.roundtrips import RoundTrips
 
 SUSPECT_AFTER = 2  #: consecutive undelivered sends before a peer is skipped
 PROBE_CHANCE = 0.1  #: share of sends that still try the suspected peers (a peer that came back rejoins)
@@ -71,6 +72,11 @@ class PeerSampler(ABC):
     def view_changes(self) -> dict[str, int] | None:
         """Counts of this sampler's view changes by outcome (None: it does not change views by
         agreement; PeerSwap reports committed, aborted and why)."""
+        return None
+
+    def latency(self) -> RoundTrips | None:
+        """The round trips this sampler's requests took (None: it measures none; PeerSwap
+        measures its proposals' and lock requests')."""
         return None
 
     def leave(self) -> list[Effect]:

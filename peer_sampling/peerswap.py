@@ -93,6 +93,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
 from p2pcore.effects import Effect, NodeId, Send, SetTimer
+from p2pcore.roundtrips import RoundTrips
 from peer_sampling.base import PeerSampler
 from peer_sampling.messages import (
     CHECK_ADOPTED,
@@ -120,6 +121,8 @@ PARK_TIMER = "ps:park"
 PARK_TICKS = 2.0  #: how often a parked commit looks whether its hosted partner has decided
 CHECK_TIMER = "ps:check"
 CHECK_TICKS = 10.0  #: a SwapCheck not answered (or answered "pending") this long is sent again
+#: a slow network stretches the transaction timeout and the lease to at most this many times theirs
+STRETCH_CAP = 4.0
 
 
 class Vet(Protocol):
@@ -175,6 +178,8 @@ class _Pending:
     #: neighbours of a third member's that the partner's views name, asked in the lock request
     #: where they name us or the partner: (out, in) their grants must show (issue #61)
     asked: dict[NodeId, tuple[bool, bool]] = field(default_factory=dict)
+    proposed_at: float = 0.0  #: when the proposal went (its accept's round trip is measured)
+    asked_at: float = 0.0  #: when the lock requests went
 
 
 @dataclass
@@ -296,7 +301,6 @@ class PeerSwap(PeerSampler):
         self._retries = 0  #: retries of the current swap event so far
         #: lock requests waiting for this node's lock: (initiator, transaction, as the partner)
         self._queue: list[tuple[NodeId, Txn, bool, float, NodeId | None]] = []
-        self._max_wait = config.max_wait_share * config.txn_timeout_ticks
         #: who stands behind an initiator id (the process sets it: the member whose credential
         #: names it, None for the process's own nodes); the id itself by default
         self.owner: Callable[[NodeId], Hashable] = _own
@@ -332,6 +336,34 @@ class PeerSwap(PeerSampler):
         self._adopted: OrderedDict[Txn, tuple[frozenset[NodeId], frozenset[NodeId]]] = OrderedDict()
         #: commits waiting for their partner's answer to a SwapCheck
         self._checks: dict[Txn, _Check] = {}
+        #: how long this node's proposals and lock requests took to be answered, in ticks
+        self.round_trips = RoundTrips()
+
+    def stretch(self) -> float:
+        """How much this network's answers stretch the transaction timeout, the lease and the
+        waits: 1 while two exchanges of the time within which nearly every answer came
+        (``RoundTrips.bound``) fit in the configured timeout, else their ratio to it (a loaded
+        machine answers late), at most :data:`STRETCH_CAP`. With instantaneous delivery, 1."""
+        base = self.config.txn_timeout_ticks
+        if base <= 0:
+            return 1.0
+        return max(1.0, min(STRETCH_CAP, 2 * self.round_trips.bound() / base))
+
+    def txn_timeout(self) -> float:
+        """How long a transaction waits for its answers (the configured ticks, stretched)."""
+        return self.config.txn_timeout_ticks * self.stretch()
+
+    def _max_wait(self) -> float:
+        """How long a lock request may wait in the queue (a share of the transaction timeout)."""
+        return self.config.max_wait_share * self.txn_timeout()
+
+    def lease(self) -> float:
+        """How long a granted lock waits for its commit (the configured lease, stretched as the
+        transaction timeout is: a lock must outlast the transaction that holds it)."""
+        return self.config.lease_ticks * self.stretch()
+
+    def latency(self) -> RoundTrips:
+        return self.round_trips
 
     def view_changes(self) -> dict[str, int]:
         return dict(vars(self.stats))  # read once a round per node: a flat copy, not asdict's deep one
@@ -426,13 +458,13 @@ class PeerSwap(PeerSampler):
         txn = (self.node_id, self._counter)
         partner = self._out[rng.randrange(len(self._out))]
         self.lock = txn
-        self._pending = _Pending(txn, partner)
+        self._pending = _Pending(txn, partner, proposed_at=now)
         propose = (
             SwapPropose(txn, tuple(self._out), tuple(self._in)) if self.vet is not None else SwapPropose(txn)
         )
         return [
             Send(partner, propose),
-            SetTimer(TXN_TIMER, now + self.config.txn_timeout_ticks),
+            SetTimer(TXN_TIMER, now + self.txn_timeout()),
         ]
 
     # -- messages -------------------------------------------------------------------------------
@@ -632,7 +664,7 @@ class PeerSwap(PeerSampler):
         within a lease (as a hosted partner's, ``_settle_parked``)."""
         effects: list[Effect] = []
         for txn, check in list(self._checks.items()):
-            if now - check.since >= self.config.lease_ticks:
+            if now - check.since >= self.lease():
                 effects += self._give_up(txn, now)
             else:
                 for end, (out, into, asked) in list(check.wait.items()):
@@ -655,7 +687,7 @@ class PeerSwap(PeerSampler):
         for txn, (a, b, since) in list(self._parked.items()):
             partner = self.siblings(b)
             decided = partner.decided(txn) if partner is not None else False
-            if decided is None and now - since < self.config.lease_ticks:
+            if decided is None and now - since < self.lease():
                 continue
             del self._parked[txn]
             if decided:
@@ -751,7 +783,7 @@ class PeerSwap(PeerSampler):
             ):
                 self._queue.append((sender, txn, accept_with_views, now, about))  # outranks the holder
                 if len(self._queue) == 1:
-                    return [SetTimer(QUEUE_TIMER, now + self._max_wait)]
+                    return [SetTimer(QUEUE_TIMER, now + self._max_wait())]
                 return []
             return [Send(sender, LockReply(txn, granted=False))]  # wait-die: the lower rank dies
         return self._grant(sender, txn, now, accept_with_views, about)
@@ -765,7 +797,7 @@ class PeerSwap(PeerSampler):
         while len(self._granted) > GRANTED_MEMORY:
             self._granted.popitem(last=False)
         self._offered = {t: v for t, v in self._offered.items() if t in self._granted}
-        lease = SetTimer(LEASE_TIMER, now + self.config.lease_ticks)
+        lease = SetTimer(LEASE_TIMER, now + self.lease())
         if accept_with_views:
             views = (tuple(self._out), tuple(self._in))
             self._offered[txn] = views
@@ -781,6 +813,7 @@ class PeerSwap(PeerSampler):
         if p is None or p.txn != msg.txn or sender != p.partner:
             return [Send(sender, Unlock(msg.txn))]
         p.accepted = True
+        self.round_trips.add(now - p.proposed_at)
         sizes = (len(msg.out_view), len(msg.in_view)) == (len(self._out), len(self._in))
         if (
             not sizes
@@ -801,6 +834,7 @@ class PeerSwap(PeerSampler):
         p.asked = self._named_elsewhere(j, msg.out_view, msg.in_view)
         if not p.waiting:
             return self._commit(now)
+        p.asked_at = now
         return [Send(k, LockRequest(p.txn, j if k in p.asked else None)) for k in sorted(p.waiting)]
 
     def _on_lock_reply(self, sender: NodeId, msg: LockReply, now: float, rng: random.Random) -> list[Effect]:
@@ -814,6 +848,7 @@ class PeerSwap(PeerSampler):
                 self.stats.aborted_partner_busy += 1
             return [*self._abort(now), *self._retry(now, rng)]
         if sender in p.waiting:
+            self.round_trips.add(now - p.asked_at)
             p.waiting.discard(sender)
             p.granted.add(sender)
             out, into = p.asked.get(sender, (False, False))
@@ -872,7 +907,7 @@ class PeerSwap(PeerSampler):
 
     def _expire_waits(self, now: float) -> list[Effect]:
         """Refuse the requests that waited their limit; wake again for the next one."""
-        limit = self._max_wait
+        limit = self._max_wait()
         expired = [w for w in self._queue if w[3] + limit <= now]  # the sum the timer was set to
         self._queue = [w for w in self._queue if w[3] + limit > now]
         effects: list[Effect] = [Send(w[0], LockReply(w[1], granted=False)) for w in expired]

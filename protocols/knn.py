@@ -50,10 +50,13 @@ import numpy.typing as npt
 
 from learning import reuseknn as rk
 from p2pcore.effects import Dropped, Effect, NodeId, Send, SetTimer
+from p2pcore.roundtrips import RoundTrips
 from protocols.knn_messages import KnnAnswer, KnnAsk, KnnProbe, KnnProfile
 
 QUERY_TIMER = "knn:query"
 HOLD_STEP = 5.0  #: ticks between two looks for missing profiles before a query
+#: answers slower than the timeout stretch it (and the probes' re-send) to at most this many times
+STRETCH_CAP = 4.0
 TIMEOUT_PREFIX = "knn:t"
 
 
@@ -104,6 +107,7 @@ class _Pending:
     sims: npt.NDArray[np.float64]
     answers: dict[int, float | None] = field(default_factory=dict)
     asked_again: bool = False  #: its silent neighbours were asked once more
+    sent: float = 0.0  #: when the asks went (their answers' round trips are measured)
 
 
 @dataclass
@@ -118,6 +122,9 @@ class KnnStats:
     probes_answered: int = 0
     timeouts: int = 0  #: its own asks that went unanswered
     asked_again: int = 0  #: its own asks sent once more after the first timeout
+    #: answers and profiles that came after the query they answer ended, or twice (an ask or a
+    #: probe this node sent once more): dropped, not refused (the peer did as asked, late)
+    late: int = 0
 
 
 def epsilon_of(usage: int, real: int) -> float:
@@ -181,6 +188,9 @@ class KnnService:
         self.done: list[tuple[int, int, float, float, int]] = []
         self._query_ids = 0
         self._rank: npt.NDArray[np.float64] | None = None
+        #: how long its asks and probes took to be answered, in ticks (first sends only)
+        self.round_trips = RoundTrips()
+        self._reprobed: set[int] = set()  #: probed once more: a second profile may come
         if 0 <= node_id < n:
             self._learn(node_id, 1.0, float(self.items.size), self.items)
         # -- as a neighbour --
@@ -201,11 +211,20 @@ class KnnService:
         """Probes not answered within the timeout are sent again (a peer's process may not have
         been up yet); view candidates: a few of the sampler's peers it holds no profile of."""
         s = self.settings
-        stale = [p for p, sent in self.probed.items() if now - sent > s.timeout_ticks]
+        stale = [p for p, sent in self.probed.items() if now - sent > self.timeout()]
         out = self._probe(stale, now) if stale else []
         if s.candidates in ("view", "ranked") and self.profiles_held < s.max_profiles:
             self.waiting += self._unknown(peers)[: s.probes_per_wake]
         return out + self._pump(now)
+
+    def timeout(self) -> float:
+        """How long an ask or a probe waits for its answer before it is sent once more: the
+        configured ticks, or, where answers take longer (a loaded machine: a busy neighbour
+        answers late rather than its query being counted lost), two of the time within which
+        nearly every answer came (``RoundTrips.bound``), at most :data:`STRETCH_CAP` times the
+        configured ticks."""
+        base = self.settings.timeout_ticks
+        return max(base, min(STRETCH_CAP * base, 2 * self.round_trips.bound()))
 
     def _unknown(self, peers: Iterable[NodeId]) -> list[int]:
         """The peers of ``peers`` (once each, in order) of this network, not itself, that it holds
@@ -242,7 +261,7 @@ class KnnService:
                 # that did answer gives its first answer again, uncounted (_on_ask)
                 pending.asked_again = True
                 self.stats.asked_again += len(silent)
-                deadline = now + self.settings.timeout_ticks
+                deadline = now + self.timeout()
                 return [SetTimer(key, deadline), *(Send(c, KnnAsk(qid, pending.item)) for c in silent)]
             self.stats.timeouts += len(silent)
             self._finish(qid)
@@ -252,7 +271,15 @@ class KnnService:
         if isinstance(message, KnnProbe):
             return self._on_probe(sender, message, now)
         if isinstance(message, KnnProfile):
-            self.probed.pop(sender, None)
+            sent = self.probed.pop(sender, None)
+            if sent is None:  # the second answer to a probe sent once more (``vet``)
+                self._reprobed.discard(sender)
+                self.stats.late += 1
+                return []
+            if sender in self._reprobed:
+                self._reprobed.discard(sender)  # which of the two it answers is unknown: not timed
+            else:
+                self.round_trips.add(now - sent)
             self._learn(sender, message.sim, float(message.co), np.asarray(message.items, dtype=np.int64))
             if message.near and self.settings.candidates == "ranked":
                 self._suggested(message.sim, message.near)
@@ -261,11 +288,15 @@ class KnnService:
             return self._on_ask(sender, message, now)
         if isinstance(message, KnnAnswer):
             pending = self.pending.get(message.query)
-            if pending is not None:
-                pending.answers[sender] = message.rating
-                if len(pending.answers) == len(pending.top):
-                    self._finish(message.query)
-                    return [SetTimer(f"{TIMEOUT_PREFIX}{message.query}", math.inf)]
+            if pending is None or sender in pending.answers:  # late, or asked twice (``vet``)
+                self.stats.late += 1
+                return []
+            if not pending.asked_again:
+                self.round_trips.add(now - pending.sent)
+            pending.answers[sender] = message.rating
+            if len(pending.answers) == len(pending.top):
+                self._finish(message.query)
+                return [SetTimer(f"{TIMEOUT_PREFIX}{message.query}", math.inf)]
         return []
 
     def vet(self, sender: NodeId, message: object) -> str | None:
@@ -280,17 +311,19 @@ class KnnService:
             fits = bool(np.isfinite(r).all()) and bool((r >= s.scale[0]).all() and (r <= s.scale[1]).all())
             return None if fits else "schema"
         if isinstance(message, KnnProfile):
-            if sender not in self.probed:
-                return "not-asked"
+            if sender not in self.probed:  # a probe sent once more may be answered twice: late
+                return None if sender in self._reprobed and self.known[sender] else "not-asked"
             fits = _ascending_in(message.items, s.n_items) and 0 <= message.co <= len(message.items)
             return None if fits and -1.0 - 1e-9 <= message.sim <= 1.0 + 1e-9 else "schema"
         if isinstance(message, KnnAsk):
             return None if 0 <= message.item < s.n_items else "schema"
         if isinstance(message, KnnAnswer):
+            if not 0 < message.query <= self._query_ids:
+                return "not-asked"  # no query of this node's had that id
             pending = self.pending.get(message.query)
-            if pending is None or pending.item != message.item or sender not in pending.top.tolist():
-                return "not-asked"
-            if sender in pending.answers:
+            if pending is None:  # its query ended (answered, or left out after two asks): late
+                return None if message.rating is None or _in_scale(message.rating, s.scale) else "schema"
+            if pending.item != message.item or sender not in pending.top.tolist():
                 return "not-asked"
             return None if message.rating is None or _in_scale(message.rating, s.scale) else "schema"
         return "schema"
@@ -455,6 +488,8 @@ class KnnService:
         out: list[Effect] = []
         for p in peers:
             if p != self.node_id:
+                if p in self.probed:
+                    self._reprobed.add(p)
                 self.probed[p] = now
                 out.append(Send(p, probe))
         return out
@@ -545,8 +580,8 @@ class KnnService:
             return []
         self._query_ids += 1
         qid = self._query_ids
-        self.pending[qid] = _Pending(self.next, i, query.truth, top, sims)
-        deadline = now + self.settings.timeout_ticks
+        self.pending[qid] = _Pending(self.next, i, query.truth, top, sims, sent=now)
+        deadline = now + self.timeout()
         return [SetTimer(f"{TIMEOUT_PREFIX}{qid}", deadline), *(Send(int(c), KnnAsk(qid, i)) for c in top)]
 
     def _finish(self, qid: int) -> None:

@@ -6,6 +6,7 @@ frames go through the same encode/decode path as over HTTP, and only the wire is
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -17,17 +18,32 @@ from p2pnode.wire.schema import Channel, SharedFrame
 
 @dataclass(frozen=True)
 class LinkConfig:
-    """Delay (ticks, uniform in [min, max]) and drop probability for every frame."""
+    """Delay (ticks, uniform in [min, max]) and drop probability for every frame. ``delays``:
+    the delay's quantiles instead, evenly spaced from its least to its most (a delay is drawn
+    between two neighbouring ones): the delays a real run measured (``p2plab.selfcheck``)."""
 
     delay_min: float = 0.0
     delay_max: float = 0.0
     drop: float = 0.0
+    delays: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.drop < 1.0:
             raise ValueError("drop must be in [0, 1)")
         if not 0.0 <= self.delay_min <= self.delay_max:
             raise ValueError("need 0 <= delay_min <= delay_max")
+        q = self.delays
+        if q and (len(q) < 2 or q[0] < 0 or any(b < a for a, b in itertools.pairwise(q))):
+            raise ValueError("delays must be at least two quantiles, from 0 up, in order")
+
+    def draw(self, rng: random.Random) -> float:
+        """One frame's delay."""
+        if self.delays:
+            q = self.delays
+            x = rng.random() * (len(q) - 1)
+            k = int(x)
+            return q[k] + (q[min(k + 1, len(q) - 1)] - q[k]) * (x - k)
+        return rng.uniform(self.delay_min, self.delay_max) if self.delay_max else 0.0
 
 
 class MemoryNetwork:
@@ -66,7 +82,7 @@ class MemoryNetwork:
         self.frames += 1
         self.bytes += len(data)
         link = self.link
-        delay = self.rng.uniform(link.delay_min, link.delay_max) if link.delay_max else 0.0
+        delay = link.draw(self.rng)
         dropped = link.drop > 0 and self.rng.random() < link.drop
         receiver = self._receivers.get(dst)
         if dropped or receiver is None or dst in self.down:

@@ -74,6 +74,45 @@ def wait_until(
         time.sleep(every)
 
 
+def round_of(address: str) -> int:
+    """The round the process at ``address`` reached (its ``/status``)."""
+    return int(get_json(address, "/status")["round"])
+
+
+def wait_rounds(
+    check: Callable[[], T],
+    address: str,
+    rounds: int,
+    what: str,
+    every: float = 0.25,
+    backstop_s: float = 600.0,
+) -> T:
+    """``check()`` until it returns something true, which is returned; fails once the process at
+    ``address`` has run ``rounds`` more rounds without it, saying ``what`` did not happen. The
+    deadline is the process's own progress, not wall time: on a busy machine rounds stretch
+    (p2pnode.clock.ElasticClock) and the wait with them. ``backstop_s``: a process that stops
+    making rounds fails the wait after that long."""
+    start = wait_until(lambda: round_of(address) + 1, 120, f"{address} did not answer /status") - 1
+    deadline = time.monotonic() + backstop_s
+    last: Any = None
+    reached = start
+    while True:
+        try:
+            last = check()
+        except OSError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            reached = round_of(address)
+        if reached - start >= rounds:
+            raise AssertionError(f"{what}: not within {rounds} rounds of {address} (last: {last!r})")
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: {address} ran {reached - start} rounds in {backstop_s:.0f} s")
+        time.sleep(every)
+
+
 def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
     """End ``proc`` if it still runs: SIGTERM, then SIGKILL after ``timeout`` seconds."""
     if proc.poll() is None:

@@ -63,7 +63,8 @@ async def test_a_process_that_ends_first_keeps_answering_its_peers_last_round() 
     # 2 s rounds: a sender's retries (0.2 s, 0.4 s, ±50%) are over before the later one ends
     config = cfg(nodes=12, rounds=2, tick_seconds=0.02)
     procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
-    procs[1]._t0 += 0.6 * 100 * config.tick_seconds  # its rounds end 0.6 of a round later
+    assert procs[1].clock is not None
+    procs[1].clock.hold(0.6 * 100 * config.tick_seconds)  # its rounds end 0.6 of a round later
 
     async def alone(proc: NodeProcess) -> dict[str, Any]:  # as `p2pnode run` does: stop when done
         try:

@@ -102,3 +102,33 @@ def test_attribute_inference_keeps_each_observer_and_each_process_omniscient_vie
     }
     assert merge_aia([{"omniscient": summary(5)}]) == {"omniscient": summary(5)}  # one process: as is
     assert merge_aia([None, None]) is None
+
+
+def _process(stretch: float, busy_at_first: int, trips: list[float]) -> dict:  # type: ignore[type-arg]
+    from p2pcore.roundtrips import RoundTrips
+
+    rt = RoundTrips()
+    for t in trips:
+        rt.add(t)
+    row = {"nodes": 2, "hit_ratio_at_20": 0.5, "messages": 1, "bytes": 1}
+    return {
+        "nodes": 2, "round": 2, "rounds": 2, "hit_ratio_at_20": 0.5, "messages": 1, "model_messages": 1,
+        "delta_messages": 0, "bytes": 1, "merges": 1, "local_steps": 1, "send_failures": 0,
+        "rejected": {"busy": busy_at_first + 1}, "swap_rtt": rt.to_dict(),
+        "pace": {"stretch": stretch, "held_s": stretch - 1, "holds": 1, "worst_lag_s": 0.1},
+        "history": [
+            {**row, "round": 1, "rejected": {"busy": busy_at_first}},
+            {**row, "round": 2, "rejected": {}},
+        ],
+    }  # fmt: skip
+
+
+def test_a_network_runs_at_its_slowest_process_pace_and_pools_its_round_trips() -> None:
+    from p2plab.merge import aggregate
+
+    total = aggregate([_process(1.2, 3, [0.5, 1.0]), _process(1.6, 0, [2.0])], "hit_ratio_at_20")
+    assert total["pace"]["stretch"] == 1.6 and total["pace"]["held_s"] == pytest.approx(0.6)
+    assert sum(total["swap_rtt"]["counts"]) == 3 and total["swap_rtt"]["total"] == pytest.approx(3.5)
+    assert total["history"][0]["rejected"] == {"busy": 3}  # the first round's refusals, summed
+    unpaced = {k: v for k, v in _process(1.0, 0, []).items() if k != "pace"}
+    assert "pace" not in aggregate([unpaced], "hit_ratio_at_20")

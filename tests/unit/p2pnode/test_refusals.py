@@ -75,3 +75,11 @@ def test_a_refusal_is_counted_once_per_node_and_in_the_metric() -> None:
     assert (
         value("4", "too-far") == 1 and value("4", "buffer-full") == 1 and value("none", "unknown-node") == 1
     )
+
+
+def test_the_readme_table_names_every_reason_a_user_can_meet() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| reason | status | what happened |") :]
+    table = table[: table.index("\n\n")]
+    missing = [name for name, reason in REASONS.items() if reason.counted and f"`{name}`" not in table]
+    assert not missing, missing

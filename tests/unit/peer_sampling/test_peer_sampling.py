@@ -848,3 +848,40 @@ def test_only_its_initiator_aborts_a_transaction() -> None:
     node.on_message(9, LockRequest((9, 2)), 0.0, rng)
     node.on_message(9, Unlock((9, 2)), 0.0, rng)  # its initiator aborts it
     assert node.lock is None
+
+
+@pytest.mark.slow
+def test_peerswap_stretches_its_timeouts_to_the_round_trips_a_slow_network_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Messages taking up to 40 ticks (a loaded machine's): round trips reach 80 ticks, past the
+    50-tick transaction timeout. Measured round trips stretch the timeout and the lease (up to 4x),
+    so swaps commit where a fixed timeout times most of them out; the views stay consistent."""
+    import peer_sampling.peerswap as ps
+
+    def run() -> tuple[int, int, float]:
+        samplers, _ = _swap_net(60, 3, 40.0, PeerSwapConfig(rate_per_round=0.3))
+        committed = sum(s.stats.committed for s in samplers.values())
+        timeouts = sum(s.stats.aborted_timeout for s in samplers.values())
+        return committed, timeouts, max(s.stretch() for s in samplers.values())
+
+    stretched = run()
+    monkeypatch.setattr(ps, "STRETCH_CAP", 1.0)
+    fixed = run()
+    assert fixed[2] == 1.0 < stretched[2] <= 4.0
+    assert stretched[1] < 0.5 * fixed[1], (stretched, fixed)
+    assert stretched[0] > 1.2 * fixed[0], (stretched, fixed)
+
+
+def test_peerswap_measures_its_round_trips_and_keeps_its_timeouts_on_a_fast_network() -> None:
+    node = PeerSwap(0, [1, 2, 3], [4, 5, 6])
+    assert node.txn_timeout() == 50.0 and node.lease() == 100.0  # no answer seen yet
+    node.round_trips.add(3.0)
+    node.round_trips.add(5.0)
+    assert node.stretch() == 1.0 and node.latency() is node.round_trips
+    for _ in range(20):
+        node.round_trips.add(60.0)
+    assert node.txn_timeout() > 100.0 and node.lease() == 2 * node.txn_timeout()
+    for _ in range(20):
+        node.round_trips.add(1000.0)
+    assert node.txn_timeout() == 200.0  # at most 4x
