@@ -30,7 +30,7 @@ from p2plab.merge import aggregate
 from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import ConfigError, RunConfig
 from p2pnode.identity import Authority, save_authority, save_identity
-from p2pnode.real import split_users
+from p2pnode.real import STRETCH_SAY, STRETCH_SAY_AFTER, hold_tick, split_users
 from p2pnode.report import metric_for, summary, time_left
 
 #: a launch with no round yet says it is starting this often (it used to be silent ~20 s)
@@ -481,6 +481,27 @@ async def _apply_events(
 _PAST = {"join": "joined", "leave": "left", "crash": "crashed"}
 
 
+def _say_stretch(
+    statuses: Sequence[dict[str, Any]],
+    config: RunConfig,
+    progress: Callable[[str], None],
+    shown: dict[str, int],
+) -> None:
+    """One line, once, when a process's rounds take 1.5 times their tick or more (its clock
+    holds back while it runs behind): this machine cannot keep the tick; the tick that would."""
+    paces = [float((s.get("pace") or {}).get("recent", 1.0)) for s in statuses]
+    worst = max(paces, default=1.0)
+    if worst < STRETCH_SAY:
+        return
+    shown["stretch_said"] = 1
+    tick = config.tick_seconds
+    progress(
+        f"WARNING: this machine cannot keep {tick:g} s ticks: rounds take {worst:.1f}x their "
+        f"{100 * tick:g} s (they stretch so the protocols keep their timing; the run takes that much "
+        f"longer); --tick-seconds {hold_tick(tick, worst):g} would hold, or run less beside it"
+    )
+
+
 async def _watch(
     addresses: list[str],
     config: RunConfig,
@@ -518,6 +539,8 @@ async def _watch(
             if rnd <= shown["round"]:
                 continue
             shown["round"] = rnd
+            if progress is not None and rnd >= STRETCH_SAY_AFTER and not shown.get("stretch_said"):
+                _say_stretch(statuses, config, progress, shown)
             key = metric_for(config).key  # each node's utility in its /status row (report.node_rows)
             hits = [n[key] for s in statuses for n in s["nodes"] if n[key] is not None]
             models = sum(n["models_sent"] for s in statuses for n in s["nodes"])

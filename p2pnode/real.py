@@ -134,8 +134,10 @@ class NodeProcess:
         self.late_rounds = 0  #: rounds that began more than half a round behind schedule
         self._t0 = 0.0
         self.clock: ElasticClock | None = None  #: the nodes' clock and the rounds' (from start)
-        self._start_round = 0  #: the round the clock's tick 0 stands for (a resumed process's)
+        self._start_round = 0  #: the round the process started at (a resumed process's)
+        self._tick0 = 0.0  #: the clock's tick then
         self._said_stretch = False
+        self._mark: tuple[float, float] | None = None  #: (elapsed, held) at the first round's end
 
     def _keys(self) -> KeyHolder | None:
         """The process's keyring and identity (p2pnode.auth.process_keys); with none, say loudly
@@ -190,6 +192,8 @@ class NodeProcess:
             "refused": sum(sum(n.counters.rejected.values()) for n in self.host.nodes.values()),
             #: the adversaries' mean accuracy and bound at the last evaluation (None: no attack)
             "cia": None if cia is None else {"aac": cia["aac"], "upper_bound": cia["upper_bound"]},
+            #: how the process keeps its tick: its rounds' stretch so far and since its first round
+            "pace": {"stretch": self.pace()["stretch"], "recent": round(self.recent_stretch(), 4)},
             "nodes": nodes,
         }
 
@@ -287,7 +291,7 @@ class NodeProcess:
             runtime.start()
         self.host.accepting = True
         self._t0 = time.perf_counter() - self.round * ROUND_TICKS * self.config.tick_seconds
-        self._start_round = self.round - int(clock.now() // ROUND_TICKS)  # tick 0: the clock's start
+        self._start_round, self._tick0 = self.round, clock.now()  # rounds count from here
 
     def _owner(self, sender: int) -> Hashable:
         """Who stands behind a node id, for the limits a member's ids share (PeerSwap's
@@ -488,6 +492,8 @@ class NodeProcess:
                 break
             self._check_pace(late_s, round_s)
             runner.end_round(r, time.perf_counter() - self._t0)
+            if r == self._start_round + 1 and self.clock is not None:  # past start-up's first round
+                self._mark = (self.clock.elapsed_s(), self.clock.held_s)
             self._check_stretch(r)
         self._checkpoint()  # at the end and on SIGTERM/SIGINT (stop ends the loop)
         if self.failure is not None:
@@ -515,7 +521,7 @@ class NodeProcess:
         in wall seconds (a clock that holds back keeps this within its slack)."""
         assert self.clock is not None
         clock = self.clock
-        end = (r - self._start_round) * ROUND_TICKS
+        end = self._tick0 + (r - self._start_round) * ROUND_TICKS
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def done() -> None:
@@ -545,12 +551,24 @@ class NodeProcess:
             "worst_lag_s": round(clock.worst_lag_s, 4),
         }
 
+    def recent_stretch(self) -> float:
+        """The rounds' stretch since the first round ended (the first has start-up's one-off
+        work: caches filled, the first evaluation), or so far before that."""
+        clock = self.clock
+        if clock is None:
+            return 1.0
+        if self._mark is None:
+            return clock.stretch()
+        wall = clock.elapsed_s() - self._mark[0]
+        shown = wall - (clock.held_s - self._mark[1])
+        return wall / shown if shown > 0 and wall > 0 else 1.0
+
     def _check_stretch(self, round_no: int) -> None:
         """Say once, in the first rounds, when this machine cannot keep the tick: the rounds
         stretch by more than half, and the tick that would hold."""
         if self._said_stretch or self.clock is None or round_no - self._start_round < STRETCH_SAY_AFTER:
             return
-        stretch = self.clock.stretch()
+        stretch = self.recent_stretch()
         if stretch < STRETCH_SAY:
             return
         self._said_stretch = True

@@ -272,13 +272,13 @@ class KnnService:
             return self._on_probe(sender, message, now)
         if isinstance(message, KnnProfile):
             sent = self.probed.pop(sender, None)
-            if sent is None:  # the second answer to a probe sent once more (``vet``)
-                self._reprobed.discard(sender)
+            if sent is None and sender in self._reprobed and self.known[sender]:
+                self._reprobed.discard(sender)  # the second answer to a probe sent once more
                 self.stats.late += 1
                 return []
-            if sender in self._reprobed:
-                self._reprobed.discard(sender)  # which of the two it answers is unknown: not timed
-            else:
+            # sent twice: which of the two this answers is unknown, so it is not timed (and the
+            # other answer may still come: late); ``vet`` refused a profile nobody asked for
+            if sent is not None and sender not in self._reprobed:
                 self.round_trips.add(now - sent)
             self._learn(sender, message.sim, float(message.co), np.asarray(message.items, dtype=np.int64))
             if message.near and self.settings.candidates == "ranked":

@@ -136,7 +136,10 @@ def test_vet_refuses_what_is_out_of_range_or_not_asked_for() -> None:
     assert node.vet(1, KnnAnswer(1, 5, 2.0)) == "not-asked"  # another item
     assert node.vet(1, KnnAnswer(1, 4, 9.0)) == "schema"
     node.on_message(1, KnnAnswer(1, 4, 4.0), 1.0)
-    assert node.vet(1, KnnAnswer(1, 4, 4.0)) == "not-asked"  # a second answer
+    # a second answer to an ask (it may have been asked twice): dropped as late, not refused
+    assert node.vet(1, KnnAnswer(1, 4, 4.0)) is None
+    assert node.on_message(1, KnnAnswer(1, 4, 1.0), 1.0) == [] and node.stats.late == 1
+    assert node.pending[1].answers == {1: 4.0}
     out = node.on_message(2, KnnAnswer(1, 4, 2.0), 1.0)
     assert out == [SetTimer("knn:t1", math.inf)]
     assert node.done == [(0, 4, (0.9 * 4 + 0.5 * 2) / 1.4, 3.0, 2)]
@@ -241,3 +244,24 @@ def test_ranked_candidates_follow_the_suggestions_of_the_most_similar_only() -> 
     assert node.waiting == [12, 13, 14]  # 6 held and 3 waiting: max_profiles 8 leaves no room
     plain = service(candidates="view")
     assert plain.profile_for(KnnProbe((4,), (3.0,))).near == ()
+
+
+def test_slow_answers_stretch_the_timeout_and_a_second_profile_is_late_not_refused() -> None:
+    """A loaded machine's neighbours answer late: the re-send waits for what the answers took
+    (at most 4x the configured timeout), and a probe sent once more whose two answers both
+    come is counted late, its second profile dropped, not refused as unasked."""
+    node = service(candidates="full", probe_window=2, timeout_ticks=100.0)
+    assert node.timeout() == 100.0
+    node.start(0.0)  # probes 1 and 2
+    node.on_message(1, KnnProfile(0.5, 1, (4,)), 150.0)  # answered after 150 ticks
+    assert 100.0 < node.timeout() <= 400.0
+    stale = node.on_wake(10_000.0, [])  # probe 2 (and 3, sent after 1 answered) never answered
+    assert {e.to for e in stale if isinstance(e, Send)} >= {2}
+    assert node.vet(2, KnnProfile(0.4, 1, (4,))) is None
+    node.on_message(2, KnnProfile(0.4, 1, (4,)), 10_001.0)  # the first answer: taken, not timed
+    assert node.vet(2, KnnProfile(0.4, 1, (4,))) is None  # the second: late
+    assert node.on_message(2, KnnProfile(0.4, 1, (4,)), 10_002.0) == [] and node.stats.late == 1
+    assert node.vet(2, KnnProfile(0.4, 1, (4,))) == "not-asked"  # a third: nobody asked
+    for _ in range(50):
+        node.round_trips.add(10_000.0)
+    assert node.timeout() == 400.0
