@@ -96,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = Path(tmp)
         for job in args.jobs.split(","):
             flags = [*JOBS[job], "--rounds", str(args.rounds)]
-            rows = [row("simulator", run("simulate", flags, root / f"{job}-sim"))]
+            # the daemon's merge defaults (clip, norm band, steady pull), as launch runs them
+            rows = [row("simulator", run("simulate", [*flags, "--preset", "safe"], root / f"{job}-sim"))]
             for n in busies:
                 with busy(n):
                     summary = run("launch", flags, root / f"{job}-busy{n}")

@@ -63,6 +63,20 @@ JSON = "application/json; charset=utf-8"
 _CHALLENGE = re.compile(r"^[0-9a-f]{32}$")
 CLIENT_PER_HOST = 32  #: connections a process opens to one destination (below the server's caps)
 CLIENT_KEEPALIVE_S = 4.0  #: idle client connections are dropped before the server's header timeout
+SILENT_AFTER = 5  #: sends in a row without an answer before a peer process is said to be gone
+SILENT_SAID = 64  #: at most this many addresses said gone at once (a log line each)
+
+
+def _ids(nodes: list[int]) -> str:
+    """``0-4, 9``: sorted node ids with their runs folded, at most 8 parts."""
+    runs: list[list[int]] = []
+    for n in nodes:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    return ", ".join(parts[:8]) + (", ..." if len(parts) > 8 else "") if parts else "(none known)"
 
 
 class HttpTransport:
@@ -123,6 +137,9 @@ class HttpTransport:
         #: with identities: per address, the credential serial and node ids its server proved
         self._proven: dict[str, asyncio.Task[Credential | None]] = {}
         self.unproven = 0  #: sends refused because the address's server does not hold the node
+        #: per address, sends in a row that got no answer (a peer process gone, or not up yet)
+        self._silent: dict[str, int] = {}
+        self._said_silent: set[str] = set()  #: addresses said to have stopped answering
 
     async def server_ids(self, address: str) -> set[int]:
         """The node ids the certificate of the server at ``address`` names (mutual TLS).
@@ -314,11 +331,32 @@ class HttpTransport:
                 outcome = Outcome(UNREACHABLE, type(exc).__name__)
             retry = outcome.status in (UNREACHABLE, 503) and attempt < self.retries and not self.closed
             if not retry:
+                self._note_answer(address, outcome)
                 return outcome, answer
             delay = self.backoff_s * 2**attempt * random.uniform(0.5, 1.5)
             attempt += 1
             self.retried += 1
             await asyncio.sleep(delay)
+
+    def _note_answer(self, address: str, outcome: Outcome) -> None:
+        """Say once when a peer process stops answering (SILENT_AFTER sends in a row got no
+        answer: it stopped, crashed or is cut off), and once when it answers again: a peer gone
+        is not left to a count of failed sends alone."""
+        if outcome.status != UNREACHABLE or self.closed:
+            self._silent.pop(address, None)
+            if address in self._said_silent:
+                self._said_silent.discard(address)
+                log.warning("%s answers again", address)
+            return
+        n = self._silent[address] = self._silent.get(address, 0) + 1
+        if n == SILENT_AFTER and address not in self._said_silent and len(self._said_silent) < SILENT_SAID:
+            self._said_silent.add(address)
+            nodes = sorted(d for d, a in self.addresses.items() if a == address)
+            log.warning(
+                "%s stopped answering (%d sends in a row, the last %s): its node(s) %s are skipped "
+                "as suspected and probed now and then", address, n, outcome.reason or "unreachable",
+                _ids(nodes),
+            )  # fmt: skip
 
     def _not_holder(self, address: str, dsts: tuple[int, ...]) -> Outcome:
         """``address`` does not hold some of ``dsts``: forget it for them (a first-hand entry, or
