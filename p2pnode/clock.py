@@ -22,7 +22,9 @@ class Clock(Protocol):
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle: ...
 
 
-class _VirtualHandle:
+class _Handle:
+    """A timer of a clock that keeps its own queue (virtual, elastic): cancelled in place."""
+
     __slots__ = ("cancelled",)
 
     def __init__(self) -> None:
@@ -40,15 +42,15 @@ class VirtualClock:
 
     def __init__(self) -> None:
         self._now = 0.0
-        self._queue: list[tuple[float, int, _VirtualHandle, Callable[[], None]]] = []
+        self._queue: list[tuple[float, int, _Handle, Callable[[], None]]] = []
         self._seq = itertools.count()
         self.events = 0
 
     def now(self) -> float:
         return self._now
 
-    def call_at(self, when: float, callback: Callable[[], None]) -> _VirtualHandle:
-        handle = _VirtualHandle()
+    def call_at(self, when: float, callback: Callable[[], None]) -> _Handle:
+        handle = _Handle()
         heapq.heappush(self._queue, (max(when, self._now), next(self._seq), handle, callback))
         return handle
 
@@ -80,16 +82,6 @@ class MonotonicClock:
 
     def call_at(self, when: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
         return self._loop.call_at(self._t0 + when * self.tick_seconds, callback)
-
-
-class _ElasticHandle:
-    __slots__ = ("cancelled",)
-
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 class ElasticClock:
@@ -124,7 +116,7 @@ class ElasticClock:
         self.held_s = 0.0  #: wall seconds the clock stood still, in all
         self.holds = 0  #: times it held back
         self.worst_lag_s = 0.0  #: the latest a timer fired, in wall seconds
-        self._queue: list[tuple[float, int, _ElasticHandle, Callable[[], None]]] = []
+        self._queue: list[tuple[float, int, _Handle, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._armed: tuple[float, asyncio.TimerHandle] | None = None  #: (tick, the loop's handle)
 
@@ -155,8 +147,8 @@ class ElasticClock:
             self._armed = None
         self._arm()
 
-    def call_at(self, when: float, callback: Callable[[], None]) -> _ElasticHandle:
-        handle = _ElasticHandle()
+    def call_at(self, when: float, callback: Callable[[], None]) -> _Handle:
+        handle = _Handle()
         heapq.heappush(self._queue, (when, next(self._seq), handle, callback))
         self._arm()
         return handle

@@ -41,6 +41,24 @@ def get_json(address: str, path: str, timeout: float = 3.0) -> Any:
     return json.loads(get_text(address, path, timeout))
 
 
+def _poll(check: Callable[[], T], every: float, give_up: Callable[[Any], str | None]) -> T:
+    """``check()`` until it returns something true, which is returned; an ``OSError`` (a process
+    not listening yet) counts as not yet. After each miss ``give_up(last)`` may end the wait
+    with the reason it returns (raised as an AssertionError)."""
+    while True:
+        try:
+            last = check()
+        except OSError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        reason = give_up(last)
+        if reason is not None:
+            raise AssertionError(reason)
+        time.sleep(every)
+
+
 def wait_until(
     check: Callable[[], T],
     timeout: float,
@@ -53,25 +71,20 @@ def wait_until(
     happen and what ``check`` gave last, or at once when the process ``alive`` has exited (with
     the end of its error output)."""
     deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = check()
-        except OSError as exc:
-            last = exc
-        else:
-            if last:
-                return last
+
+    def give_up(last: Any) -> str | None:
         if alive is not None and alive.poll() is not None:
             err = ""
             if alive.stderr is not None:
                 with contextlib.suppress(OSError, ValueError):
                     out = alive.stderr.read()
                     err = (out.decode(errors="replace") if isinstance(out, bytes) else out)[-2000:]
-            raise AssertionError(f"{what}: the process exited ({alive.returncode}) first: {err}")
+            return f"{what}: the process exited ({alive.returncode}) first: {err}"
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
-        time.sleep(every)
+            return f"{what}: not within {timeout:.0f} s (last: {last!r})"
+        return None
+
+    return _poll(check, every, give_up)
 
 
 def round_of(address: str) -> int:
@@ -94,23 +107,18 @@ def wait_rounds(
     making rounds fails the wait after that long."""
     start = wait_until(lambda: round_of(address) + 1, 120, f"{address} did not answer /status") - 1
     deadline = time.monotonic() + backstop_s
-    last: Any = None
-    reached = start
-    while True:
-        try:
-            last = check()
-        except OSError as exc:
-            last = exc
-        else:
-            if last:
-                return last
+    reached = [start]
+
+    def give_up(last: Any) -> str | None:
         with contextlib.suppress(OSError, ValueError, KeyError):
-            reached = round_of(address)
-        if reached - start >= rounds:
-            raise AssertionError(f"{what}: not within {rounds} rounds of {address} (last: {last!r})")
+            reached[0] = round_of(address)
+        if reached[0] - start >= rounds:
+            return f"{what}: not within {rounds} rounds of {address} (last: {last!r})"
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: {address} ran {reached - start} rounds in {backstop_s:.0f} s")
-        time.sleep(every)
+            return f"{what}: {address} ran {reached[0] - start} rounds in {backstop_s:.0f} s"
+        return None
+
+    return _poll(check, every, give_up)
 
 
 def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
