@@ -377,6 +377,7 @@ class AiaLab:
         self.public = public_users(len(attributes.items[0].labels), settings.public, settings.seed)
         #: per observer ("omniscient", "server", "node 17"): its evaluations, round by round
         self.history: dict[str, list[dict[str, Any]]] = {}
+        self.chosen: dict[str, dict[str, Any]] = {}  #: per observer: the reported round's scores
 
     def items_of(
         self, user: int, params: Mapping[str, Array], reference: Mapping[str, Array] | None = None
@@ -422,9 +423,12 @@ class AiaLab:
     def evaluate(self, round_no: int, models: Mapping[int, Mapping[str, Array]]) -> dict[str, Any]:
         """The omniscient observer's scores from these users' models (I'_u from the rows that
         moved: against the mean of all the models)."""
+        return self.score("omniscient", round_no, self.features_of(models))
+
+    def features_of(self, models: Mapping[int, Mapping[str, Array]]) -> dict[int, Features]:
+        """Eq. 7's features of these users' models, as the omniscient observer reads them."""
         reference = self.mean_model(models) if self.items == "changed" else None
-        features = {u: self.feature_of(u, p, reference) for u, p in models.items() if u < len(self.public)}
-        return self.score("omniscient", round_no, features)
+        return {u: self.feature_of(u, p, reference) for u, p in models.items() if u < len(self.public)}
 
     def mean_model(self, models: Mapping[int, Mapping[str, Array]]) -> dict[str, Array]:
         """The mean item table of ``models`` (a running sum: one table in memory)."""
@@ -452,10 +456,21 @@ class AiaLab:
         self.history.setdefault(observer, []).append(scores)
         return scores
 
+    def score_chosen(self, observer: str, round_no: int, features: Mapping[int, Features]) -> dict[str, Any]:
+        """The scores from what ``observer`` held at round ``round_no``, the round the run
+        reports (its early stop's best evaluation): the summary's ``chosen``, not its history."""
+        scores = attack_all(features, self.attributes, self.public, self.settings, self.trainer)
+        scores["round"] = round_no
+        self.chosen[observer] = scores
+        return scores
+
     def summary(self) -> dict[str, Any]:
-        """Per observer: its last evaluation, and per attribute its best round (the highest AUC
-        or micro-F1)."""
+        """Per observer: its last evaluation, the one of the round the run reports (``chosen``:
+        the early stop's best evaluation, else the last), and per attribute its best round (the
+        highest AUC or micro-F1)."""
         out: dict[str, Any] = {}
+        for observer in self.chosen.keys() - self.history.keys():
+            self.history[observer] = [self.chosen[observer]]
         for observer, history in self.history.items():
             best: dict[str, Any] = {}
             for entry in history:
@@ -465,6 +480,7 @@ class AiaLab:
                         best[name] = {"round": entry["round"], "value": key, **score}
             out[observer] = {
                 "last": history[-1],
+                "chosen": self.chosen.get(observer, history[-1]),
                 "best": best,
                 "public": self.settings.public,
                 "items": self.describe_items(),

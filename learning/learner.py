@@ -21,7 +21,7 @@ from learning.dp import DPConfig, PrivateStepper, poisson_batch
 from learning.gmf_fused import FusedGMF, RowUndo, epoch_examples
 from learning.gmf_numpy import NumpyGMF, moments_state, reset_moments, restore_moments
 from learning.history import Base, ParamHistory
-from learning.metrics import Figures, ndcg_at_k, rank_of, recall_at_k, reciprocal_rank
+from learning.metrics import Figures, ndcg_at_k, popularity_hit, rank_of, recall_at_k, reciprocal_rank
 from learning.negatives import sample_negatives
 from learning.params import (
     Array,
@@ -179,7 +179,8 @@ class BaseLearner(ABC):
         #: the FedAvg clients' shared tables (learning/workbench.py), when this learner uses them
         self._bench: Workbench | None = None
         #: while parked: (version, figures, norm of the shared tensors) at that version
-        self._parked: tuple[int, Figures, float] | None = None
+        #: and the validation items' ranks (:meth:`validation_ranks`) at that version
+        self._parked: tuple[int, Figures, float, list[int | None]] | None = None
 
     # -- the workbench (learning/workbench.py) --------------------------------------------------
 
@@ -197,7 +198,12 @@ class BaseLearner(ABC):
     def park(self) -> None:
         """Give the workbench up (another client takes it): keep this version's utility and norm,
         and close the bases on tables that others will write."""
-        self._parked = (self.version, self._figures(self.params), l2_norm(self.params, self.shared_names))
+        self._parked = (
+            self.version,
+            self._figures(self.params),
+            l2_norm(self.params, self.shared_names),
+            self._validation_ranks(self.params),
+        )
         self._close_undo()
         for base in list(self.history.bases):
             self.history.close(base)
@@ -551,6 +557,49 @@ class BaseLearner(ABC):
             recall_at_k(rank, k),
             reciprocal_rank(rank),
         )
+
+    def popularity(self, counts: npt.NDArray[np.int64]) -> float:
+        """This node's utility (HR@K, F1@K for PRME) had it ranked its candidates by ``counts``,
+        every item's count in the training split (learning.metrics.popularity_hit)."""
+        return self._utility_of(True) * popularity_hit(counts, self._eval_items, self.top_k)
+
+    def _validation_ranks(self, params: Mapping[str, Array]) -> list[int | None]:
+        ranks = []
+        for items, at in self._val_items:
+            s = self._scores(params, items, at)
+            ranks.append(rank_of(float(s[0]), s[1:]))
+        return ranks
+
+    def under(self, shared: Mapping[str, Array]) -> dict[str, Array]:
+        """This node's model with ``shared`` (a FedAvg server's average) in place of every
+        tensor it shares and does not keep as its own: what 004's code evaluates each client
+        on, the global tables beside the client's own user rows (and head, when it stays home)."""
+        out = {
+            **self.params,
+            **{k: v for k, v in shared.items() if k in self.shared_names and k not in self.personal},
+        }
+        bench = self._bench
+        if bench is not None and any(out[k] is bench.arrays[k] for k in bench.arrays):
+            raise ValueError("a shared table of the workbench is not in the model it is read under")
+        return out
+
+    def ranking_under(self, shared: Mapping[str, Array]) -> Figures:
+        """:meth:`ranking` of this node's model :meth:`under` ``shared``."""
+        return self._figures(self.under(shared))
+
+    def validation_ranks_under(self, shared: Mapping[str, Array]) -> list[int | None]:
+        """:meth:`validation_ranks` of this node's model :meth:`under` ``shared``."""
+        return self._validation_ranks(self.under(shared))
+
+    def validation_ranks(self) -> list[int | None]:
+        """Each validation item's 0-based rank among itself and its own negatives under this
+        model (learning.metrics.rank_of; the early stop reads them), [] without validation items;
+        a parked client's as they stood at its last turn."""
+        params = self._readable()
+        if params is not None:
+            return self._validation_ranks(params)
+        assert self._parked is not None
+        return self._parked[3]
 
     def ranking(self) -> Figures:
         """This node's :class:`Figures`, its parked figures while another client holds the

@@ -72,6 +72,29 @@ def random_hit_ratio(k: int, n_negatives: int) -> float:
     return min(1.0, k / (n_negatives + 1))
 
 
+def popularity_hit(counts: npt.NDArray[np.int64], candidates: npt.NDArray[np.int64], k: int) -> float:
+    """The chance that ranking ``candidates`` (the held-out item first, then the items it is
+    ranked against) by ``counts``, the training split's interactions per item, puts the held-out
+    item in the top ``k``: the popularity baseline a trained model has to beat.
+
+    Items of equal count are ordered at random (the expectation is returned, not one draw): with
+    g candidates counted more often than the held-out item and t as often, it lands at each of
+    the places g .. g + t alike, so the chance is clamp((k - g) / (t + 1), 0, 1).
+    """
+    c = counts[candidates]
+    rest = c[1:]
+    greater = int(np.count_nonzero(rest > c[0]))
+    ties = int(np.count_nonzero(rest == c[0]))
+    return min(1.0, max(0.0, (k - greater) / (ties + 1)))
+
+
+def item_counts(train_items: list[npt.NDArray[np.int64]], n_items: int) -> npt.NDArray[np.int64]:
+    """How many users trained on each item (the popularity baseline's scores)."""
+    if not train_items:
+        return np.zeros(n_items, dtype=np.int64)
+    return np.bincount(np.concatenate(train_items), minlength=n_items).astype(np.int64)
+
+
 def f1_at_k(hit: bool, k: int, relevant: int = 1) -> float:
     """F1@K of one ranking: precision hits/K, recall hits/relevant (leave-one-out: 2/(K+1) or 0)."""
     hits = 1 if hit else 0

@@ -22,14 +22,15 @@ PARAM_NAMES: tuple[str, ...] = (USER, ITEM, W1, B1, W2, B2)
 SHARE_LESS_NAMES: tuple[str, ...] = (ITEM, W1, B1, W2, B2)  #: Share less: the user row stays home
 
 
-def init_params(n_items: int, dim: int, hidden: int, seed: int) -> Params:
-    """θ_0, the same on every node: embeddings N(0, 0.01) as GMF's, the head as torch's
-    ``nn.Linear`` draws it (U(±1/√fan_in) for weights and biases)."""
+def init_params(n_items: int, dim: int, hidden: int, seed: int, std: float = 0.01) -> Params:
+    """θ_0, the same on every node: embeddings N(0, ``std``) (0.01 as GMF's; 004's code keeps
+    torch's ``nn.Embedding`` draw, N(0, 1)), the head as torch's ``nn.Linear`` draws it
+    (U(±1/√fan_in) for weights and biases)."""
     rng = np.random.default_rng([seed, 0x6E6366])
     b_in, b_hid = 1.0 / np.sqrt(2 * dim), 1.0 / np.sqrt(hidden)
     return {
-        USER: rng.normal(0.0, 0.01, (1, dim)).astype(np.float32),
-        ITEM: rng.normal(0.0, 0.01, (n_items, dim)).astype(np.float32),
+        USER: rng.normal(0.0, std, (1, dim)).astype(np.float32),
+        ITEM: rng.normal(0.0, std, (n_items, dim)).astype(np.float32),
         W1: rng.uniform(-b_in, b_in, (2 * dim, hidden)).astype(np.float32),
         B1: rng.uniform(-b_in, b_in, (hidden,)).astype(np.float32),
         W2: rng.uniform(-b_hid, b_hid, (hidden,)).astype(np.float32),

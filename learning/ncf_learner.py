@@ -1,9 +1,9 @@
 """A node's NCF learner (paper 004's FedNCF model, learning/ncf.py): BCE on sampled negatives,
 Adam (SparseAdam on the item rows of each batch), HR@K on the held-out item, as GMF's learner.
 
-004's code trains FedNCF with SGD and learning rates scaled by the item count and a factor of 80;
-p2pnode trains NCF as it trains GMF (Adam, ``--lr``), so one setting serves both models. DP-SGD is
-not built for NCF (the config refuses it).
+By default NCF trains as GMF does (Adam, ``--lr``); ``--optimizer sgd`` trains it as 004's code
+does, plain SGD with three learning rates (learning/sgd_groups.py). DP-SGD is not built for NCF
+(the config refuses it).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from learning.gmf_numpy import (
 )
 from learning.learner import BaseLearner
 from learning.params import Array
+from learning.sgd_groups import SGDGroups
 from learning.split import UserData
 
 
@@ -44,6 +45,7 @@ class NCFConfig:
     local_epochs: int = 1
     top_k: int = 20
     share_less_tau: float = 0.0  #: τ of the Share-less item regulariser (000 eq. 2); 0: off
+    sgd: SGDGroups | None = None  #: plain SGD at these rates (004's code) instead of Adam at ``lr``
 
 
 class NCFLearner(BaseLearner):
@@ -100,9 +102,12 @@ class NCFLearner(BaseLearner):
         grads, g_rows = ncf.gradients(p, p[ncf.USER][0], idx, y)  # taken before anything moves
         if anchor is not None and tau > 0:
             g_rows = g_rows + _share_less_grad(p[ncf.ITEM][idx], anchor, y, tau)
+        rows, summed = _sum_rows(idx, g_rows)
+        if self.config.sgd is not None:
+            self.config.sgd.step(p, grads, rows, summed)
+            return
         for name, grad in grads.items():
             _adam(p[name], grad, self.moments[name], self.config.lr)
-        rows, summed = _sum_rows(idx, g_rows)
         _sparse_adam(p[ncf.ITEM], rows, summed, self.moments[ncf.ITEM], self.config.lr)
 
     def _optimizer_state(self) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from learning.gmf_numpy import (
 from learning.learner import BaseLearner
 from learning.params import Array, Params
 from learning.pard import USER_RE, Estimators, PardConfig, PublicSet, empty_public
+from learning.sgd_groups import SGDGroups
 from learning.split import UserData
 
 ITEM = gmf.ITEM
@@ -64,12 +65,17 @@ class PardTrain:
     negatives: int = 4
     local_epochs: int = 1
     top_k: int = 20
+    #: plain SGD at these rates (004's code, learning/sgd_groups.py) instead of Adam at ``lr``
+    sgd: SGDGroups | None = None
+    warmup_lr: float = 0.0  #: Adam's rate during the warm-up updates (0: ``lr``)
+    warmup_sgd: SGDGroups | None = None  #: SGD's rates during the warm-up (None: ``sgd``'s)
 
 
 def init_user_re(
-    init: Mapping[str, Array], seed: int, combine: str = "concat", one_row: bool = False
+    init: Mapping[str, Array], seed: int, combine: str = "concat", one_row: bool = False, std: float = 0.01
 ) -> Params:
-    """θ_0 with z^re beside z^ir: the same shape and scale (N(0, 0.01)), drawn from the seed.
+    """θ_0 with z^re beside z^ir: the same shape and scale (N(0, ``std``): the backbone's user
+    row's), drawn from the seed.
     ``concat`` (eq. 35) widens the head to read both rows: NCF's first layer takes 3d inputs
     (drawn as torch's ``Linear(3d, hidden)``), GMF's output weights 2d (one per row's product
     with the item); ``sum`` leaves the head as it is (004's code). ``one_row`` (UC-FedRec): z^re
@@ -81,7 +87,7 @@ def init_user_re(
     rng = np.random.default_rng([seed, 0x70617264])
     out = dict(init)
     d = init[USER].shape[1]
-    out[USER_RE] = rng.normal(0.0, 0.01, init[USER].shape).astype(np.float32)
+    out[USER_RE] = rng.normal(0.0, std, init[USER].shape).astype(np.float32)
     if one_row:
         out[USER_RE] = np.zeros_like(out[USER_RE])
     if combine == "concat":
@@ -139,6 +145,7 @@ class PardLearner(BaseLearner):
         self._positives = data.train_items
         self.updates = 0  #: local updates so far (PardConfig.phase)
         self._private = True  #: whether this update's recommender's stage has the privacy terms
+        self._warm = False  #: whether this update is one of the warm-up's (its own rates)
 
     # -- what the node shows ------------------------------------------------------------------
 
@@ -186,6 +193,7 @@ class PardLearner(BaseLearner):
         self._begin_update()
         seed = int(self.rng.integers(2**62))  # before anything else draws: a checkpoint replays it
         fit, self._private = self.pard.phase(self.updates)
+        self._warm = self.updates < self.pard.warmup
         if fit:
             self.estimators.fit(
                 self.public, self.features(), self.params[USER_RE][0], self.labels, self.pard, seed
@@ -221,10 +229,15 @@ class PardLearner(BaseLearner):
             del grads[USER_RE]
         self.history.touch_rows(ITEM, rows)
         self._touch_dense()
-        lr = self.train_config.lr
+        cfg = self.train_config
+        urows, summed = _sum_rows(rows, g_rows)
+        sgd = (cfg.warmup_sgd or cfg.sgd) if self._warm else cfg.sgd
+        if sgd is not None:
+            sgd.step(p, grads, urows, summed)
+            return
+        lr = cfg.warmup_lr if self._warm and cfg.warmup_lr else cfg.lr
         for name, g in grads.items():
             _adam(p[name], g, self.moments[name], lr)
-        urows, summed = _sum_rows(rows, g_rows)
         _sparse_adam(p[ITEM], urows, summed, self.moments[ITEM], lr)
 
     def gradients(

@@ -180,6 +180,11 @@ def aggregate(
             ranking = _random_ranking(exp.path(row, col), configs)
             if ranking is not None:
                 cell["random_ranking"] = ranking
+                popular = [
+                    v for v in (lookup(s, exp.path(row, col) + "_popularity") for s in runs) if v is not None
+                ]
+                if popular:  # runs from before the popularity baseline have none
+                    cell["popularity"] = sum(popular) / len(popular)
             if values:
                 mean = sum(values) / len(values)
                 cell["mean"] = mean
@@ -361,6 +366,7 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
                 cells.append("–" if x is None else f"{x:.1f}x")
         cells.append(str(len(row["seeds"])))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _popularity_lines(exp, doc)
     lines += _diverged(doc)
     if "other" in doc:
         lines += ["", *_side_by_side(exp, doc)]
@@ -375,6 +381,27 @@ def report(exp: Experiment, doc: Mapping[str, Any], plots: Sequence[str]) -> str
     for p in plots:
         lines += [f"![{p}]({p})", ""]
     return "\n".join(lines)
+
+
+def _popularity_lines(exp: Experiment, doc: Mapping[str, Any]) -> list[str]:
+    """Each utility column's popularity baseline (the training split's item counts ranking the
+    same candidates), and the rows whose mean ranks below it."""
+    lines = []
+    for col in exp.columns:
+        cells = [(r["label"], r["cells"][col.key]) for r in doc["rows"]]
+        popular = [(label, c) for label, c in cells if "popularity" in c]
+        if not popular:
+            continue
+        scale = 100.0 if col.percent else 1.0
+        values = sorted({round(scale * c["popularity"], 1) for _, c in popular})
+        below = [label for label, c in popular if "mean" in c and c["mean"] < c["popularity"]]
+        text = " / ".join(f"{v:.1f}" for v in values)
+        lines.append(
+            f"- {col.label}{' %' if col.percent else ''} of a ranking by popularity on the same "
+            f"candidates: {text}"
+            + (f"; below it: {', '.join(below)}" if below else "; every row ranks above it")
+        )
+    return ["", *lines] if lines else []
 
 
 def _diverged(doc: Mapping[str, Any]) -> list[str]:
@@ -530,12 +557,15 @@ def write_plots(out: Path, exp: Experiment, table: Sequence[dict[str, Any]], siz
             )
         _draw_random_bound(ax, col, table)
         _draw_random_ranking(ax, col, table)
+        _draw_popularity(ax, col, table)
         ax.set_xticks(list(xs), labels, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(col.label + (" (%)" if col.percent else ""))
         ax.set_title(f"{exp.title}: {col.label}{sub}", fontsize=10)
         # room above the tallest bar, error bar or line for the legend, set in one row across the
         # top, so that it covers no bar
-        lines = [r["cells"][col.key].get(k) for r in table for k in ("random", "random_ranking")]
+        lines = [
+            r["cells"][col.key].get(k) for r in table for k in ("random", "random_ranking", "popularity")
+        ]
         heights = [h + e for h, e in zip(ours, err, strict=True)] + [p for p in paper if p is not None]
         heights += [scale * v for v in lines if v is not None]
         top = max([0.0, *(h for h in heights if math.isfinite(h))])
@@ -553,6 +583,17 @@ def _draw_random_bound(ax: Any, col: Column, table: Sequence[dict[str, Any]]) ->
     if col.vs_random and any(v is not None for v in randoms):
         rnd = (100.0 if col.percent else 1.0) * next(v for v in randoms if v is not None)
         ax.axhline(rnd, color="tab:red", linestyle="--", label=f"random bound K/N ({rnd:.1f})")
+
+
+def _draw_popularity(ax: Any, col: Column, table: Sequence[dict[str, Any]]) -> None:
+    """A utility column's value under a ranking by popularity: a dash over each row's bar."""
+    scale = 100.0 if col.percent else 1.0
+    label: str | None = "popularity ranking"
+    for x, r in enumerate(table):
+        v = r["cells"][col.key].get("popularity")
+        if v is not None:
+            ax.hlines(scale * v, x - 0.45, x + 0.45, color="tab:purple", linestyle=":", label=label)
+            label = None
 
 
 def _draw_random_ranking(ax: Any, col: Column, table: Sequence[dict[str, Any]]) -> None:

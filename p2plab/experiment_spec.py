@@ -426,6 +426,16 @@ def _digest(identity: Mapping[str, Any]) -> str:
 
 
 _DEFAULT_LAG = RunConfig().max_lag_ticks
+#: settings that came with 004's training (learning/sgd_groups.py): at these values a run is keyed
+#: as it was before they existed
+_TRAINING_DEFAULTS = {
+    "optimizer": "adam",
+    "lr_eta": RunConfig().learning.lr_eta,
+    "ncf_init_std": RunConfig().learning.ncf_init_std,
+    "pard_warmup_lr": 0.0,
+    "pard_warmup_lr_eta": 0.0,
+    "eval_model": "own",
+}
 
 
 def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
@@ -471,6 +481,12 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         identity["learning"].pop("upload_noise", None)
     if not config.stop_at:
         identity.pop("stop_at", None)
+    if not config.stop_patience:  # nor from before the early stop on a validation item
+        identity.pop("stop_patience", None)
+    learning = identity["learning"]
+    for name, default in _TRAINING_DEFAULTS.items():  # nor from before 004's training (sgd)
+        if name in learning and learning[name] == default:
+            learning.pop(name)
     if not config.norm_band:  # nor from before the norm band
         identity.pop("norm_band", None)
     if not config.steady_pull:  # nor from before the steady-pull memory

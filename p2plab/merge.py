@@ -118,12 +118,12 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def _weighted_ranking(rows: Sequence[dict[str, Any]], key: str, nodes: int) -> dict[str, float]:
-    """The node-weighted NDCG@K, Recall@K and MRR beside utility ``key`` (and, under ``--eval
-    full``, a random ranking's utility), each when every row has it (a process of an older
-    version has none: the merged summary then has none either)."""
+    """The node-weighted NDCG@K, Recall@K, MRR and popularity baseline beside utility ``key``
+    (and, under ``--eval full``, a random ranking's utility), each when every row has it (a
+    process of an older version has none: the merged summary then has none either)."""
     k = key.rsplit("_", 1)[-1]
     out = {}
-    for name in (f"ndcg_at_{k}", f"recall_at_{k}", "mrr", f"{key}_random"):
+    for name in (f"ndcg_at_{k}", f"recall_at_{k}", "mrr", f"{key}_random", f"{key}_popularity"):
         if rows and all(name in r for r in rows):
             out[name] = sum(r[name] * r["nodes"] for r in rows) / max(nodes, 1)
     return out

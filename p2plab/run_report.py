@@ -119,6 +119,14 @@ def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tupl
             linestyle="--",
             label=f"random ranking ({100 * chance:.1f})",
         )
+        popular = [100 * h[f"{metric.key}_popularity"] for h in history if f"{metric.key}_popularity" in h]
+        if popular:  # the training split's item counts: what a model has to beat
+            ax.axhline(
+                popular[-1],
+                color="tab:purple",
+                linestyle=":",
+                label=f"popularity ranking ({popular[-1]:.1f})",
+            )
         ax.set_xlabel("round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 2.5
         ax.set_ylabel(f"{metric.label}, NDCG@{metric.k} (%)")

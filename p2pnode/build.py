@@ -19,6 +19,7 @@ from learning.ncf_learner import NCFConfig, NCFLearner
 from learning.pard import PardConfig, PublicSet, empty_public
 from learning.pard_learner import PardLearner, PardTrain
 from learning.prme_learner import PRMEConfig, PRMELearner
+from learning.sgd_groups import SGDGroups
 from learning.workbench import Workbench
 from p2pcore.plugin import PluginError
 from p2pnode import attack, plugins
@@ -243,8 +244,9 @@ def _learner(prep: Prepared, node_id: int) -> BaseLearner:
         return PRMELearner(prep.users[node_id], prep.init, pc, rng, shared_names(cfg))
     if cfg.model == "ncf":
         nc = NCFConfig(
-            lc.ncf_dim, lc.ncf_hidden, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k, tau
-        )
+            lc.ncf_dim, lc.ncf_hidden, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k, tau,
+            sgd_groups(prep),
+        )  # fmt: skip
         return NCFLearner(prep.users[node_id], prep.init, nc, rng, shared_names(cfg))
     train = TrainConfig(
         lc.factors,
@@ -268,7 +270,13 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
     attrs = pard_attributes(prep)
     labels = np.array([a.labels[node_id] for a in attrs.items], dtype=np.int64)
     classes = tuple(len(a.classes) for a in attrs.items)
-    train = PardTrain(cfg.model, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k)
+    warm = bool(lc.pard_warmup_lr or lc.pard_warmup_lr_eta)
+    train = PardTrain(
+        cfg.model, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k,
+        sgd=sgd_groups(prep),
+        warmup_lr=lc.pard_warmup_lr,
+        warmup_sgd=sgd_groups(prep, lc.pard_warmup_lr, lc.pard_warmup_lr_eta) if warm else None,
+    )  # fmt: skip
     pard = PardConfig(
         lc.pard_lambda_ir,
         lc.pard_lambda_re,
@@ -284,6 +292,18 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
     seed = cfg.seed * 1_000_003 + node_id  # the node's estimators' initial weights
     shared = shared_names(cfg)
     return PardLearner(prep.users[node_id], prep.init, train, pard, labels, classes, rng, shared, seed)
+
+
+def sgd_groups(prep: Prepared, lr: float = 0.0, eta: float = 0.0) -> SGDGroups | None:
+    """NCF's SGD rates under ``--optimizer sgd`` (004's code, learning/sgd_groups.py) at ``lr``
+    and ``eta`` (0: the run's), None under Adam."""
+    cfg = prep.config
+    lc = cfg.learning
+    if cfg.model != "ncf" or lc.optimizer != "sgd":
+        return None
+    n_items = prep.users[0].n_items if prep.users else 1
+    fraction = cfg.fraction if cfg.protocol == "fedavg" else 1.0
+    return SGDGroups.of(lr or lc.lr, eta or lc.lr_eta, n_items, fraction)
 
 
 def pard_attributes(prep: Prepared) -> Attributes:

@@ -667,7 +667,15 @@ def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, 
     # per node: result.json (--out) and the Python API have the table; one summary line here
     printable = {k: v for k, v in result.items() if k not in ("history", "per_node")}
     metric = metric_for(config)
-    columns = ("round", metric.key, metric.ndcg_key, metric.recall_key, "mrr", f"{metric.key}_random")
+    columns = (
+        "round",
+        metric.key,
+        metric.ndcg_key,
+        metric.recall_key,
+        "mrr",
+        f"{metric.key}_random",
+        f"{metric.key}_popularity",
+    )
     printable["history"] = [  # the name result.json and the Python result use; its main columns
         {k: h[k] for k in (*columns, "messages", "bytes", "dp_epsilon", "churn") if k in h}
         for h in result.get("history", [])

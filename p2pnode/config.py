@@ -112,9 +112,12 @@ PARD_ONLY = (
     "pard_public_sample",
     "pard_estimator_every",
     "pard_warmup",
+    "pard_warmup_lr",
+    "pard_warmup_lr_eta",
     "public_share",
 )
 _FEDAVG: Check = (lambda c: c.protocol == "fedavg", "--protocol fedavg")
+_SGD: Check = (lambda c: c.model == "ncf" and c.learning.optimizer == "sgd", "--model ncf --optimizer sgd")
 _SAMO: Check = (lambda c: c.protocol == "samo", "--protocol samo")
 _PEERSWAP: Check = (lambda c: c.sampling == "peerswap" and c.protocol != "fedavg", "--sampling peerswap")
 _PERS: Check = (lambda c: c.sampling == "pers", "--sampling pers")
@@ -183,6 +186,16 @@ class LearningConfig:
         name="--eval",
         group="learning",
         choices=("sampled", "full"),
+    )
+    eval_model: str = opt(
+        "own",
+        "which model a FedAvg client is evaluated on: own (its model after its update) or global "
+        "(004's code: the server's average of the round's updates, beside the client's own user "
+        "rows and, when it stays home, head; simulated only)",
+        group="learning",
+        choices=("own", "global"),
+        only="sim",
+        needs=_FEDAVG,
     )
     share_less: bool = opt(
         False, "keep user embeddings private (CIA paper §III-D)", group="learning", switch=True
@@ -262,6 +275,21 @@ class LearningConfig:
         check=_min(0),
         needs=_PARD,
     )
+    pard_warmup_lr: float = opt(
+        0.0,
+        "PARD: the learning rate of the warm-up updates (0: --lr; 004's code pre-trains FedNCF at "
+        "0.5 and fine-tunes at 0.1)",
+        group="learning",
+        check=_min(0),
+        needs=_PARD,
+    )
+    pard_warmup_lr_eta: float = opt(
+        0.0,
+        "PARD with --optimizer sgd: η of the warm-up updates (0: --lr-eta; 004's code: 80, then 1)",
+        group="learning",
+        check=_min(0),
+        needs=_PARD,
+    )
     public_share: float = opt(
         0.2,
         "PARD: η, the share of users who publish their rows and attributes (drawn from the seed; "
@@ -300,6 +328,30 @@ class LearningConfig:
     ncf_dim: int = opt(64, "NCF embedding size (paper 004: 64)", group="learning", check=_min(1), needs=_NCF)
     ncf_hidden: int = opt(
         32, "NCF hidden layer width (paper 004: 32)", group="learning", check=_min(1), needs=_NCF
+    )
+    ncf_init_std: float = opt(
+        0.01,
+        "standard deviation of NCF's initial user and item rows (004's code: torch's nn.Embedding, 1)",
+        group="learning",
+        check=_POSITIVE,
+        needs=_NCF,
+    )
+    optimizer: str = opt(
+        "adam",
+        "NCF's local optimizer: adam (--lr) or sgd (paper 004's code: plain SGD, the head at --lr, "
+        "the user rows at --lr / --fraction x --lr-eta, the item rows at --lr x items x --lr-eta; "
+        "FedAvg only: the item rate assumes the server's mean over the clients)",
+        group="learning",
+        choices=("adam", "sgd"),
+        needs=_NCF,
+    )
+    lr_eta: float = opt(
+        80.0,
+        "--optimizer sgd: η, the factor of the user and item rows' rates (004's code: 80; 1 when "
+        "it fine-tunes PARD on ML-100k)",
+        group="learning",
+        check=_POSITIVE,
+        needs=_SGD,
     )
     prme_reg: float = 0.03  #: PRME L2 regularisation
     dp_noise: float = opt(
@@ -1013,6 +1065,15 @@ class RunConfig:
         only="sim",
         check=(lambda v: 0 <= v <= 1, "must be in [0, 1]"),
     )
+    stop_patience: int = opt(
+        0,
+        "early stopping on a validation item (each user's second-latest, held out and ranked among "
+        "--test-negatives of its own): end the run when the nodes' mean validation HR@K + HR@2K "
+        "has not risen for this many evaluations; the summary reports the best evaluation and "
+        "the attribute inference on its models (0: off; 004's code: 10, 30 when it fine-tunes PARD)",
+        only="sim",
+        check=_min(0),
+    )
     learning: LearningConfig = field(default_factory=LearningConfig)
     wire: WireConfig = field(default_factory=WireConfig)
     sim: SimConfig = field(default_factory=SimConfig)
@@ -1088,6 +1149,12 @@ class RunConfig:
                 "aia-user",
                 "a fictive user is trained through the model's head, which --local-head keeps home",
             )
+        _check(
+            not (self.model == "ncf" and lc.optimizer == "sgd" and self.protocol != "fedavg"),
+            "optimizer",
+            "sgd's item rate (lr x items x eta) assumes FedAvg's mean over the clients: with "
+            "--protocol fedavg only (a gossip merge averages two models)",
+        )
         if lc.adversarial:
             _check(self.model in ("gmf", "ncf"), "defence", "PARD is built for --model gmf and ncf")
             _check(not lc.share_less, "defence", "PARD shares z^ir: it does not combine with --share-less")
@@ -1193,12 +1260,51 @@ class RunConfig:
 #: papers' plain merge, so every reproduced number stays where the papers' setting puts it.
 SAFE: dict[str, Any] = {"clip_factor": 1.0, "norm_band": 0.05, "steady_pull": 0.7}
 
+#: paper 004's FedNCF as its authors' code trains it on ML-100k (docs/design.md, PARD: "004's
+#: training"): FedAvg over every client, the user row each client's own (read by the server), SGD
+#: at 0.5 with η 80 in three groups, 5 training negatives, 99 test negatives, N(0, 1) embeddings,
+#: R@10, up to 200 rounds (the code's README) with an early stop of patience 10 on a validation item,
+#: each client evaluated under the global model as the code evaluates it
+FEDNCF_004: dict[str, Any] = {
+    "model": "ncf",
+    "protocol": "fedavg",
+    "fraction": 1.0,
+    "rounds": 200,
+    "stop_patience": 10,
+    "learning.optimizer": "sgd",
+    "learning.lr": 0.5,
+    "learning.lr_eta": 80.0,
+    "learning.negatives": 5,
+    "learning.test_negatives": 99,
+    "learning.top_k": 10,
+    "learning.ncf_init_std": 1.0,
+    "learning.personal_user": True,
+    "learning.eval_model": "global",
+}
+#: PARD as 004's code runs it on ML-100k: 30 rounds of pre-training at FedNCF's rates without the
+#: privacy terms, then fine-tuning with them at lr 0.1 and η 1, the head home, the two user rows
+#: summed (z^ir uploaded, each client's own), an early stop of patience 30 over up to 200
+#: fine-tuning rounds
+PARD_004: dict[str, Any] = {
+    "rounds": 230,
+    "stop_patience": 30,
+    "learning.defence": "pard",
+    "learning.local_head": True,
+    "learning.pard_combine": "sum",
+    "learning.pard_warmup": 30,
+    "learning.pard_warmup_lr": 0.5,
+    "learning.pard_warmup_lr_eta": 80.0,
+    "learning.lr": 0.1,
+    "learning.lr_eta": 1.0,
+}
 PRESETS: dict[str, dict[str, Any]] = {
     # the papers' plain merge, on any command
     "paper": {"clip_factor": 0.0, "norm_band": 0.0, "steady_pull": 0.0},
     "quick": {"nodes": 100, "rounds": 10, "learning.lr": 0.01},
     "safe": SAFE,
     "hostile": SAFE,  # the name of "safe" before it was the daemon's default
+    "004": FEDNCF_004,
+    "004-pard": {**FEDNCF_004, **PARD_004},
 }
 
 
@@ -1222,6 +1328,7 @@ NETWORK_SETTINGS = (
     "learning.prme_dim",
     "learning.ncf_dim",
     "learning.ncf_hidden",
+    "learning.ncf_init_std",
     "learning.share_less",
     "learning.personal_user",
     "learning.local_head",

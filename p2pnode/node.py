@@ -11,6 +11,9 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from adversary.messages import CollusionMessage
 from learning.metrics import Figures
 from learning.params import Array, ModelSpec, spec_of
@@ -75,6 +78,23 @@ class HostedModel(Protocol):
     @property
     def candidates(self) -> int:
         """How many items the held-out item is ranked among, itself included (0: no data)."""
+        ...
+
+    def validation_ranks(self) -> list[int | None]:
+        """Its validation items' ranks among their negatives ([] without; the early stop)."""
+        ...
+
+    def ranking_under(self, shared: Mapping[str, Array]) -> Figures | None:
+        """:meth:`ranking` of its model with a FedAvg global model's shared tensors (None: no data)."""
+        ...
+
+    def validation_ranks_under(self, shared: Mapping[str, Array]) -> list[int | None]:
+        """:meth:`validation_ranks` of its model with a FedAvg global model's shared tensors."""
+        ...
+
+    def popularity(self, counts: npt.NDArray[np.int64]) -> float | None:
+        """Its utility had it ranked its candidates by the training split's item ``counts``
+        (the popularity baseline), or None for a node without data."""
         ...
 
     def snapshot(self) -> dict[str, Array]: ...

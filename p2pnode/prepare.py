@@ -84,15 +84,21 @@ def prepare(config: RunConfig) -> Prepared:
     elif config.model == "prme":
         init = prme.init_params(data.n_items, config.learning.prme_dim, config.seed)
     elif config.model == "ncf":
-        init = ncf.init_params(data.n_items, config.learning.ncf_dim, config.learning.ncf_hidden, config.seed)
+        lc = config.learning
+        init = ncf.init_params(data.n_items, lc.ncf_dim, lc.ncf_hidden, config.seed, lc.ncf_init_std)
     else:
         init = gmf.init_params(data.n_items, config.learning.factors, config.seed)
     if config.learning.adversarial:  # z^re beside z^ir (learning/pard_learner.py)
         one_row = config.learning.defence == "uc-fedrec"
-        init = init_user_re(init, config.seed, "sum" if one_row else config.learning.pard_combine, one_row)
+        std = config.learning.ncf_init_std if config.model == "ncf" else 0.01
+        init = init_user_re(
+            init, config.seed, "sum" if one_row else config.learning.pard_combine, one_row, std
+        )
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
-    if config.sampling == "pers":
+    if config.stop_patience:  # the early stop's validation item, ranked as the test item is
+        users = hold_out_validation(users, config.seed, config.learning.test_negatives)
+    elif config.sampling == "pers":
         users = hold_out_validation(users, config.seed)
     if config.sampling in ("static", "peerswap", "pers") and config.protocol != "fedavg":
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))

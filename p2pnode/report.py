@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from learning.metrics import f1_at_k, random_hit_ratio
+import numpy as np
+import numpy.typing as npt
+
+from learning.metrics import f1_at_k, item_counts, random_hit_ratio
 from p2pcore import roundtrips
 from p2pnode.config import RunConfig
 from p2pnode.node import NodeRuntime
@@ -47,9 +50,19 @@ def metric_for(config: RunConfig) -> Metric:
     return Metric(key, label, hr * factor, f"ndcg_at_{k}", f"recall_at_{k}", full, factor, k)
 
 
-def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> dict[str, Any]:
-    """Evaluate every node and sum its counters; also syncs the protocol counters to metrics."""
-    total = ndcg = recall = rr = chance = 0.0
+def round_stats(
+    round_no: int,
+    nodes: Iterable[NodeRuntime],
+    metric: Metric,
+    counts: npt.NDArray[np.int64] | None = None,
+    shared: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate every node and sum its counters; also syncs the protocol counters to metrics.
+    With ``counts`` (the training split's item counts, :func:`popularity_counts`), the utility
+    of ranking each node's candidates by popularity beside it (``<key>_popularity``). With
+    ``shared`` (a FedAvg server's coming global model, ``--eval-model global``) each client is
+    ranked under it (learning.learner.BaseLearner.under)."""
+    total = ndcg = recall = rr = chance = popular = 0.0
     n = 0
     msgs = nbytes = models = deltas = merges = steps = failures = recoveries = diverged = 0
     swaps = {"committed": 0, "aborted": 0}
@@ -58,7 +71,7 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     trips: list[dict[str, Any]] = []  #: PeerSwap's round trips, per node
     selective: list[tuple[int, bool, int]] = []  #: (τ, switched, unprotected) under selective DP-SGD
     for node in nodes:
-        figures = node.learner.ranking()
+        figures = node.learner.ranking() if shared is None else node.learner.ranking_under(shared)
         spent = node.learner.epsilon()
         if spent is not None:
             eps.append(spent)
@@ -72,6 +85,8 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
             rr += figures.rr
             if metric.full:
                 chance += metric.random_for(node.learner.candidates)
+            if counts is not None:
+                popular += node.learner.popularity(counts) or 0.0
             n += 1
         c = node.counters
         msgs += c.messages_sent
@@ -115,6 +130,8 @@ def round_stats(round_no: int, nodes: Iterable[NodeRuntime], metric: Metric) -> 
     }
     if metric.full:
         out[f"{metric.key}_random"] = chance / max(n, 1)
+    if counts is not None:
+        out[f"{metric.key}_popularity"] = popular / max(n, 1)
     swap_rtt = roundtrips.merge(trips)
     if swap_rtt is not None:  # how long PeerSwap's requests took to be answered, in ticks
         out["swap_rtt"] = swap_rtt
@@ -238,7 +255,7 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
     where = " over the full catalogue" if metric.full else ""
     return (
         f"done: {stats['nodes']} nodes, {stats['round']} rounds, {metric.label} {value:.3f} "
-        f"(random {chance:.3f}{where}){_ranking_text(stats, metric)}, "
+        f"(random {chance:.3f}{_popularity_text(stats, metric)}{where}){_ranking_text(stats, metric)}, "
         f"{stats['messages']} messages ({stats['model_messages']} models, "
         f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "
         f"{per_msg / 1e3:.1f} kB/message"
@@ -248,6 +265,7 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
             else ""
         )
         + (_selective_text(stats["dp_selective"]) if isinstance(stats.get("dp_selective"), dict) else "")
+        + (_early_text(stats["early_stop"], metric) if isinstance(stats.get("early_stop"), dict) else "")
         + _trouble_line(stats)
         + (cia_line(stats["cia"]) if isinstance(stats.get("cia"), dict) and "max_aac" in stats["cia"] else "")
         + (mia_line(stats["mia"]) if isinstance(stats.get("mia"), dict) and "max" in stats["mia"] else "")
@@ -292,6 +310,34 @@ def _plugin_line(plugin: dict[str, Any]) -> str:
         f"\nattack plugin {plugin.get('name')}: {len(observers)} observer(s), {seen} models observed "
         "(their figures: the summary's attack_plugin)"
     )
+
+
+def _early_text(early: dict[str, Any], metric: Metric) -> str:
+    """The early stop on the validation item: which evaluation the figures are, and why."""
+    best = early.get("best_round")
+    if best is None:
+        return ", early stop: no evaluation to choose"
+    ended = f"stopped after round {early['stopped']}" if early.get("stopped") else "ran every round"
+    return (
+        f"\n      figures of round {best}, the best validation HR@{metric.k} + HR@{2 * metric.k} "
+        f"({early['validation']:.3f}; patience {early['patience']}, {ended})"
+    )
+
+
+def _popularity_text(stats: dict[str, Any], metric: Metric) -> str:
+    """The popularity baseline beside the random one, saying so when the model ranks worse."""
+    popular = stats.get(f"{metric.key}_popularity")
+    if not isinstance(popular, float):
+        return ""
+    worse = ": the model ranks worse than popularity" if stats[metric.key] < popular else ""
+    return f", popularity {popular:.3f}{worse}"
+
+
+def popularity_counts(users: Iterable[Any], n_items: int) -> npt.NDArray[np.int64]:
+    """Every item's count in the training split of ``users`` (learning.split.UserData): the
+    popularity baseline's scores. It is the lab's baseline, not a node's: no node of a
+    decentralised run knows these counts."""
+    return item_counts([u.train_items for u in users], n_items)
 
 
 def _ranking_text(stats: dict[str, Any], metric: Metric) -> str:

@@ -13,14 +13,24 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from adversary.node import AdversaryNode
+from learning.early_stop import EarlyStop, validation_figure
 from p2pnode.attack import lab_for, plugin_results, victims
 from p2pnode.attributes import aia_lab_for, shared_models
 from p2pnode.config import RunConfig
 from p2pnode.exposure import ExposureLedger
 from p2pnode.node import NodeRuntime
 from p2pnode.prepare import Prepared
-from p2pnode.report import epsilon_by_node, metric_for, node_rows, progress_line, round_stats
+from p2pnode.report import (
+    epsilon_by_node,
+    metric_for,
+    node_rows,
+    popularity_counts,
+    progress_line,
+    round_stats,
+)
 
 
 class RoundLog:
@@ -39,6 +49,9 @@ class RoundLog:
         self.prep = prep
         self.nodes = nodes
         self.metric = metric_for(config)
+        n_items = prep.users[0].n_items if prep.users else 0
+        #: the training split's item counts: the popularity baseline beside each evaluation
+        self.counts = popularity_counts(prep.users, n_items)
         self.lab = lab_for(prep)
         self.aia = aia_lab_for(prep)  #: the attribute inference (--attack aia), None without
         #: the dataset's own user ids (``u17``), by node id, for outputs that name users
@@ -49,6 +62,11 @@ class RoundLog:
         self.history: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}  #: this run's latest evaluation
         self.stopped: int | None = None  #: the round the early stop (``stop_at``) ended the run at
+        #: the early stop on a validation item (``stop_patience``), its best evaluation and what
+        #: attribute inference read then (scored at the end: learning/early_stop.py)
+        self.early = EarlyStop(config.stop_patience) if config.stop_patience else None
+        self.best: dict[str, Any] | None = None
+        self._best_features: dict[str, dict[int, Any]] = {}
 
     def due(self, round_no: int) -> bool:
         """Whether round ``round_no`` is evaluated."""
@@ -57,11 +75,13 @@ class RoundLog:
     def evaluate(self, round_no: int, seconds: float) -> dict[str, Any]:
         """Evaluate every hosted node and adversary after round ``round_no``; record and report it."""
         nodes = self.nodes.values()
-        stats = round_stats(round_no, nodes, self.metric)
+        shared = self.global_model()
+        stats = round_stats(round_no, nodes, self.metric, self.counts, shared)
         target = self.config.stop_at
         if target and stats.get(self.metric.key, 0.0) >= target and round_no < (self.config.rounds or 0):
             self.stopped = round_no  # the run's last round: the attacks are evaluated on it
             stats["stopped"] = True
+        best = self._early_stop(round_no, stats, shared)
         cia = self.lab.evaluate(round_no, nodes)
         if cia is not None:
             stats["cia"] = cia
@@ -85,9 +105,61 @@ class RoundLog:
             stats["time"] = time.time()  # lines rounds up with outside events (faults, logs)
         self.history.append(stats)
         self.last = stats
+        if best:
+            self.best = stats
         if self.progress is not None:
             self.progress(progress_line(stats, self.metric, self.config.rounds, seconds))
         return stats
+
+    def global_model(self) -> Mapping[str, Any] | None:
+        """Under ``--eval-model global``: the FedAvg server's coming global model (the mean of
+        the round's updates), which every client is evaluated under; None otherwise."""
+        if self.config.learning.eval_model != "global":
+            return None
+        server = self.nodes.get(self.config.nodes)  # p2pnode.build.server_id
+        upcoming = getattr(server.node.protocol, "upcoming", None) if server is not None else None
+        return None if upcoming is None else upcoming()
+
+    def _early_stop(
+        self, round_no: int, stats: dict[str, Any], shared: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Read the validation items (``stop_patience``): True when this evaluation is the best
+        so far (what attribute inference reads now is kept for the summary); the run stops once
+        ``patience`` evaluations stayed below it. Under PARD's warm-up (004's code pre-trains
+        first, then fine-tunes with an early stop of its own) the warm-up's rounds are not
+        candidates."""
+        early = self.early
+        if early is None:
+            return False
+        k = self.config.learning.top_k
+        learners = [r.learner for r in self.nodes.values()]
+        ranks = (
+            m.validation_ranks() if shared is None else m.validation_ranks_under(shared) for m in learners
+        )
+        hit_k, hit_2k, n = validation_figure(ranks, k)
+        stats["validation"] = {f"hit_ratio_at_{k}": hit_k, f"hit_ratio_at_{2 * k}": hit_2k, "nodes": n}
+        lc = self.config.learning
+        if lc.adversarial and round_no <= lc.pard_warmup:
+            return False
+        best = early.observe(round_no, hit_k + hit_2k)
+        if best and self.aia is not None:
+            self._best_features = self._aia_features()
+        if early.done and round_no < (self.config.rounds or 0):
+            self.stopped = round_no
+            stats["stopped"] = True
+        return best
+
+    def _aia_features(self) -> dict[str, dict[int, Any]]:
+        """What every observer of attribute inference holds now: the omniscient observer's
+        features of every shared model, each hosted observing node's (copies)."""
+        assert self.aia is not None
+        out = {"omniscient": self.aia.features_of(shared_models(self.nodes.values(), self.config.nodes))}
+        for runtime in self.nodes.values():
+            node = runtime.node
+            if isinstance(node, AdversaryNode) and node.aia is not None and node.aia.keep:
+                name = node.aia.name or f"node {runtime.node_id}"
+                out[name] = {u: np.array(f, copy=True) for u, f in node.aia.features.items()}
+        return out
 
     @property
     def ledger(self) -> ExposureLedger | None:
@@ -122,9 +194,13 @@ class RoundLog:
 
     def result(self, round_no: int, seconds: float, **fields: Any) -> dict[str, Any]:
         """The run's summary: the latest evaluation, ``fields``, the history, the attacks'."""
-        stats = self.last or round_stats(round_no, self.nodes.values(), self.metric)
+        stats = self.last or round_stats(round_no, self.nodes.values(), self.metric, self.counts)
+        if self.early is not None and self.best is not None:  # the best evaluation is the run's
+            stats = self.best
         result = dict(stats)
         result.update(fields)
+        if self.early is not None:
+            result["early_stop"] = {**self.early.to_dict(), "stopped": self.stopped, "last_round": round_no}
         result.update(seconds=seconds, history=self.history, config=self.config.to_dict())
         result["per_node"] = self.node_rows()
         if self.config.learning.dp:
@@ -141,6 +217,10 @@ class RoundLog:
         if mia is not None:
             result["mia"] = mia
         if self.aia is not None:
+            if self.early is not None and self.early.best_round is not None:
+                for name, features in self._best_features.items():
+                    self.aia.score_chosen(name, self.early.best_round, features)
+                self._best_features = {}
             result["aia"] = self.aia.summary()
         ledger = self.ledger
         if ledger is not None:

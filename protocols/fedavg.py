@@ -91,6 +91,20 @@ class ParamStore:
         """The server holds no data, so it ranks nothing of its own."""
         return None
 
+    def validation_ranks(self) -> list[int | None]:
+        """The server holds no data: no validation item."""
+        return []
+
+    def validation_ranks_under(self, shared: Mapping[str, npt.NDArray[np.float32]]) -> list[int | None]:
+        return []
+
+    def ranking_under(self, shared: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        return None
+
+    def popularity(self, counts: npt.NDArray[np.int64]) -> None:
+        """The server holds no data: no held-out item to rank by popularity."""
+        return None
+
     @property
     def candidates(self) -> int:
         """The server holds no data: no held-out item, no candidates."""
@@ -229,6 +243,31 @@ class FedAvgServer(GossipProtocol):
                 self._add(self.pending.pop(order[self._next]))
                 self._next += 1
         return []
+
+    def upcoming(self) -> dict[str, npt.NDArray[np.float32]] | None:
+        """The global model the round's updates so far will make at the next round's start
+        (their mean, or ``how``'s robust mean), without taking it; None before any update."""
+        if self.how != "mean":
+            if not self.pending:
+                return None
+            return average([self.pending[c] for c in sorted(self.pending)], self.how)
+        if self._sum is None and not self.pending:
+            return None
+        total = {k: v.copy() for k, v in self._sum.items()} if self._sum is not None else None
+        n = self._summed
+        for c in sorted(self.pending):
+            params = self.pending[c]
+            if total is None:
+                total = {k: np.array(v, dtype=np.float32, copy=True) for k, v in params.items()}
+            else:
+                for k, arr in total.items():
+                    arr += params[k]
+            n += 1
+        assert total is not None
+        scale = np.float32(1.0 / n)
+        for arr in total.values():
+            arr *= scale
+        return total
 
     def holds(self, sender: NodeId) -> bool:
         """Whether an update from ``sender`` taken now would be kept past its arrival (the

@@ -198,6 +198,7 @@ NEEDS = {  #: rules across fields
     "attack.mia_proxy": ["--attack", "cia"],
     "churn.model": ["--sampling", "cyclon"],
     "churn.late": ["--sampling", "cyclon"],
+    "learning.optimizer": ["--protocol", "fedavg"],  # sgd's item rate: FedAvg's mean
 }
 #: the words that give what a flag's ``needs`` names
 BRINGS = {
@@ -210,6 +211,7 @@ BRINGS = {
     "--model gmf or --defence pard or uc-fedrec": [],
     "--model prme": ["--model", "prme"],
     "--model ncf": ["--model", "ncf"],
+    "--model ncf --optimizer sgd": ["--model", "ncf", "--optimizer", "sgd", "--protocol", "fedavg"],
     "--protocol fedavg": ["--protocol", "fedavg"],
     "--protocol samo": ["--protocol", "samo"],
     "--protocol samo or fedavg": ["--protocol", "samo"],
