@@ -171,6 +171,9 @@ class BaseLearner(ABC):
         self.upload_noise: tuple[float, int] | None = None
         self._excluded = data.interacted
         self._free = int(self._excluded.size - np.count_nonzero(self._excluded))  #: allowed negatives
+        #: where training negatives are drawn from (:meth:`negatives_outside_training`): by
+        #: default outside everything the user touched, as the ranking's candidates are
+        self._neg_excluded, self._neg_free = self._excluded, self._free
         self._eval_items = np.concatenate(([data.test_item], data.test_negatives)).astype(np.int64)
         self._val_items = [
             (np.concatenate(([item], data.validation_negatives)).astype(np.int64), float(t))
@@ -242,6 +245,15 @@ class BaseLearner(ABC):
         its training items are: they are relevant, not negatives."""
         free = np.flatnonzero(~self._excluded).astype(np.int64)
         self._eval_items = np.concatenate(([self.data.test_item], free)).astype(np.int64)
+
+    def negatives_outside_training(self) -> None:
+        """Draw training negatives from every item outside the training split, the held-out
+        test and validation items included, as 004's code does (``data.py``: its negatives come
+        from the item pool less the training interactions): a user's test item is then trained
+        on as a negative now and then."""
+        mask = np.zeros(self.data.n_items, dtype=bool)
+        mask[self.data.train_items] = True
+        self._neg_excluded, self._neg_free = mask, int(mask.size - np.count_nonzero(mask))
 
     @property
     def candidates(self) -> int:

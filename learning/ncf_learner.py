@@ -73,7 +73,9 @@ class NCFLearner(BaseLearner):
 
     def examples(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """One epoch's examples: every positive and ``negatives`` fresh negatives each, shuffled."""
-        return epoch_examples(self.rng, self._positives, self._excluded, self._free, self.config.negatives)
+        return epoch_examples(
+            self.rng, self._positives, self._neg_excluded, self._neg_free, self.config.negatives
+        )
 
     def local_update(self) -> int:
         """``local_epochs`` epochs of mean BCE, one Adam step a batch; under Share less (τ > 0) the

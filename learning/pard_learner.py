@@ -183,7 +183,7 @@ class PardLearner(BaseLearner):
     def examples(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """One epoch's examples: every positive and ``negatives`` fresh negatives each, shuffled."""
         return epoch_examples(
-            self.rng, self._positives, self._excluded, self._free, self.train_config.negatives
+            self.rng, self._positives, self._neg_excluded, self._neg_free, self.train_config.negatives
         )
 
     def local_update(self) -> int:

@@ -435,6 +435,7 @@ _TRAINING_DEFAULTS = {
     "pard_warmup_lr": 0.0,
     "pard_warmup_lr_eta": 0.0,
     "eval_model": "own",
+    "negative_pool": "untouched",
 }
 
 

@@ -247,7 +247,10 @@ def _learner(prep: Prepared, node_id: int) -> BaseLearner:
             lc.ncf_dim, lc.ncf_hidden, lc.lr, lc.batch_size, lc.negatives, lc.local_epochs, lc.top_k, tau,
             sgd_groups(prep),
         )  # fmt: skip
-        return NCFLearner(prep.users[node_id], prep.init, nc, rng, shared_names(cfg))
+        learner = NCFLearner(prep.users[node_id], prep.init, nc, rng, shared_names(cfg))
+        if lc.negative_pool == "untrained":
+            learner.negatives_outside_training()
+        return learner
     train = TrainConfig(
         lc.factors,
         lc.lr,
@@ -291,7 +294,10 @@ def _pard_learner(prep: Prepared, node_id: int, rng: np.random.Generator) -> Par
         pard = replace(pard, lambda_re=0.0)
     seed = cfg.seed * 1_000_003 + node_id  # the node's estimators' initial weights
     shared = shared_names(cfg)
-    return PardLearner(prep.users[node_id], prep.init, train, pard, labels, classes, rng, shared, seed)
+    learner = PardLearner(prep.users[node_id], prep.init, train, pard, labels, classes, rng, shared, seed)
+    if cfg.model == "ncf" and lc.negative_pool == "untrained":
+        learner.negatives_outside_training()
+    return learner
 
 
 def sgd_groups(prep: Prepared, lr: float = 0.0, eta: float = 0.0) -> SGDGroups | None:

@@ -677,7 +677,7 @@ def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, 
         f"{metric.key}_popularity",
     )
     printable["history"] = [  # the name result.json and the Python result use; its main columns
-        {k: h[k] for k in (*columns, "messages", "bytes", "dp_epsilon", "churn") if k in h}
+        {k: h[k] for k in (*columns, "validation", "messages", "bytes", "dp_epsilon", "churn") if k in h}
         for h in result.get("history", [])
     ]
     print(json.dumps(printable))

@@ -336,6 +336,15 @@ class LearningConfig:
         check=_POSITIVE,
         needs=_NCF,
     )
+    negative_pool: str = opt(
+        "untouched",
+        "NCF's training negatives: drawn from the items the user never touched (untouched), or from "
+        "every item outside its training split (untrained: 004's code, so a user's held-out test "
+        "and validation items are now and then trained on as negatives)",
+        group="learning",
+        choices=("untouched", "untrained"),
+        needs=_NCF,
+    )
     optimizer: str = opt(
         "adam",
         "NCF's local optimizer: adam (--lr) or sgd (paper 004's code: plain SGD, the head at --lr, "
@@ -1275,6 +1284,7 @@ FEDNCF_004: dict[str, Any] = {
     "learning.lr": 0.5,
     "learning.lr_eta": 80.0,
     "learning.negatives": 5,
+    "learning.negative_pool": "untrained",
     "learning.test_negatives": 99,
     "learning.top_k": 10,
     "learning.ncf_init_std": 1.0,

@@ -156,3 +156,23 @@ def test_popularity_ranks_by_the_training_counts_with_ties_in_random_order() -> 
         jitter = counts[cands] + rng.random(12) * 0.5
         hits += int(np.count_nonzero(jitter[1:] > jitter[0])) < 4
     assert popularity_hit(counts, cands, 4) == pytest.approx(hits / 4000, abs=0.03)
+
+
+def test_the_codes_negative_pool_holds_the_held_out_items_and_the_default_never_does() -> None:
+    users = hold_out_validation(_users(), 0, 20)
+    data = users[0]
+    held = {data.test_item, int(data.validation_items[0])}
+    init = ncf.init_params(200, 8, 4, seed=0)
+    cfg = NCFConfig(dim=8, hidden=4, negatives=5)
+    plain = NCFLearner(data, init, cfg, np.random.default_rng(0))
+    code = NCFLearner(data, init, cfg, np.random.default_rng(0))
+    code.negatives_outside_training()
+    drawn_plain: set[int] = set()
+    drawn_code: set[int] = set()
+    for _ in range(60):
+        for learner, drawn in ((plain, drawn_plain), (code, drawn_code)):
+            items, labels = learner.examples()
+            drawn.update(int(i) for i in items[labels == 0])
+    assert not drawn_plain & held and not drawn_plain & set(data.train_items.tolist())
+    assert drawn_code & held  # 004's code trains on its held-out items as negatives now and then
+    assert not drawn_code & set(data.train_items.tolist())
