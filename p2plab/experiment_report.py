@@ -588,9 +588,10 @@ def _draw_random_bound(ax: Any, col: Column, table: Sequence[dict[str, Any]]) ->
 def _draw_popularity(ax: Any, col: Column, table: Sequence[dict[str, Any]]) -> None:
     """A utility column's value under a ranking by popularity: a dash over each row's bar."""
     scale = 100.0 if col.percent else 1.0
-    label: str | None = "popularity ranking"
-    for x, r in enumerate(table):
-        v = r["cells"][col.key].get("popularity")
+    values = [r["cells"][col.key].get("popularity") for r in table]
+    known = {round(scale * v, 1) for v in values if v is not None}
+    label: str | None = f"popularity ranking ({known.pop():.1f})" if len(known) == 1 else "popularity ranking"
+    for x, v in enumerate(values):
         if v is not None:
             ax.hlines(scale * v, x - 0.45, x + 0.45, color="tab:purple", linestyle=":", label=label)
             label = None
