@@ -19,14 +19,22 @@ _ATTACK = re.compile(r"attack mode: \[(\w+)\], attack score\[F1,F1\]: \[([^\]]*)
 
 
 def rounds(lines: list[str]) -> list[dict[str, Any]]:
-    """One entry per round that finished its privacy evaluation."""
+    """One entry per round that finished its validation; ``attack`` is empty in a round whose
+    attack was skipped (fast_eval.py's ``PARD_REF_ATTACK=chosen``: a round the early stop
+    cannot report)."""
     out: list[dict[str, Any]] = []
     cur: dict[str, Any] = {}
     phase = ""
+
+    def close() -> None:
+        if cur and "validation" in cur:
+            out.append(cur)
+
     for line in lines:
         if "-INFO-" not in line and "attack mode" in line:
             continue  # the same attack line, printed as well as logged
         if "Round " in line and "starts" in line:
+            close()
             cur = {"round": int(line.split("Round ")[1].split()[0]), "attack": {}}
         elif "Testing phase" in line:
             phase = "test"
@@ -39,8 +47,7 @@ def rounds(lines: list[str]) -> list[dict[str, Any]]:
         elif (m := _ATTACK.search(line)) and cur:
             age, gender, occupation = (float(v.strip(" '")) for v in m[2].split(","))
             cur["attack"][m[1]] = {"age": age, "gender": gender, "occupation": occupation}
-            if m[1] == "euser_item":
-                out.append(cur)
+    close()
     return out
 
 
@@ -64,14 +71,18 @@ def main() -> None:
         print(json.dumps({"rounds": entries, "chosen": pick}))
         return
     for e in entries:
-        a = e["attack"]["euser_item"]
+        a = e["attack"].get("euser_item")
+        attack = (
+            f"euser_item age {a['age']:.4f} gender {a['gender']:.4f} occupation {a['occupation']:.4f}"
+            if a
+            else "(attack skipped)"
+        )
         print(
             f"round {e['round']:>3}  test R@10 {e['test']['recall10']:.4f} N@10 {e['test']['ndcg10']:.4f}  "
-            f"val R@10+R@20 {e['validation']['recall10'] + e['validation']['recall20']:.4f}  "
-            f"euser_item age {a['age']:.4f} gender {a['gender']:.4f} occupation {a['occupation']:.4f}"
+            f"val R@10+R@20 {e['validation']['recall10'] + e['validation']['recall20']:.4f}  {attack}"
         )
     if pick is not None:
-        print(f"chosen: round {pick['round']} of {len(entries)}: {json.dumps(pick)}")
+        print(f"chosen: round {pick['round']} of rounds 0-{entries[-1]['round']}: {json.dumps(pick)}")
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ def patch(checkout: Path) -> None:
     )
     _replace(
         checkout / "data.py",
-        "random.sample(x, self.NUM_NEG)",
-        "random.sample(sorted(x), self.NUM_NEG)  # PATCH",
+        "random.sample(x, self.NUM_NEG))\n",
+        "random.sample(sorted(x), self.NUM_NEG))  # PATCH\n",
     )
     _replace(checkout / "data.py", "random.sample(x,\n", "random.sample(sorted(x),  # PATCH\n")
     _replace(
