@@ -23,7 +23,6 @@ import os
 import random
 
 import numpy as np
-
 import torch
 import trainer
 from utils import compute_metrics
