@@ -1,1 +1,3 @@
-"""Attacks on gossip learning (Community Inference Attack, MIA) — arrive with issue #4."""
+"""Attacks on what gossip and federated learning share: the Community Inference Attack (000),
+membership inference (002's MPE) and attribute inference (004), as pure observers of what an
+adversary node receives."""

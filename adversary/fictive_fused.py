@@ -1,4 +1,4 @@
-"""The CIA's fictive user e_A for GMF in compiled calls: ``--fictive-backend fused`` (issue #64).
+"""The CIA's fictive user e_A for GMF in compiled calls: ``--fictive-backend fused`` (docs/design.md, Speed).
 
 Under Share less (CIA paper §IV-C) and in the fictive-user probes, an observer trains one e_A per
 target against its reference model (60 steps of full-batch Adam on the user row alone, BCE on

@@ -101,7 +101,7 @@ class AdversaryNode(GossipNode):
         return effects
 
     def admit(self, sender: NodeId, now: float, collusion: bool = False) -> str | None:
-        """A multicast is taken only from a partner of this node's own group (issue #31: with
+        """A multicast is taken only from a partner of this node's own group (with
         process identities no other member can sign as one)."""
         if collusion:
             return None if sender in self.partners or sender in self.aia_partners else "not-partner"

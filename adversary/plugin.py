@@ -1,6 +1,6 @@
 """A user's own attack: an observer of what an adversary node receives (``--attack-plugin``).
 
-The plug-in API of issue #63 for attacks, pure like the rest of ``adversary/``: a plug-in is a
+The plug-in API (docs/plugins.md) for attacks, pure like the rest of ``adversary/``: a plug-in is a
 class (or any callable) taking an :class:`AttackContext` and returning an object with
 
 - ``observe(sender, params, now)``: called with every model the node receives (a gossip model,

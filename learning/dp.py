@@ -53,7 +53,7 @@ class DPConfig:
     delta: float = 1e-6  #: δ (CIA paper Fig. 5: 1e-6)
     horizon_updates: int = 0  #: local updates the ε target must last for (set by the driver)
     #: "numpy": torch's noise and the numpy step; "fused": learning.gauss's noise and, for GMF,
-    #: the compiled step of learning.gmf_dp_fused (issue #64)
+    #: the compiled step of learning.gmf_dp_fused (docs/design.md, Speed)
     backend: str = "numpy"
 
     @property

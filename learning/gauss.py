@@ -3,7 +3,7 @@
 A DP-SGD step (CIA paper §VII-E, learning/dp.py) draws N(0, σ²C²) on every coordinate of the
 model: ~54k values a step for ML-100k's GMF, a few thousand steps a simulated round. torch's
 ``normal_`` (the numpy backend's source) costs ~5 ns a value here; the noise was a third of a
-DP gossip round (issue #64). This module draws the same distribution in ~2.5 ns a value
+DP gossip round (docs/design.md, Speed). This module draws the same distribution in ~2.5 ns a value
 (``bench/dp_step.py`` prints the two side by side):
 
 - **bits**: xoshiro256++ (Blackman & Vigna, "Scrambled linear pseudorandom number generators",

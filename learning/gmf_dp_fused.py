@@ -1,4 +1,4 @@
-"""A GMF DP-SGD step as one compiled call: the fused path of ``--dp-backend fused`` (issue #64).
+"""A GMF DP-SGD step as one compiled call: the fused path of ``--dp-backend fused`` (docs/design.md, Speed).
 
 The arithmetic of ``learning.gmf_numpy.NumpyGMF.dp_step`` (CIA paper §VII-E; Abadi et al. 2016's
 DP-SGD as Opacus runs it): every example's gradient of BCE (plus, for a positive under Share

@@ -161,7 +161,7 @@ def toward(own: Mapping[str, Array], other: Mapping[str, Array], scale: float) -
 
 def relative_distance(own: Mapping[str, Array], other: Mapping[str, Array]) -> float:
     """‖other − own‖ / ‖own‖ over the tensors ``other`` carries that ``own`` has (L2, all of them
-    as one vector); a received model far from the receiver's by this measure is refused (#18).
+    as one vector); a received model far from the receiver's by this measure is refused (THREAT_MODEL.md).
 
     On every model received, by :func:`_square_sums`. The cancellation when the models are close
     costs nothing where it matters: the bound is ~100x the honest distances. An overflow gives

@@ -139,7 +139,7 @@ class Stack:
     """One MLP of 004's discriminator shape (``learning.attribute_mlp.mlp``) per attribute, all
     reading the same input, held as stacked numpy arrays with an analytic gradient: a handful of
     batched matrix products for every attribute at once instead of torch's per-call overhead
-    per layer per attribute (#60's cost goal; ``bench/pard_cost.py``).
+    per layer per attribute (the cost goal, at most 3x a plain round: ``bench/pard_cost.py``).
 
     Layer k of attribute t is ``x @ weights[k][t] + biases[k][t]`` (weights ``(A, in, out)``, the
     transpose of torch's ``Linear.weight``; biases ``(A, 1, out)``), drawn as ``Linear`` draws

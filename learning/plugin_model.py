@@ -1,4 +1,4 @@
-"""A user's own model (``--model-plugin``, issue #63): the learner that runs it.
+"""A user's own model (``--model-plugin``, docs/plugins.md): the learner that runs it.
 
 A model plug-in is an object (a class is made with no arguments) with
 

@@ -79,6 +79,6 @@ def score(
     params: Params, user_side: UserSide, items: npt.NDArray[np.int64] | slice
 ) -> npt.NDArray[np.float32]:
     """Relevance of ``items`` (ids, or a slice of the tables; higher is better): −D. The attacks
-    of #4 rank with this."""
+    rank with this."""
     previous = np.asarray(user_side.previous_item, dtype=np.int64)  # broadcasts over items
     return -distance(params, user_side.user_p, previous, items, user_side.gap_seconds)

@@ -1,4 +1,4 @@
-"""PRME local epochs as one compiled call: the fused path of PRME's local trainer (issue #64).
+"""PRME local epochs as one compiled call: the fused path of PRME's local trainer (docs/design.md, Speed).
 
 The arithmetic of ``learning.prme_numpy.NumpyPRME.step`` (Feng et al. 2015: −log σ(D(u, l_c, l')
 − D(u, l_c, l)) with (λ/2)‖θ‖² on every row an example touches, plain SGD on the batch's summed

@@ -3,7 +3,7 @@
 Users are split into communities; each community has a pool of preferred items. A user draws each
 of its interactions from its community's pool with probability ``in_pool_share`` and uniformly from
 all items otherwise. Pools of neighbouring communities overlap by ``pool_overlap`` items, so the
-communities are more or less separable. Used by tests and to check the attacks of #4 against a
+communities are more or less separable. Used by tests and to check the attacks against a
 known answer. Seeded: the same config gives the same data.
 """
 

@@ -1,4 +1,4 @@
-"""Churn: when each node is online, drawn once from a seed (issue #19).
+"""Churn: when each node is online, drawn once from a seed.
 
 Each churning node alternates between sessions (online) and absences (offline), as in the
 measurement studies of deployed P2P networks, which model a peer as an alternating renewal

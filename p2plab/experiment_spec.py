@@ -567,7 +567,7 @@ def _older_runs(runs_dir: Path, mode: str, wanted: set[str]) -> dict[str, Path]:
 #: existed ran with the old behaviour, which this value names (not with today's default).
 LEGACY_DEFAULTS: dict[str, dict[str, Any]] = {
     "attack": {"momentum_estimator": "first"},  # eq. 4 as v_u^0 = Θ_u^0 until the default became debiased
-    "learning": {"backend": "numpy"},  # GMF trained by numpy calls until the fused kernel (#22)
+    "learning": {"backend": "numpy"},  # GMF trained by numpy calls until the fused kernel was the default
 }
 
 

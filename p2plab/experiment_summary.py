@@ -71,7 +71,7 @@ class Line:
     #: which of the summary's parts it belongs to (:data:`GROUPS`)
     group: str = "table"
     #: what the figure is of: the value's path in a run and the runs' keys (recorded by reports
-    #: since issue #33), so that another experiment's figure from the same runs counts once;
+    #: that record their reading), so that another experiment's figure from the same runs counts once;
     #: for older reports, the figure itself
     identity: tuple[str, ...] = ()
 
@@ -171,7 +171,7 @@ def _group(doc: Mapping[str, Any], exp: Experiment | None) -> str:
 
 def _every_user(doc: Mapping[str, Any]) -> bool:
     """Whether a report on a data file ran a node for every user of it: its nodes are the file's
-    users where the report recorded them (since issue #33's stop 55; older reports: assumed, as
+    users where the report recorded them (reports that record their data do; older reports: assumed, as
     ``--dataset`` without ``--nodes`` sets them)."""
     users = (doc.get("data") or {}).get("users")
     nodes = (doc.get("overrides") or {}).get("nodes")

@@ -89,7 +89,7 @@ def _config(command: str, flags: Mapping[str, Any]) -> tuple[argparse.Namespace,
     parser = _parser(command)
     argv, keys = _argv(parser, flags)
     args = parser.parse_args(argv)
-    # launch starts from the daemon's safe defaults, as `p2pnode launch` does (issue #61)
+    # launch starts from the daemon's safe defaults, as `p2pnode launch` does (THREAT_MODEL.md)
     return args, cli.config_from_args(args, keys, daemon=command == "launch")
 
 

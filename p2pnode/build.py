@@ -94,7 +94,7 @@ def peerswap_of(node: GossipNode) -> PeerSwap | None:
 
 def set_siblings(nodes: Mapping[int, GossipNode]) -> None:
     """Let the PeerSwap samplers of the nodes one process hosts check each swap against each other
-    (``PeerSwap.siblings``, issue #61): a node adopts handed views, or moves an edge to a hosted
+    (``PeerSwap.siblings``, THREAT_MODEL.md): a node adopts handed views, or moves an edge to a hosted
     node, only when the hosted nodes the swap relabels took part in it."""
     samplers = {i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None}
     for sampler in samplers.values():
@@ -117,7 +117,7 @@ def swap_vet(owner_of: OwnerOf, share: float = SWAP_OWNER_SHARE) -> Vet:
 
 def set_vet(nodes: Mapping[int, GossipNode], judge: SwapJudge) -> None:
     """Let ``judge`` judge the views a swap would hand each PeerSwap node of a process
-    (``PeerSwap.vet``, issue #61); their proposals then carry their own views, and a commit that
+    (``PeerSwap.vet``, THREAT_MODEL.md); their proposals then carry their own views, and a commit that
     moves an edge to another member's node waits for that node's word (``PeerSwap.ask_partners``)."""
     samplers = {i: s for i, n in nodes.items() if (s := peerswap_of(n)) is not None}
     judge.attach(samplers)

@@ -319,7 +319,7 @@ class LearningConfig:
     prme_backend: str = opt(
         "numpy",
         "PRME's training code: numpy (one numpy call per operation) or fused (an epoch per compiled "
-        "call, issue #64; it rounds differently in the last bits, so runs' numbers move within float "
+        "call; it rounds differently in the last bits, so runs' numbers move within float "
         "precision; DP-SGD keeps numpy)",
         group="learning",
         choices=("numpy", "fused"),
@@ -383,7 +383,7 @@ class LearningConfig:
     dp_backend: str = opt(
         "numpy",
         "DP-SGD's code: numpy (torch's Gaussian noise, one numpy call per operation) or fused (a "
-        "compiled ziggurat's noise and, for GMF, the whole step in one compiled call; issue #64: "
+        "compiled ziggurat's noise and, for GMF, the whole step in one compiled call: "
         "other noise of the same law, so runs' numbers move within their seed spread)",
         group="dp",
         choices=("numpy", "fused"),
@@ -575,7 +575,7 @@ class AttackConfig:
         "numpy",
         "the fictive users' code (GMF, Share less or --fictive-user): numpy (a Python loop per "
         "target, scores through numpy's gathers) or fused (every e_A fitted and every model scored "
-        "in one compiled call; issue #64: it rounds otherwise in the last bits, so near-ties may "
+        "in one compiled call: it rounds otherwise in the last bits, so near-ties may "
         "break the other way)",
         group="attack",
         choices=("numpy", "fused"),
@@ -1035,7 +1035,7 @@ class RunConfig:
         0.0,
         "take a received model at most 0.25 x the own model's norm away from it, and with its norm "
         "within (1 ± B) x the own model's (Base GL, SAMO; 0: off): bounds a member that holds half "
-        "of a node's in-neighbour places, which the clip's window does not (issue #61)",
+        "of a node's in-neighbour places, which the clip's window does not (THREAT_MODEL.md)",
         metavar="B",
         check=(lambda v: 0.0 <= v < 1.0, "must be in [0, 1)"),
         needs=(lambda c: c.protocol != "fedavg", "a gossip protocol (FedAvg has --merge)"),
@@ -1262,7 +1262,7 @@ class RunConfig:
 
 
 #: what the daemon's commands (``run``, ``launch``, ``deploy``) start from, on top of the fields'
-#: defaults (issue #61, THREAT_MODEL.md): a member's models are clipped to the radius the honest ones
+#: defaults (THREAT_MODEL.md): a member's models are clipped to the radius the honest ones
 #: set (ClippedGossip on top of the sender gate) and kept within reach and norm of the own model
 #: (the norm band, against a member in half of a node's in-neighbour places). The lab's commands
 #: (``simulate``, ``experiment``, ``p2pnode.simulate``) start from the fields' defaults, the
@@ -1318,7 +1318,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-#: what every process of one network must agree on (issue #63): the population, the protocol and
+#: what every process of one network must agree on: the population, the protocol and
 #: its views, the model's shape, what the seed derives (θ_0, the first views), the tick
 NETWORK_SETTINGS = (
     "nodes",

@@ -1,4 +1,4 @@
-"""Exposure in gossip learning (issue #62, paper 003's DataUsage carried over to model gossip).
+"""Exposure in gossip learning (paper 003's DataUsage carried over to model gossip).
 
 003 measures a user's privacy risk by how often its ratings answer others' queries (DataUsage).
 In gossip learning a node's model is what others use: its DataUsage here is how many times other

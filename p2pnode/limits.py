@@ -86,7 +86,7 @@ class CappedCounts:
     """A count per key, each at most ``cap``; keys whose count falls to 0 are forgotten. Per
     member (its credential, with identities) it caps requests in flight from all the member's
     addresses (p2pnode.transport.admission): a member with several addresses would otherwise
-    hold the process's whole gate with slow uploads (issue #61: 96 at 1 byte a second from 4
+    hold the process's whole gate with slow uploads (96 at 1 byte a second from 4
     addresses took the honest intake to x0.48); a process opens at most ``CLIENT_PER_HOST``
     connections to one destination, so an honest member never meets that cap."""
 

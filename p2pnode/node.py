@@ -135,7 +135,7 @@ class VersionPins(Mapping[int, int]):
 
     A pin lasts ``PIN_TTL_TICKS`` after the last model taken from its sender. A member who posts
     a model with version 2⁶⁴ − 1 as some sender, or a sender that restarts without its state,
-    is then muted for ten rounds at most, not for good (issue #18).
+    is then muted for ten rounds at most, not for good (THREAT_MODEL.md).
     """
 
     def __init__(self, clock: Clock, ttl: float = PIN_TTL_TICKS) -> None:

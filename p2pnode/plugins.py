@@ -1,4 +1,4 @@
-"""Finding a user's plug-in by name: an entry point or an import path (issue #63).
+"""Finding a user's plug-in by name: an entry point or an import path (docs/plugins.md).
 
 A plug-in is named either by an entry point of an installed package, in the group of its kind
 (``p2pnode.attacks`` for ``--attack-plugin``, ``p2pnode.merges`` for ``--merge-plugin``,

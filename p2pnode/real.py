@@ -116,7 +116,7 @@ class NodeProcess:
         self._client_ssl: ssl.SSLContext | None = None
         self.runner: web.AppRunner | None = None
         self.listener: asyncio.Server | None = None
-        #: judges the views swaps hand this process's PeerSwap nodes (with identities, issue #61)
+        #: judges the views swaps hand this process's PeerSwap nodes (with identities, THREAT_MODEL.md)
         self.judge: SwapJudge | None = None
         self.round = 0
         self.log = RoundLog(self.config, self.prep, self.host.nodes, wall_time=True)
@@ -364,7 +364,7 @@ class NodeProcess:
         return {"history": self.log.history, "resumes": self.resumes}
 
     def _learned(self, node: int, address: str, first_hand: bool) -> None:
-        """An address a Cyclon entry brought (issue #18). A node may advertise only its own
+        """An address a Cyclon entry brought (THREAT_MODEL.md). A node may advertise only its own
         address: the entry a node sends about itself (authenticated as that node, and under mutual
         TLS by its certificate) may re-point it; an entry relayed about another node only fills
         an address this process does not know. Hosted nodes are never re-pointed. Ids outside the
@@ -429,7 +429,7 @@ class NodeProcess:
                                 )
                             listed = self._claims(peer, listed, "its credential does not name", cred.names)
                         # a page lists another process's nodes (a member's lie, or a stale page):
-                        # never this process's own, which would stop it from starting (issue #61),
+                        # never this process's own, which would stop it from starting (THREAT_MODEL.md),
                         # nor ids outside the network
                         listed = self._claims(peer, listed, "hosted here", lambda u: u not in self.hosted)
                         listed = self._claims(peer, listed, "outside the network", self._in_network)

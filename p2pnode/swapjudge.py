@@ -1,4 +1,4 @@
-"""How a process judges the views a PeerSwap swap would hand its nodes (issue #61, THREAT_MODEL.md
+"""How a process judges the views a PeerSwap swap would hand its nodes (THREAT_MODEL.md
 "Its own views").
 
 A member's own build can run whole PeerSwap transactions whose far side is its word (paper 002,
@@ -52,7 +52,7 @@ def line_sd(share: float, cross_chance: float = SWAP_CROSS_CHANCE) -> float:
     """How far above its expected count, in standard deviations, a member holding ``share`` of
     the ids may hold a process's places: the normal quantile ``1 - cross_chance * share``.
 
-    One line for all members (two standard deviations until stop 82) was either loose where a
+    One line for all members (two standard deviations, in an earlier version) was either loose where a
     member holds half the ids (2 x 20 nodes: ``takeover-keep`` held A's places naming A at 0.39
     against 0.49 expected) or, tightened, refused honest swaps where a process faces many small
     members (10 x 10 nodes at one deviation: 11% fewer swaps committed). A Bonferroni share of

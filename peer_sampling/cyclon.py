@@ -9,7 +9,7 @@ simply not put back, which is Cyclon's failure detection; a node whose cache run
 on its seeds. A reply is taken only from a peer this node is shuffling with, and only the first
 entry per id counts.
 
-Relayed entries are weighed by who vouches for them (issue #61): when the process says who stands
+Relayed entries are weighed by who vouches for them (THREAT_MODEL.md): when the process says who stands
 behind each sender (:attr:`Cyclon.owner`: with identities the member whose credential names it),
 the entries one owner relayed hold at most ``max(1, capacity // 2)`` of the cache, and a node
 takes one owner's shuffle requests at the rate an honest owner's come, one a period on average

@@ -10,7 +10,7 @@ Txn = tuple[int, int]  # (initiator id, initiator's counter)
 @dataclass(frozen=True, slots=True)
 class SwapPropose:
     """PeerSwap step 1, i → j: lock yourself and tell me your views (002 §2.4). Where the
-    partner's process judges the views a swap hands it (issue #61), i shows its own views here;
+    partner's process judges the views a swap hands it (THREAT_MODEL.md), i shows its own views here;
     otherwise none (empty)."""
 
     txn: Txn
@@ -30,7 +30,7 @@ class SwapAccept:
 @dataclass(frozen=True, slots=True)
 class LockRequest:
     """i → each neighbour of i or j: hold your views still for transaction ``txn``. ``about``
-    (issue #61, i and j held by two other members' processes than the neighbour's): j, whose
+    (i and j held by two other members' processes than the neighbour's): j, whose
     views name the neighbour; say in the reply where your views name i or j."""
 
     txn: Txn
@@ -69,7 +69,7 @@ class SwapAdopt:
 @dataclass(frozen=True, slots=True)
 class SwapCheck:
     """k → an end of ``txn``, where a ``SwapCommit`` would move k's edges to it and two other
-    members' processes host the ends (issue #61): did you take the swap's views (the partner
+    members' processes host the ends (THREAT_MODEL.md): did you take the swap's views (the partner
     adopted them, the initiator committed), and where do they name me?"""
 
     txn: Txn

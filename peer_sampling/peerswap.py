@@ -31,17 +31,17 @@ simulator's default instantaneous delivery they never do, and neither rule below
   the views change at the configured rate. Waiting is what keeps retries from collapsing under
   heavy contention, where every retry would take locks that make the next one fail.
 
-What a member cannot do (issue #18): a ``SwapAdopt`` or ``SwapCommit`` is applied only for a
+What a member cannot do (THREAT_MODEL.md): a ``SwapAdopt`` or ``SwapCommit`` is applied only for a
 transaction this node granted, and only when it comes from that transaction's initiator; proposals,
-lock requests and unlocks must come from their initiator, and a proposal from an in-neighbour (issue #31:
-with process identities a member proposes only as its own ids, so it can swap only with the nodes
-it points to, as an honest node); adopted views must keep the view sizes, hold no
-id twice and not the node itself. Anything else is ignored, and the views do not change. A node
-queues at most ``wait_queue`` requests, one per initiator, and lets one owner's transactions (a
-member's, whatever number of ids it holds) hold its lock at most ``lock_share`` of the time
-(issue #61, :class:`LockShare`): lock requests that never commit cannot stall its swaps.
+lock requests and unlocks must come from their initiator, and a proposal from an in-neighbour
+(THREAT_MODEL.md: with process identities a member proposes only as its own ids, so it can swap only
+with the nodes it points to, as an honest node); adopted views must keep the view sizes, hold no id
+twice and not the node itself. Anything else is ignored, and the views do not change. A node queues
+at most ``wait_queue`` requests, one per initiator, and lets one owner's transactions (a member's,
+whatever number of ids it holds) hold its lock at most ``lock_share`` of the time
+(:class:`LockShare`): lock requests that never commit cannot stall its swaps.
 
-A process that hosts several nodes also checks a swap against its own nodes (issue #61,
+A process that hosts several nodes also checks a swap against its own nodes (THREAT_MODEL.md,
 :attr:`PeerSwap.siblings`): a transaction relabels every neighbour of i and j, so each hosted
 neighbour must have been locked for it. A partner adopts the views it is handed only if every
 hosted node among its old neighbours and among the ids the new views name took part in the
@@ -57,7 +57,7 @@ sends), and a commit that moves an edge to a hosted partner waits until that par
 What those checks cannot see is the far side's own neighbourhood: a member's build can run a
 whole transaction whose far side names only its own ids, and the node taking them is cut off
 (the swap takeover, THREAT_MODEL.md). So a process also judges the views a swap would hand its
-nodes (:attr:`PeerSwap.vet`, issue #61; ``p2pnode.swapjudge``: one other member may hold at most
+nodes (:attr:`PeerSwap.vet`; ``p2pnode.swapjudge``: one other member may hold at most
 five of a node's six places): its nodes' proposals then show the initiator's views, and a partner
 judges them before it locks (refused at once), takes an adopt only if it is what was proposed
 but for one id a view and still passes, and an initiator judges the partner's views in the
@@ -160,8 +160,8 @@ class PeerSwapConfig:
     #: (its initiator aborts as for a busy node and retries) rather than left to hold the
     #: initiator's other locks until its transaction times out
     max_wait_share: float = 0.4
-    #: the share of the time one owner's transactions may hold this node's lock, long-run (issue
-    #: #61: a member's lock requests that never commit would otherwise keep a node locked and its
+    #: the share of the time one owner's transactions may hold this node's lock, long-run (a
+    #: member's lock requests that never commit would otherwise keep a node locked and its
     #: swaps stalled); ``LockShare``. 0 turns the limit off
     lock_share: float = 0.2
 
@@ -176,7 +176,7 @@ class _Pending:
     granted: set[NodeId] = field(default_factory=set)
     accepted: bool = False
     #: neighbours of a third member's that the partner's views name, asked in the lock request
-    #: where they name us or the partner: (out, in) their grants must show (issue #61)
+    #: where they name us or the partner: (out, in) their grants must show (THREAT_MODEL.md)
     asked: dict[NodeId, tuple[bool, bool]] = field(default_factory=dict)
     proposed_at: float = 0.0  #: when the proposal went (its accept's round trip is measured)
     asked_at: float = 0.0  #: when the lock requests went
@@ -217,7 +217,7 @@ class SwapStats:
 
 
 class LockShare:
-    """How long each owner's transactions may hold one node's lock (issue #61).
+    """How long each owner's transactions may hold one node's lock (THREAT_MODEL.md).
 
     An owner is who stands behind a requesting initiator: with process identities the member
     whose credential names it, else the initiator id (``PeerSwap.owner``). Each owner has a
@@ -314,7 +314,7 @@ class PeerSwap(PeerSampler):
         #: the views this node handed each initiator it granted as the partner (its neighbours then)
         self._offered: dict[Txn, tuple[tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
         #: judges the views a swap would hand this node, (far end, out-view, in-view) -> take them
-        #: (the process sets it, issue #61); None: any views that fit. With it set, proposals carry
+        #: (the process sets it, THREAT_MODEL.md); None: any views that fit. With it set, proposals carry
         #: the initiator's views, so the partner judges them before anything is locked
         self.vet: Vet | None = None
         #: told of every swap that moved this node's views: (node, old out, old in, new out, new
@@ -330,7 +330,7 @@ class PeerSwap(PeerSampler):
         #: transactions applied lately, and whether as the partner: siblings' checks read them
         self._applied: OrderedDict[Txn, bool] = OrderedDict()
         #: ask the ends of another member's swap for their word before a commit moves an edge to
-        #: them (the process sets it, with identities: issue #61); the answers need the views this
+        #: them (the process sets it, with identities); the answers need the views this
         #: node took lately as an end, by transaction (at most GRANTED_MEMORY)
         self.ask_partners = False
         self._adopted: OrderedDict[Txn, tuple[frozenset[NodeId], frozenset[NodeId]]] = OrderedDict()
@@ -730,7 +730,7 @@ class PeerSwap(PeerSampler):
         initiator ``i`` and took part in ``txn`` as a neighbour, along that edge: its commit will
         move the edge here, so a view without it leaves that node sending to an id that refuses it
         (or waiting for models that never come). A member's build may claim views of its own ids
-        while locking, and relabelling, its id's real neighbours of this process (issue #61,
+        while locking, and relabelling, its id's real neighbours of this process (THREAT_MODEL.md,
         ``takeover-keep``): A's nodes' intake from A fell to x0.61 before this check. An initiator
         reads the partner's views the same way (``i`` the partner) before it commits: a member's
         accept that names a locked node along one of its two edges with the member's id, but not
@@ -770,7 +770,7 @@ class PeerSwap(PeerSampler):
             return []
         if accept_with_views and not self.expects(sender, now):
             # an initiator proposes to one of its out-neighbours: a member that is not an
-            # in-neighbour of this node may not swap with it (and hand it views, issue #31)
+            # in-neighbour of this node may not swap with it (and hand it views, THREAT_MODEL.md)
             self.ignored += 1
             return [Send(sender, LockReply(txn, granted=False))]
         if not self.lock_share.allows(self.owner(sender), now):
@@ -804,7 +804,7 @@ class PeerSwap(PeerSampler):
             return [Send(sender, SwapAccept(txn, *views)), lease]
         if about is None:
             return [Send(sender, LockReply(txn, granted=True)), lease]
-        ends = {sender, about}  # asked where our views name the swap's ends (issue #61)
+        ends = {sender, about}  # asked where our views name the swap's ends (THREAT_MODEL.md)
         reply = LockReply(txn, True, bool(ends & set(self._out)), bool(ends & set(self._in)))
         return [Send(sender, reply), lease]
 

@@ -4,7 +4,7 @@ Each round (``round_ticks``) the server first averages the client models that ca
 previous round into the global model, then sends the global model to ``fraction`` of the clients
 chosen at random. A client replaces its shared parameters by the global ones (under Share less its
 user embedding stays its own), trains, and answers with its model. Updates for an older round
-arrive too late and are dropped and counted. The server is a node like any other, so #4 can make
+arrive too late and are dropped and counted. The server is a node like any other, so an attack can make
 it the adversary of the CIA paper's Algorithm 1.
 
 The mean is folded as the updates come: each one is added to a running sum as soon as every

@@ -67,7 +67,7 @@ class ProtocolStats:
 class GossipProtocol(ABC):
     """A gossip learning protocol for one node: reacts to wake-ups and received models.
 
-    ``max_distance`` D bounds what a member can push into the node (issue #18): a received
+    ``max_distance`` D bounds what a member can push into the node (THREAT_MODEL.md): a received
     model with ‖θ_recv‖ > (1 + D)·‖θ_own‖ is refused before it touches anything (:meth:`vet`; 0:
     no bound). By the triangle inequality no model within D·‖θ_own‖ of the node's own is ever
     refused, and every model farther than (D + 2)·‖θ_own‖ is: a bound on the distance, computed
@@ -306,7 +306,7 @@ class GossipNode:
     def charge(self, sender: NodeId, now: float) -> None:
         """A model from ``sender`` passed the sender gate and was then refused (its body did not
         parse, or it was too far): it costs the sender a token as a taken model does, so a member
-        cannot probe the distance bound for free (issue #61)."""
+        cannot probe the distance bound for free (THREAT_MODEL.md)."""
         if self.protocol.gate is not None:
             self.protocol.gate.spend(sender, now)
 

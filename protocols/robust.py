@@ -1,4 +1,4 @@
-"""What a gossip node does so that one poisoning member cannot wreck its model (issue #31).
+"""What a gossip node does so that one poisoning member cannot wreck its model (THREAT_MODEL.md).
 
 Two parts, each pure and per node (the distance bound, ``GossipProtocol.vet``, is the third):
 
@@ -91,7 +91,7 @@ class ClipRadius:
     which one sender holds at most ``per_sender`` places (its newest replace its oldest), and with
     process identities one *member* (``owner``: all the ids its credential names) does: a member
     flooding from its ids, or from the in-neighbour places they hold, cannot fill the window, so
-    it moves the median by a few places at most, either way (issue #61: keyed by id, a member
+    it moves the median by a few places at most, either way (keyed by id, a member
     with 20 ids in half of a node's in-neighbour places filled the window with its own 90x
     distances and nothing was clipped). The distances kept are the
     raw ones (before clipping), so escalating frames do not raise the next radius and frames just
@@ -161,7 +161,7 @@ class ClipRadius:
 
 
 class NormBand:
-    """Where a taken model may move the node's own, bounded by the own model alone (issue #61).
+    """Where a taken model may move the node's own, bounded by the own model alone (THREAT_MODEL.md).
 
     :class:`ClipRadius` sets its radius from the distances of recent models; a member in half of a
     node's in-neighbour places holds half of that window, so the radius follows its frames (with
@@ -227,7 +227,7 @@ def _fold(flat: npt.NDArray[np.float32], buckets: int) -> npt.NDArray[np.float32
 
 
 class SteadyPull:
-    """Damps one member's models when they keep pulling the own model the same way (issue #61).
+    """Damps one member's models when they keep pulling the own model the same way (THREAT_MODEL.md).
 
     :class:`NormBand` bounds what one taken model does; a member in half of a node's in-neighbour
     places still moves it, because every frame it sends pulls toward one fixed point (a 90x model,

@@ -444,7 +444,7 @@ def _dec_adopt(b: dict[str, Any]) -> object:
 
 
 def _dec_propose(b: dict[str, Any]) -> object:
-    """A proposal with the initiator's views (a process that judges swaps, issue #61) or none."""
+    """A proposal with the initiator's views (a process that judges swaps, THREAT_MODEL.md) or none."""
     if b.keys() == {"txn"}:
         return SwapPropose(_txn(b["txn"]))
     _field(b, {"txn", "out", "in"}, "SwapPropose")
@@ -452,7 +452,7 @@ def _dec_propose(b: dict[str, Any]) -> object:
 
 
 def _dec_lock_request(b: dict[str, Any]) -> object:
-    """A lock request, asking the neighbour ``about`` the partner (issue #61) or not."""
+    """A lock request, asking the neighbour ``about`` the partner (THREAT_MODEL.md) or not."""
     if b.keys() == {"txn"}:
         return LockRequest(_txn(b["txn"]))
     _field(b, {"txn", "about"}, "LockRequest")
@@ -460,7 +460,7 @@ def _dec_lock_request(b: dict[str, Any]) -> object:
 
 
 def _dec_lock_reply(b: dict[str, Any]) -> object:
-    """A lock reply, with where the granting node's views name the swap's ends (issue #61) or not."""
+    """A lock reply, with where the granting node's views name the swap's ends (THREAT_MODEL.md) or not."""
     if b.keys() == {"txn", "ok"}:
         return LockReply(_txn(b["txn"]), _bool(b["ok"]))
     _field(b, {"txn", "ok", "out", "in"}, "LockReply")

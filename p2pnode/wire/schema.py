@@ -30,7 +30,7 @@ class MsgType(IntEnum):
     KNN_PROFILE = 17  #: the candidate's similarity, co-rated count and item ids
     KNN_ASK = 18  #: a query's ask for one neighbour's rating of an item
     KNN_ANSWER = 19  #: the neighbour's rating (randomized past τ), or none
-    SWAP_CHECK = 20  #: a PeerSwap neighbour asks a transaction's partner whether it adopted (issue #61)
+    SWAP_CHECK = 20  #: a PeerSwap neighbour asks a transaction's partner whether it adopted (THREAT_MODEL.md)
     SWAP_CHECKED = 21  #: the partner's answer: adopted or not, and whether its views name the asker
 
 
