@@ -12,6 +12,8 @@ the few changes the code needs to run here, each marked ``# PATCH`` where it is 
 - ``config.py``/``trainer.py``: ``--share_mlp True`` sends the MLP to the server with the item
   table (004's FedNCF as its paper describes it, §IV-A-3: "item embeddings and the prediction
   layer are shared"); the repository's trainer keeps the MLP on the client.
+- ``trainer.py``: fine-tuning loads its pre-training file with ``weights_only=False`` (torch 2.6
+  made ``True`` the default, which refuses the numpy scalars the file holds).
 - ``run_experiment.py``/``run_grid_search.py``: one torch thread, and p2pnode's batched
   evaluation (``fast_eval.py``, our code: the same scores as ``fed_evaluate`` from the same
   parameters, no random draw; checked equal to six decimals on the logged figures).
@@ -103,6 +105,11 @@ def patch(checkout: Path) -> None:
         "        if config.get('share_mlp'):  # PATCH: FedAvg FedNCF, the MLP shared\n"
         "            self.server_keys = ['embedding_item.weight'] + self.mlp_keys\n"
         "            self.client_keys = [k for k in self.client_keys if k not in self.mlp_keys]\n",
+    )
+    _replace(
+        checkout / "trainer.py",
+        "all_param = torch.load(path)\n",
+        "all_param = torch.load(path, weights_only=False)  # PATCH: torch >= 2.6\n",
     )
     for script in ("run_experiment.py", "run_grid_search.py"):
         _replace(
