@@ -13,8 +13,8 @@ from typing import Any
 from prometheus_client import Counter
 
 from p2pnode.cli import main
-from p2pnode.metrics import Metrics
-from p2pnode.node import NodeRuntime
+from p2pnode.nodes.node import NodeRuntime
+from p2pnode.telemetry.metrics import Metrics
 from p2pnode.transport.base import Outcome
 from protocols.messages import ModelMessage
 

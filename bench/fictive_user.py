@@ -26,7 +26,7 @@ import torch
 from adversary import fictive_fused
 from adversary.cia import CIAObserver
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.sim import Simulation
 
 BACKENDS = ("numpy", "fused")
 

@@ -90,10 +90,10 @@ import aiohttp
 import numpy as np
 
 from bench.hostile_outsiders import counter, free_port, get, stop, wait_for_round
-from p2pnode.auth import Keyring, load_keyring, save_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.identity import Authority, Identity, load_identity, save_identity
-from p2pnode.prepare import prepare
+from p2pnode.nodes.prepare import prepare
+from p2pnode.trust.auth import Keyring, load_keyring, save_keyring, sign
+from p2pnode.trust.identity import Authority, Identity, load_identity, save_identity
 from p2pnode.wire.codec import encode_model_frame, encode_sampling_frame
 from p2pnode.wire.delta import DeltaEncoder
 from peer_sampling.messages import LockRequest, ShuffleRequest, SwapAdopt, SwapPropose

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from p2plab.launch import free_ports
-from p2pnode.auth import Keyring, save_keyring
+from p2pnode.trust.auth import Keyring, save_keyring
 
 ATTACKER = "127.0.0.2"  #: the stranger's source address (all of 127/8 is loopback on Linux)
 NODES_A, NODES_B = 4, 12

@@ -22,7 +22,7 @@ import numpy as np
 
 from learning.params import relative_distance
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
 

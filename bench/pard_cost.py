@@ -27,7 +27,7 @@ import argparse
 from bench.whole_runs import print_ratios, seconds_per_round
 from learning import pard
 from p2pnode.config import FEDNCF_004, PARD_004, RunConfig
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 
 def main() -> None:

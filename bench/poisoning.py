@@ -45,9 +45,9 @@ import time
 
 import numpy as np
 
-from p2pnode.build import set_owner
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.build import set_owner
+from p2pnode.runners.sim import Simulation
 from p2pnode.wire.codec import encode_model_frame
 from p2pnode.wire.delta import DeltaEncoder
 from p2pnode.wire.schema import Channel

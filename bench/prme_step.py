@@ -31,8 +31,8 @@ from learning.prme_fused import warm
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.split import leave_one_out
 from p2pnode.config import RunConfig
-from p2pnode.datasets import load_ml100k
-from p2pnode.sim import Simulation
+from p2pnode.data.datasets import load_ml100k
+from p2pnode.runners.sim import Simulation
 
 BACKENDS = ("numpy", "fused")
 

@@ -15,8 +15,8 @@ import pstats
 import time
 
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 
 def main(argv: list[str] | None = None) -> None:

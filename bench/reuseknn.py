@@ -20,7 +20,7 @@ import numpy as np
 from learning import reuseknn as rk
 from learning.reuseknn_reference import loop_answer
 from p2plab.reuseknn_lab import load_ratings
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 
 def main() -> None:

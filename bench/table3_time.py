@@ -14,7 +14,7 @@ import argparse
 import time
 
 from p2plab import experiment as ex
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 BUDGET_S = 600.0
 

@@ -57,13 +57,13 @@ sends), and a commit that moves an edge to a hosted partner waits until that par
 What those checks cannot see is the far side's own neighbourhood: a member's build can run a
 whole transaction whose far side names only its own ids, and the node taking them is cut off
 (the swap takeover, THREAT_MODEL.md). So a process also judges the views a swap would hand its
-nodes (:attr:`PeerSwap.vet`; ``p2pnode.swapjudge``: one other member may hold at most
+nodes (:attr:`PeerSwap.vet`; ``p2pnode.trust.swapjudge``: one other member may hold at most
 five of a node's six places): its nodes' proposals then show the initiator's views, and a partner
 judges them before it locks (refused at once), takes an adopt only if it is what was proposed
 but for one id a view and still passes, and an initiator judges the partner's views in the
 accept before it locks anyone (:attr:`SwapStats.vetoed`). Honest swaps are refused only where
 one member holds all six places, before anything changed. The process also weighs the places all
-its nodes give one member against that member's share of the ids (``p2pnode.swapjudge``): at the
+its nodes give one member against that member's share of the ids (``p2pnode.trust.swapjudge``): at the
 proposal and the accept only, since at the adopt the initiator has committed (``Vet``'s
 ``settled``). A partner keeps the judged views of the transaction it granted until its adopt
 comes, even if the initiator, done, proposes again first (:attr:`PeerSwap._proposed`).

@@ -12,8 +12,8 @@ import aiohttp
 import numpy as np
 import pytest
 
-from p2pnode.auth import Keyring, save_keyring, sign
-from p2pnode.real import NodeProcess, ProcessSpec
+from p2pnode.runners.real import NodeProcess, ProcessSpec
+from p2pnode.trust.auth import Keyring, save_keyring, sign
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import SHED, failed_sends, free_ports
@@ -164,7 +164,7 @@ async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: 
 
 async def test_old_models_floods_and_overload_are_refused_over_http(tmp_path: Path) -> None:
     """409 for a model older than the sender's last, 429 past a sender's rate, 503 past the gate."""
-    from p2pnode.limits import Limits
+    from p2pnode.trust.limits import Limits
 
     ring = Keyring.generate("lab")
     save_keyring(tmp_path / "k", ring)
@@ -222,7 +222,7 @@ async def test_timeouts_connection_caps_and_get_bounds_over_http(tmp_path: Path)
     """A slow member body is cut at body_timeout_s (408), an unfinished request head at
     header_timeout_s, connections past an address's cap are closed as they are accepted, and
     GET pages are rendered once per page_cache_s however often they are asked for."""
-    from p2pnode.limits import Limits
+    from p2pnode.trust.limits import Limits
 
     ring = Keyring.generate("lab")
     save_keyring(tmp_path / "k", ring)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from p2pnode.config import RunConfig
-from p2pnode.real import NodeProcess, ProcessSpec
-from p2pnode.sim import simulate
+from p2pnode.runners.real import NodeProcess, ProcessSpec
+from p2pnode.runners.sim import simulate
 from p2pnode.wire.schema import WIRE_VERSION, MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import LEARNED, SHED, failed_sends, free_ports

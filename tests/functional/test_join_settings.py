@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from p2pnode.real import NodeProcess, ProcessSpec, StartupError
+from p2pnode.runners.real import NodeProcess, ProcessSpec, StartupError
 from tests.functional.helpers import free_ports
 from tests.functional.test_http_nodes import cfg
 

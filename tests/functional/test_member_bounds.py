@@ -22,16 +22,16 @@ import pytest
 from aiohttp import web
 
 from learning.params import l2_norm
-from p2pnode import real
-from p2pnode.auth import load_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.identity import Identity, load_identity
-from p2pnode.limits import Limits
-from p2pnode.real import NodeProcess
-from p2pnode.refusals import REASONS
-from p2pnode.swapjudge import SwapJudge
+from p2pnode.runners import real
+from p2pnode.runners.real import NodeProcess
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
+from p2pnode.transport.refusals import REASONS
+from p2pnode.trust.auth import load_keyring, sign
+from p2pnode.trust.identity import Identity, load_identity
+from p2pnode.trust.limits import Limits
+from p2pnode.trust.swapjudge import SwapJudge
 from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor

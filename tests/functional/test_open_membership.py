@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from p2pnode.auth import Keyring, save_keyring
+from p2pnode.trust.auth import Keyring, save_keyring
 from tests.functional.helpers import free_ports, get_json, run_p2pnode, wait_rounds, wait_until
 from tests.functional.test_kill_processes import counter
 

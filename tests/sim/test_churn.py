@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.sim import ROUND_TICKS, Simulation, simulate
+from p2pnode.runners.sim import ROUND_TICKS, Simulation, simulate
 from peer_sampling.cyclon import CyclonConfig
 
 MAX_AGE = CyclonConfig().max_age

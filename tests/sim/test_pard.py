@@ -10,7 +10,7 @@ from adversary.aia import public_users
 from learning.pard import USER_RE
 from learning.pard_learner import PardLearner
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation, simulate
+from p2pnode.runners.sim import Simulation, simulate
 
 
 def _config(protocol: str) -> RunConfig:
@@ -164,7 +164,7 @@ def test_gossip_observers_attack_what_pard_shares_with_their_own_heads() -> None
 def test_a_checkpoint_keeps_the_rows_of_d_pub_a_node_holds() -> None:
     """A restarted PARD node trains on the rows it held (server and clients alike), and a
     checkpoint whose rows fail a received frame's checks is refused before anything is restored."""
-    from p2pnode import checkpoint
+    from p2pnode.data import checkpoint
 
     cfg = _config("fedavg").replace(**{"sim.shared_tables": False})  # each client its own tables
     sim = Simulation(cfg)

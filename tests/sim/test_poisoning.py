@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.sim import Simulation
 from p2pnode.wire.codec import encode_model_frame
 from p2pnode.wire.delta import DeltaEncoder
 from p2pnode.wire.schema import Channel
@@ -98,7 +98,7 @@ def member_run(
     id (A or B), as processes with identities do. Returns A's mean HR@20 and the models A's nodes
     took into the band (``p2pnode_models_bounded_total{how="banded"}``, or ``how="damped"`` with
     ``pull``)."""
-    from p2pnode.build import set_owner
+    from p2pnode.runners.build import set_owner
 
     config = RunConfig(nodes=40, rounds=20, seed=seed).replace(
         **{"learning.lr": 0.01, "clip_factor": 1.0, "norm_band": band, "steady_pull": pull}

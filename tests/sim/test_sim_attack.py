@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from p2pnode import attack as attack_mod
-from p2pnode.attack import plan_for
+from p2pnode.attacks import attack as attack_mod
+from p2pnode.attacks.attack import plan_for
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.prepare import prepare
-from p2pnode.sim import Simulation, simulate
+from p2pnode.nodes.prepare import prepare
+from p2pnode.runners.sim import Simulation, simulate
 from p2pnode.transport.memory import MemoryNetwork
 from p2pnode.wire.schema import Channel
 

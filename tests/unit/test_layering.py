@@ -135,6 +135,48 @@ def test_no_import_cycles_and_no_import_upward() -> None:
         visit(module, [])
 
 
+#: the daemon's wings, bottom to top (docs/design.md, "The daemon's layout"): a module imports
+#: only from its own wing or one below it. The top-level modules sit where their imports put them:
+#: config, plugins and clock above data (config reads the table formats), cli above everything.
+WINGS = (
+    ("wire",),
+    ("data",),
+    ("config", "plugins", "clock"),
+    ("trust",),
+    ("telemetry",),
+    ("transport",),
+    ("nodes",),
+    ("attacks",),
+    ("runners",),
+    ("cli", "__main__"),
+)
+
+
+def _wing(module: str) -> int:
+    part = module.split(".")[1] if module.count(".") else ""
+    for level, names in enumerate(WINGS):
+        if part in names:
+            return level
+    if module == "p2pnode":  # the package's own docstring and lazy API: imports no wing
+        return len(WINGS)
+    raise AssertionError(f"{module}: in no wing of WINGS; put it in one (or add its wing)")
+
+
+def test_the_daemons_wings_import_only_downward() -> None:
+    graph = _import_graph()
+    daemon = [m for m in graph if m.split(".")[0] == "p2pnode"]
+    assert {_wing(m) for m in daemon} >= set(range(len(WINGS)))  # every wing was found
+    upward = [
+        f"{name} imports {target}"
+        for name in daemon
+        for target in sorted(graph[name])
+        if target.startswith("p2pnode.") and _wing(target) > _wing(name)
+    ]
+    assert not upward, "imports from a lower wing to a higher one:\n" + "\n".join(upward)
+    flat = sorted(p.stem for p in (ROOT / "p2pnode").glob("*.py") if p.stem != "__init__")
+    assert flat == ["__main__", "cli", "clock", "config", "plugins"], flat  # the rest live in wings
+
+
 def test_no_imports_hidden_behind_type_checking() -> None:
     for pkg in PROJECT:
         for path in (ROOT / pkg).rglob("*.py"):

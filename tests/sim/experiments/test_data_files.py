@@ -114,7 +114,7 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     figures synthetic, and stops doing so once the file's bytes are no longer the ones marked."""
     from p2plab.cli import main as lab_main
     from p2plab.experiment_summary import summarize
-    from p2pnode import datasets
+    from p2pnode.data import datasets
 
     path = tmp_path / "dataset_TSMC2014_NYC.txt"
     synth = ["data", "synth", "foursquare-nyc", str(path), "--users", "30", "--venues", "300"]

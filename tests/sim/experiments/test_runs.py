@@ -13,7 +13,7 @@ import pytest
 from p2plab import experiment as ex
 from p2plab import experiment_report
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 from tests.sim.experiments.helpers import TINY, simulator_as_real
 
 
@@ -100,7 +100,7 @@ def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simula
         "'--nodes', '24', '--rounds', '2', '--seeds', '0', '--set', 'attack.target_k=3', "
         "'--rows', '5% colluders', '--quiet']); "
         "print(rc, sorted(m for m in sys.modules if m in "
-        "('p2plab.experiment', 'p2pnode.sim', 'p2plab.launch', 'p2plab.fanout', 'torch')))"
+        "('p2plab.experiment', 'p2pnode.runners.sim', 'p2plab.launch', 'p2plab.fanout', 'torch')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "[]"], out.stdout + out.stderr

@@ -13,7 +13,7 @@ import p2pnode
 from p2plab.notebook import Result, _argv, _config, _parser
 from p2pnode.cli import main as daemon_main
 from p2pnode.config import ConfigError
-from p2pnode.sim import simulate as run_sim
+from p2pnode.runners.sim import simulate as run_sim
 
 
 def test_keyword_arguments_are_the_command_lines_flags() -> None:

@@ -13,7 +13,7 @@ from p2plab.cli import main as lab_main
 from p2pnode.cli import build_parser, config_from_args
 from p2pnode.config import ConfigError, Flag, RunConfig, config_fields, load_toml
 from p2pnode.config import defaults as start_of
-from p2pnode.real import parse_users, split_users
+from p2pnode.runners.real import parse_users, split_users
 
 
 def test_flags_override_file_and_preset(tmp_path: Path) -> None:
@@ -295,7 +295,7 @@ def test_launch_refuses_more_processes_than_nodes_and_says_which_flag(
     --processes."""
     assert lab_main(["launch", "--nodes", "10", "--processes", "20"]) == 2
     assert "--processes 20 is more than --nodes 10" in capsys.readouterr().err
-    from p2pnode.footprint import too_big
+    from p2pnode.runners.footprint import too_big
 
     line = too_big(RunConfig(nodes=100), 46 * 2**30, 22 * 2**30, processes=100)
     assert "in 100 processes" in line and "fewer --processes" in line
@@ -323,7 +323,7 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
     C = 1); ``simulate`` and the Python API from the papers' plain merge; ``--preset paper`` and
     ``--preset safe`` cross over; a config file that does not name the clip keeps the command's."""
     import p2plab.launch
-    import p2pnode.real
+    import p2pnode.runners.real
     from p2plab.deploy_plan import plan_from_inventory
 
     parser = build_parser()
@@ -359,7 +359,7 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
         seen.append(config)
         return {}
 
-    monkeypatch.setattr(p2pnode.real, "run_process", fake_run)
+    monkeypatch.setattr(p2pnode.runners.real, "run_process", fake_run)
     monkeypatch.setattr(p2plab.launch, "launch", fake_run)
     monkeypatch.setattr(p2plab.launch, "check_launch", lambda *a, **k: None)
     monkeypatch.setenv("HOME", str(tmp_path))

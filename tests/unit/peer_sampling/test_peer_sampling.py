@@ -8,7 +8,7 @@ import random
 import pytest
 
 from p2pcore.effects import Effect, Send, SetTimer
-from p2pnode.build import swap_vet
+from p2pnode.runners.build import swap_vet
 from peer_sampling.base import PeerSampler
 from peer_sampling.cyclon import Cyclon, CyclonConfig
 from peer_sampling.graph import in_views, random_regular_digraph
@@ -130,7 +130,7 @@ def _swap_net(
         for p in range(processes):
             hosted = {v: s for v, s in samplers.items() if v * processes // n == p}
             _process(hosted)
-            if vet:  # each process judges handed views by who holds their ids (p2pnode.build)
+            if vet:  # each process judges handed views by who holds their ids (p2pnode.runners.build)
 
                 def owner(v: int, p: int = p) -> int | None:
                     return None if v * processes // n == p else v * processes // n

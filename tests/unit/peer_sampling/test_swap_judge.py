@@ -1,4 +1,4 @@
-"""A process judging the views swaps hand its nodes (p2pnode.swapjudge, issue #61): the per-node
+"""A process judging the views swaps hand its nodes (p2pnode.trust.swapjudge, issue #61): the per-node
 and the per-process bound on one member's places, alone and in many-node networks in memory."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from bench import _swap_takeover as takeover
-from p2pnode.swapjudge import SwapJudge, line_sd
+from p2pnode.trust.swapjudge import SwapJudge, line_sd
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from tests.unit.peer_sampling.test_peer_sampling import PureNet, _process, assert_regular_and_consistent

@@ -99,9 +99,9 @@ def test_hit_at_k_gives_no_credit_to_a_nan_model() -> None:
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("backend", ["fused", "numpy"])
 def test_a_model_gone_non_finite_goes_back_exactly_to_the_model_before_its_update(backend: str) -> None:
-    from p2pnode.build import make_learner
     from p2pnode.config import RunConfig
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.build import make_learner
 
     prep = prepare(RunConfig(nodes=20, dataset="synthetic").replace(**{"learning.backend": backend}))
     learner = make_learner(prep, 3)
@@ -147,9 +147,9 @@ def test_the_fused_epoch_keeps_what_it_overwrote_and_says_whether_it_wrote_a_nan
 
 
 def test_a_merge_gone_non_finite_sends_the_model_back_to_theta_0() -> None:
-    from p2pnode.build import make_learner
     from p2pnode.config import RunConfig
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.build import make_learner
 
     prep = prepare(RunConfig(nodes=20, dataset="synthetic"))
     learner = make_learner(prep, 3)
@@ -198,7 +198,7 @@ def test_a_node_that_keeps_diverging_is_logged_at_powers_of_two_and_counted_ever
     import logging
 
     from p2pnode.config import RunConfig
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     sim = Simulation(RunConfig(nodes=6, rounds=1, dataset="synthetic").replace(**{"learning.lr": 1e30}))
     node = sim.host.nodes[2]
