@@ -36,8 +36,9 @@ from p2pnode.wire.codec import PublicSpec
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
 from peer_sampling.base import PeerSampler, StaticView
 from peer_sampling.cyclon import Cyclon, CyclonConfig
-from peer_sampling.peerswap import PeerSwap, PeerSwapConfig, Vet
+from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from peer_sampling.personalized import Personalized
+from peer_sampling.swap_checks import Vet
 from protocols.base_gl import BaseGossip
 from protocols.fedavg import FedAvgClient, FedAvgServer, ParamStore
 from protocols.gossip import GossipNode, GossipProtocol, TimingConfig

@@ -201,8 +201,9 @@ def test_unit_tests_mirror_the_packages() -> None:
 # says what and why in its own words: it never points at an internal issue number, which a user
 # has no tracker to look up.
 CITED_PACKAGES = ("p2pnode", "p2pcore", "p2plab", "learning", "adversary", "protocols", "peer_sampling")
-DOCS = ("README.md", "THREAT_MODEL.md", "docs")
-CITATION = re.compile(r"\bissues? #\d+|(?<![\w&/#-])#\d{1,3}\b", re.IGNORECASE)  # "issue #61", "(#32)"
+DOCS = ("README.md", "THREAT_MODEL.md", "docs", "experiments/REPRODUCTION.md")
+#: "issue #61", "(#32)", and the team's numbered sittings ("since stop 79")
+CITATION = re.compile(r"\bissues? #\d+|(?<![\w&/#-])#\d{1,3}\b|\bstops? \d{2,3}\b", re.IGNORECASE)
 
 
 def _files() -> list[Path]:
@@ -215,10 +216,25 @@ def _files() -> list[Path]:
 
 def test_the_pattern_finds_a_citation() -> None:
     """The check can fail: the forms the old texts used are caught, a plain '#' is not."""
-    cited = ("(issue #61)", "since issue #33's stop", "Issues #18 and #31", "(#32's target", "of #4 rank")
+    cited = (
+        "(issue #61)",
+        "since issue #33's stop",
+        "Issues #18 and #31",
+        "(#32's target",
+        "of #4 rank",
+        "since stop 79",
+    )
     for text in cited:
         assert CITATION.search(text), text
-    plain = ("`#` comments", "x = 1  # 3 nodes", "#!/usr/bin/env", "the issue of trust", "&#39;", "page#12")
+    plain = (
+        "`#` comments",
+        "x = 1  # 3 nodes",
+        "#!/usr/bin/env",
+        "the issue of trust",
+        "&#39;",
+        "page#12",
+        "--earlystop 10",
+    )
     for text in plain:
         assert not CITATION.search(text), text
 
