@@ -2,7 +2,7 @@
 
 The header checks of ``p2pnode.trust.auth.Verifier`` alone (no HTTP, no body): the cluster MAC, the MAC
 and a process identity (one Ed25519 verification of the request signature; the credential is
-verified once and cached), and a batch entry vouched for by its batch (issue #31: the batch's
+verified once and cached), and a batch entry vouched for by its batch (the batch's
 signed digest covers its entries, so an entry carrying the batch's credential is not verified
 again). Each kind runs on fresh nonces, interleaved in rounds so that a noisy machine slows all
 alike.

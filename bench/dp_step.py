@@ -1,5 +1,5 @@
 """DP-SGD's noise, a GMF DP-SGD step and a DP gossip round: the numpy and the fused backends side
-by side (issue #64: a DP gossip round at most 0.5x today's).
+by side (a DP gossip round at most 0.5x today's).
 
 Three parts, each interleaved so that machine noise hits both alike:
 

@@ -1,4 +1,4 @@
-"""The CIA's fictive user e_A, the numpy and the fused backends side by side (issue #64: an
+"""The CIA's fictive user e_A, the numpy and the fused backends side by side (an
 `fl-probes` fictive-user round at most 0.3x today's).
 
 ``fl-probes``' "GMF, fictive user e_A" run (943 FedAvg clients, ML-100k, the server observing with

@@ -8,7 +8,7 @@ gave and what was true afterwards, read from A's own ``/status`` and ``/metrics`
     .venv/bin/python -m bench.hostile [--seconds 6]
 
 The stranger's floods are measured as in ``bench/hostile_outsiders.py`` (honest models taken by
-A per second, under attack against quiet). Issue #18 has the attacks and what must hold.
+A per second, under attack against quiet). THREAT_MODEL.md has the attacks and what must hold.
 """
 
 from __future__ import annotations

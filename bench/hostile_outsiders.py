@@ -11,7 +11,7 @@ one remote address (127.0.0.2, a second loopback address) attacks A with no key:
 - ``get-flood``: clients that fetch ``GET /metrics`` back to back.
 
 It prints the honest rate under each attack as a ratio of the quiet rate (the acceptance bound of
-issue #18 is 0.8 for slow-body and slowloris together) and what A refused.
+the target is 0.8 for slow-body and slowloris together) and what A refused.
 
     .venv/bin/python -m bench.hostile_outsiders [--seconds 8] [--slow-body 64] [--slowloris 200] \\
         [--get-flood 64]

@@ -1,4 +1,4 @@
-"""Members who poison: what each attack of issue #31 does to a 40-node network under each defence,
+"""Members who poison: what each member attack (THREAT_MODEL.md) does to a 40-node network under each defence,
 in the simulator (the same node code and the same decode as over HTTP).
 
 Nodes 0-19 play process A, 20-39 process B. The attacker holds B's identity, so it signs only as

@@ -1,5 +1,5 @@
 """PRME's local training and a PRME gossip round, the numpy and the fused backends side by side
-(issue #64: a PRME gossip round with the CIA on every node at most 0.5x today's).
+(a PRME gossip round with the CIA on every node at most 0.5x today's).
 
 Two parts, each interleaved so that machine noise hits both alike:
 

@@ -1,5 +1,5 @@
 """Where a simulated round's time goes: cProfile over a few rounds of 943 ML-100k nodes, after
-warm-up rounds, sorted by each function's own time (issue #32 asks for this profile before and
+warm-up rounds, sorted by each function's own time (this profile is wanted before and
 after the simulator work).
 
     .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base]

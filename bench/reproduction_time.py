@@ -6,8 +6,8 @@ runs once, as ``p2plab.experiment`` keys it), in order:
 
 - a run that an experiment before it in the list makes too (the same run key) costs nothing:
   reproduce.sh copies it (``--reuse-runs results``);
-- a finished run in ``results/NAME/runs`` that recorded its seconds (``_seconds``, written since
-  issue #32) counts those: **measured**;
+- a finished run in ``results/NAME/runs`` that recorded its seconds (``_seconds``) counts
+  those: **measured**;
 - otherwise one probe per row (seeds cost alike): the run is built and its first
   ``--probe-rounds`` rounds run with the configuration's own evaluations, the first round left
   out as warm-up; the run counts build + rounds × the mean of the others: **projected**.

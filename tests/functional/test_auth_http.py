@@ -105,7 +105,7 @@ async def test_hostile_requests_to_a_keyed_node_get_their_status_and_change_noth
                 (b"\x00" * (proc.host.max_frame_bytes + 10), 413, "too-large"),
             ]
             for data, status, reason in signed_corpus:
-                # a model refused after the sender gate costs sender 2 a token (issue #61): wait
+                # a model refused after the sender gate costs sender 2 a token: wait
                 # for its bucket (1 token per 60 ticks of 4 ms) so the decoder answers each one
                 await asyncio.sleep(0.5)
                 headers = sign(ring, "POST", path, 2, data, now_ms())
@@ -156,7 +156,7 @@ async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: 
     assert not any(reason in r for r in rejected for reason in (*AUTH_REASONS, "replay", "stale")), rejected
     # no send failed for its authentication: only where a loop running late shed load, or where a
     # model overtook the SwapCommit that makes its sender an in-neighbour (the sender gate's
-    # `not-neighbour`: a PeerSwap race over two routes, 3 frames in one loaded CI run of stop 81)
+    # `not-neighbour`: a PeerSwap race over two routes, 3 frames in one loaded CI run)
     failed = failed_sends(procs)
     assert set(failed) <= SHED | {"not-neighbour"}, failed
     assert sum(r["send_failures"] for r in results) == sum(failed.values())

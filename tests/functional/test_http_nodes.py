@@ -78,7 +78,7 @@ async def test_a_process_that_ends_first_keeps_answering_its_peers_last_round() 
 
 
 async def test_local_delivery_skips_http_between_nodes_of_one_process_only() -> None:
-    config = cfg(nodes=12, rounds=8)  # the default (issue #32)
+    config = cfg(nodes=12, rounds=8)  # the default
     assert config.wire.local_delivery
     procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
     nodes = [n for p in procs for n in p.host.nodes.values()]

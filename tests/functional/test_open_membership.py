@@ -1,4 +1,4 @@
-"""Open membership over real processes (issue #19): start a network alone, join it through any
+"""Open membership over real processes: start a network alone, join it through any
 live process at any time, leave it, and be out of every live view within the stated bound."""
 
 from __future__ import annotations

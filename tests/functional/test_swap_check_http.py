@@ -1,5 +1,5 @@
 """A third process's node asks a swap's partner before a member's commit moves its edge there
-(issue #61, ``SwapCheck`` over real HTTP with identities): A (0-5), the member B (6-11), C (12-17)."""
+(``SwapCheck`` over real HTTP with identities): A (0-5), the member B (6-11), C (12-17)."""
 
 from __future__ import annotations
 

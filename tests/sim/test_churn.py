@@ -1,4 +1,4 @@
-"""Churn in the simulator (issue #19): nodes leave, crash and come back with the same node code,
+"""Churn in the simulator: nodes leave, crash and come back with the same node code,
 and every live view stays consistent under random delays."""
 
 from __future__ import annotations

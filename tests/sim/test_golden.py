@@ -56,7 +56,7 @@ CASES: dict[str, dict[str, Any]] = {
         "attack.fictive_backend": "numpy",
     },
     "dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "numpy"},
-    # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py, issue #64): other noise of
+    # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py): other noise of
     # the same law, so its own file; the DP cases around it pin the numpy step and torch's noise
     "fused-dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "fused"},
     "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, "learning.prme_backend": "numpy", **_CIA},
@@ -89,7 +89,7 @@ CASES: dict[str, dict[str, Any]] = {
         "learning.share_less": True,
         "attack.fictive_backend": "numpy",
     },
-    # the fictive users fitted and scored in compiled calls (adversary/fictive_fused.py, issue #64)
+    # the fictive users fitted and scored in compiled calls (adversary/fictive_fused.py)
     "fused-fictive-fedavg-share-less": {
         "protocol": "fedavg",
         **_CIA,
@@ -121,7 +121,7 @@ CASES: dict[str, dict[str, Any]] = {
         "learning.share_less": True,
         **_CIA,
     },
-    # PRME's fused epoch (learning/prme_fused.py, issue #64); the PRME cases above pin the numpy one
+    # PRME's fused epoch (learning/prme_fused.py); the PRME cases above pin the numpy one
     "fused-prme-gossip-cia": {
         "model": "prme",
         "learning.prme_lr": 0.2,

@@ -87,7 +87,7 @@ def _planted(**more: object) -> dict:  # type: ignore[type-arg]
 
 
 def test_pard_lowers_the_servers_attribute_inference_and_keeps_hr() -> None:
-    """#60: against plain FedAvg on planted attributes, PARD (λ_ir 2: the default 0.5 moves this
+    """Against plain FedAvg on planted attributes, PARD (λ_ir 2: the default 0.5 moves this
     data little, REPRODUCTION.md finding 14) takes the server's AUC down by 0.06 or more and
     HR@20 down by no more than 0.03 (measured: 0.792 -> 0.703, HR@20 0.63 both; at 20 rounds,
     pard-planted's seed 0: 0.800 -> 0.639)."""

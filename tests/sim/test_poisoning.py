@@ -1,4 +1,4 @@
-"""One member's poisoned frame (#18): a model of 1e6 everywhere, posted once to one node.
+"""One member's poisoned frame: a model of 1e6 everywhere, posted once to one node.
 
 Without a bound the plain mean spreads it: every model of a 40-node network goes to 1e6-scale
 values (or NaN) within a few rounds and HR@20 collapses. With the default distance bound the
@@ -65,7 +65,7 @@ def test_samo_with_a_median_merge_shrugs_off_the_frame_even_without_the_bound() 
 
 
 def test_the_sender_gate_takes_models_only_from_in_neighbours_at_an_honest_rate() -> None:
-    """Issue #31: with PeerSwap views a node takes models only from its in-neighbours (a member
+    """With PeerSwap views a node takes models only from its in-neighbours (a member
     signs only as its own ids), each at most about once per shortest honest wake-up period;
     ``--no-sender-gate`` takes any member's at any rate."""
     for gate in (True, False):
@@ -91,7 +91,7 @@ def test_the_sender_gate_takes_models_only_from_in_neighbours_at_an_honest_rate(
 def member_run(
     attack: float | None, band: float, pull: float = 0.0, fixed: bool = False, seed: int = 1
 ) -> tuple[float, float]:
-    """Issue #61: a member holding half the network (ids 20-39, as process B of a 2 x 20 cluster)
+    """A member holding half the network (ids 20-39, as process B of a 2 x 20 cluster)
     posts, every round, from every place it holds in an A node's in-view, the receiver's own model
     times ``attack`` (None: a clean run; ``fixed``: the initial model times ``attack``, one point
     every frame pulls toward). The clip is on (C = 1) and each node knows who stands behind each

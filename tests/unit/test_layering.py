@@ -197,17 +197,28 @@ def test_unit_tests_mirror_the_packages() -> None:
             assert folder.parts[-1] == "experiments" or mirrored.is_dir(), f"{folder}: no package {mirrored}"
 
 
-# What a user reads (the packages' docstrings, comments and --help, README, docs, THREAT_MODEL.md)
-# says what and why in its own words: it never points at an internal issue number, which a user
-# has no tracker to look up.
-CITED_PACKAGES = ("p2pnode", "p2pcore", "p2plab", "learning", "adversary", "protocols", "peer_sampling")
+# What a user reads (the packages' docstrings, comments and --help, the tests, benches, scripts
+# and experiment files, README, docs, THREAT_MODEL.md, REPRODUCTION.md) says what and why in its
+# own words: it never points at an internal issue number, which a user has no tracker to look up.
+CITED_PACKAGES = (
+    *("p2pnode", "p2pcore", "p2plab", "learning", "adversary", "protocols", "peer_sampling"),
+    *("tests", "bench", "scripts", "deploy", "experiments"),
+)
 DOCS = ("README.md", "THREAT_MODEL.md", "docs", "experiments/REPRODUCTION.md")
+#: the files that hold citations on purpose: this one (the pattern's own examples)
+EXEMPT = {Path(__file__).resolve()}
 #: "issue #61", "(#32)", and the team's numbered sittings ("since stop 79")
 CITATION = re.compile(r"\bissues? #\d+|(?<![\w&/#-])#\d{1,3}\b|\bstops? \d{2,3}\b", re.IGNORECASE)
 
 
 def _files() -> list[Path]:
-    out = [p for pkg in CITED_PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
+    out = [
+        p
+        for pkg in CITED_PACKAGES
+        for p in sorted((ROOT / pkg).rglob("*"))
+        if p.suffix in (".py", ".sh", ".toml") and "reports" not in p.parts and p.resolve() not in EXEMPT
+    ]
+    out += [ROOT / ".ci" / "run"]
     for name in DOCS:
         path = ROOT / name
         out.extend(sorted(path.rglob("*.md")) if path.is_dir() else [path])

@@ -127,7 +127,7 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     doc = json.loads((tmp_path / "r" / "t3" / "results.json").read_text())
     users = doc["overrides"]["nodes"]
     assert doc["data"] == {"file": path.name, "sha256": about["sha256"], "synthetic": about, "users": users}
-    for record in (tmp_path / "r" / "t3").rglob("*.json"):  # #57: nothing of this machine's folders
+    for record in (tmp_path / "r" / "t3").rglob("*.json"):  # nothing of this machine's folders
         assert str(tmp_path) not in record.read_text(), record.name
     assert doc["overrides"]["dataset"] == path.name  # the command: sys.argv here (pytest's)
     lines = summarize(tmp_path / "r")

@@ -86,7 +86,7 @@ def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_p
 
 
 def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simulator(tmp_path: Path) -> None:
-    """--report-only is p2plab/experiment_report.py's job alone (issue #34): a fresh interpreter
+    """--report-only is p2plab/experiment_report.py's job alone: a fresh interpreter
     reports finished runs without importing p2plab.experiment, the simulator or the launcher."""
     import subprocess
     import sys
@@ -108,8 +108,8 @@ def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simula
 
 
 def test_a_utility_column_carries_the_random_rankings_value_and_its_plot_draws_it(tmp_path: Path) -> None:
-    """HR@20 under a random ranking of 1 test item among 100 negatives (K = 20): 20/101 (issue #34,
-    item 7: table4's utility plot had no random line)."""
+    """HR@20 under a random ranking of 1 test item among 100 negatives (K = 20): 20/101 (table4's utility
+    plot had no random line)."""
     exp = ex.load("table4")
     doc = ex.run_experiment(dataclasses.replace(exp, rows=exp.rows[:2]), tmp_path, TINY, seeds=[0])
     for row in doc["rows"]:

@@ -232,7 +232,7 @@ def test_deploy_issues_one_identity_per_process_and_keeps_it_while_the_plan_hold
 
 def test_monitoring_scrapes_every_process_of_the_inventory_with_tls_when_given(tmp_path: Path) -> None:
     """``deploy monitoring``: one target per process, labelled by cluster, host and unit; with
-    ``p2pnode_metrics_tls`` the scrape is HTTPS with the client certificate (issue #34)."""
+    ``p2pnode_metrics_tls`` the scrape is HTTPS with the client certificate."""
     import shutil
 
     import yaml

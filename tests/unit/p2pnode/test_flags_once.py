@@ -1,5 +1,5 @@
 """Every flag is declared once: the same flag means the same thing in every command, and a
-process's settings and load limits are flags and TOML keys beside their fields (issue #58)."""
+process's settings and load limits are flags and TOML keys beside their fields."""
 
 from __future__ import annotations
 

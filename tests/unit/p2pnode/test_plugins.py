@@ -1,4 +1,4 @@
-"""Finding a plug-in by name, and the wrappers that name a plug-in's own errors (issue #63)."""
+"""Finding a plug-in by name, and the wrappers that name a plug-in's own errors."""
 
 from __future__ import annotations
 

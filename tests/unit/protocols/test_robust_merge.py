@@ -1,4 +1,4 @@
-"""A member's poisoned model (#18): the distance bound, robust aggregation, NaN-proof HR@K."""
+"""A member's poisoned model: the distance bound, robust aggregation, NaN-proof HR@K."""
 
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ def test_escalating_frames_do_not_raise_the_radius() -> None:
 
 
 def test_one_members_many_ids_share_its_places_in_the_clip_window() -> None:
-    """Issue #61: keyed by sender id, a member with 20 ids (two thirds of what a node takes)
+    """Keyed by sender id, a member with 20 ids (two thirds of what a node takes)
     fills the window with its far distances and the radius follows them;
     keyed by its owner (the member whose credential names the ids), its ids share 4 places, the
     median stays honest and its frames are clipped."""
@@ -343,7 +343,7 @@ def test_toward_moves_a_copy_and_leaves_both_models_as_they_were() -> None:
 
 
 def test_norm_band_keeps_a_member_with_half_the_clip_window_from_flipping_or_inflating_the_model() -> None:
-    """Issue #61: with two owners the clip's radius stays at its warm-up value, C × ‖θ_own‖ (fewer
+    """With two owners the clip's radius stays at its warm-up value, C × ‖θ_own‖ (fewer
     than 3 owners in the window), and a member's frames are taken at that radius: one at −30x the
     own model lands on zero (the model erased), one at +30x doubles its norm. The norm band bounds
     both by the own model alone."""
@@ -404,7 +404,7 @@ def _steps(rng: np.random.Generator, size: int = 4096) -> np.ndarray:
 
 
 def test_steady_pull_damps_an_owner_whose_models_pull_one_way_and_not_one_whose_models_wander() -> None:
-    """Issue #61: a member's 90x frames all pull toward one point; honest models pull from where
+    """A member's 90x frames all pull toward one point; honest models pull from where
     each neighbour's training took it. Keyed by owner, the member is damped to nothing within a few
     frames from 20 ids; the honest owner's frames are taken whole."""
     from protocols.robust import SteadyPull

@@ -365,7 +365,7 @@ def _recategorised(log: CheckIns, categories: dict[int, bytes]) -> tuple[bytes, 
 
 
 def test_a_tsmc_file_with_latin1_categories_loads_with_them_intact(tmp_path: Path) -> None:
-    """#57: the public TSMC2014 files carry categories such as "Café" in Latin-1 (the code that
+    """The public TSMC2014 files carry categories such as "Café" in Latin-1 (the code that
     ships with them opens them as Latin-1). A line that is not UTF-8 is read as Latin-1, a line
     that is stays UTF-8 (a file may mix them), and the load report says which and where."""
     import gzip
@@ -404,7 +404,7 @@ def test_a_tsmc_file_with_latin1_categories_loads_with_them_intact(tmp_path: Pat
 
 
 def test_a_binary_file_is_refused_with_the_line_and_byte_offset(tmp_path: Path) -> None:
-    """#57: a file that is neither UTF-8 nor Latin-1 text (a control byte such as NUL) is refused
+    """A file that is neither UTF-8 nor Latin-1 text (a control byte such as NUL) is refused
     naming the line and the byte offset, wherever the byte sits (past a block of 1 MiB too)."""
     lines = [f"{u}\t{u % 7}\t{1000 + u}\n".encode() for u in range(60_000)]  # ~1.1 MB
     for k in (3, 59_000):

@@ -121,7 +121,7 @@ def test_a_small_catalogue_needs_fewer_test_negatives_and_says_so(tmp_path: Path
 
 def test_the_summary_lists_predicted_communities_by_the_files_own_user_ids() -> None:
     """The README said an explicit target makes the summary list the predicted communities with
-    scores; only --json had them (issue #34, item 5)."""
+    scores; only --json had them."""
     from p2pnode.runners.report import cia_line
 
     cia = {

@@ -1,4 +1,4 @@
-"""#57: column separators other than tab and comma (MovieLens-1M/10M's ``::``, ``--sep``), and
+"""Column separators other than tab and comma (MovieLens-1M/10M's ``::``, ``--sep``), and
 explicit ratings kept as a column of the interactions (the KNN work of paper 003 reads them)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Admission without sockets (#58): each check of p2pnode/transport/admission.py in the order a
+"""Admission without sockets: each check of p2pnode/transport/admission.py in the order a
 POST meets them, each refusal counted once against its addressee, a slot held until it is left."""
 
 from __future__ import annotations
