@@ -5,7 +5,7 @@ outside the member's own (``FREERIDE_FIRST`` .. ``FREERIDE_LAST``, 20-39) is not
 
 This is the member's share, which no defence can make it give: what A loses here is what a member
 withholding its own nodes' models costs, the line beside which the ``takeover-keep`` row's intake
-is read (issue #61).
+is read.
 """
 
 from __future__ import annotations

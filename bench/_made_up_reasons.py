@@ -1,7 +1,7 @@
 """``p2pnode`` as a member that answers every frame it would take with a refusal whose reason is
 new each time (2 kB): the ``label-blowup`` row of ``bench.hostile_members`` runs B's process as
 ``python -m bench._made_up_reasons run ...``. What A's ``/metrics`` does with those reasons is the
-figure (issue #61: a peer-chosen string is no label)."""
+figure (a peer-chosen string is no label)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``p2pnode`` as a member that runs whole PeerSwap transactions as the far side's word: the
 ``swap-takeover`` and ``takeover-poison`` rows of ``bench.hostile_members`` run B's process as
-``python -m bench._swap_takeover run ...`` (issue #61: the lie the other process's checks of
+``python -m bench._swap_takeover run ...`` (the lie the other process's checks of
 its own nodes cannot see).
 
 Every swap between one of the member's nodes and a node of another process is a real transaction

@@ -1,7 +1,7 @@
 """``p2pnode`` with one more counter: the models a process's nodes take, by which process of the
 bench's cluster sent them (A 0-19, B 20-39, C 40-59). ``bench.hostile_members`` runs A's process
 (and C's, with three) as ``python -m bench._tally run ...`` in every row, so that their intake
-from every process but the member's is measured, not inferred (issue #61: the member's own nodes'
+from every process but the member's is measured, not inferred (the member's own nodes'
 models are its to withhold). The counter is ``bench_models_taken_total{sender="a"|"b"|"c"|"other"}``
 on the process's ``/metrics``; nothing else changes.
 """
@@ -13,8 +13,8 @@ from typing import Any
 from prometheus_client import Counter
 
 from p2pnode.cli import main
-from p2pnode.metrics import Metrics
-from p2pnode.node import NodeRuntime
+from p2pnode.nodes.node import NodeRuntime
+from p2pnode.telemetry.metrics import Metrics
 from p2pnode.transport.base import Outcome
 from protocols.messages import ModelMessage
 

@@ -16,7 +16,7 @@ import argparse
 
 from bench.whole_runs import print_ratios, seconds_per_round
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 
 def main() -> None:

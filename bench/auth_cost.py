@@ -1,8 +1,8 @@
 """What judging one request's headers costs a receiver, per kind of authentication, side by side.
 
-The header checks of ``p2pnode.auth.Verifier`` alone (no HTTP, no body): the cluster MAC, the MAC
+The header checks of ``p2pnode.trust.auth.Verifier`` alone (no HTTP, no body): the cluster MAC, the MAC
 and a process identity (one Ed25519 verification of the request signature; the credential is
-verified once and cached), and a batch entry vouched for by its batch (issue #31: the batch's
+verified once and cached), and a batch entry vouched for by its batch (the batch's
 signed digest covers its entries, so an entry carrying the batch's credential is not verified
 again). Each kind runs on fresh nonces, interleaved in rounds so that a noisy machine slows all
 alike.
@@ -16,8 +16,8 @@ import argparse
 import statistics
 import time
 
-from p2pnode.auth import Keyring, Verifier, sign
-from p2pnode.identity import Authority
+from p2pnode.trust.auth import Keyring, Verifier, sign
+from p2pnode.trust.identity import Authority
 
 PATH = "/v1/nodes/4/sampling"
 NOW = 1_800_000_000_000

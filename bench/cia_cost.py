@@ -21,10 +21,10 @@ import torch
 
 from adversary.cia import CIAObserver
 from learning.learner import BaseLearner
-from p2pnode.attack import lab_for
+from p2pnode.attacks.attack import lab_for
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 
 class Clock:

@@ -6,7 +6,7 @@ all 943 targets. Besides RSS the children count what the observers hold: v_u buf
 (adversary, observed user) pair. An observer's memory grows with the users it has seen, so the
 run also projects the pairs to the share of the network an adversary sees in the paper's
 Rand-Gossip runs (upper bound 81%, Table III) and to everyone. Each line also prints what the
-memory check estimates for that run (p2pnode/footprint.py) and per pair, beside the measurement.
+memory check estimates for that run (p2pnode/runners/footprint.py) and per pair, beside the measurement.
 
     .venv/bin/python -m bench.cia_memory [--nodes 943] [--rounds 20]
 """
@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from adversary.node import AdversaryNode
-from p2pnode.attack import lab_for
+from p2pnode.attacks.attack import lab_for
 from p2pnode.config import RunConfig
-from p2pnode.footprint import footprint_of, run_bytes
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.footprint import footprint_of, run_bytes
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 VARIANTS = ("honest", "gossip-gmf", "fedavg-server", "honest-prme", "gossip-prme")
 BASELINE = {"gossip-gmf": "honest", "gossip-prme": "honest-prme"}  #: same network, no attack

@@ -15,15 +15,15 @@ import time
 import torch
 
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 
 def timed(config: RunConfig, rounds: int, warmup: int) -> tuple[float, float]:
     """(median seconds per measured round including the attack's evaluation, setup seconds)."""
     t0 = time.perf_counter()
     sim = Simulation(config)
-    from p2pnode.attack import lab_for
+    from p2pnode.attacks.attack import lab_for
 
     lab = lab_for(sim.prep)
     setup = time.perf_counter() - t0

@@ -28,10 +28,10 @@ import sys
 import time
 from typing import Any
 
-from p2pnode.attack import lab_for
+from p2pnode.attacks.attack import lab_for
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 MODES = {"every": "v", "forward": "theta"}  #: bench mode -> --multicast
 

@@ -1,4 +1,4 @@
-"""What the stored DP-SGD calibrations (p2pnode/sigma_store.py) save: one Figure 5 run built with
+"""What the stored DP-SGD calibrations (p2pnode/data/sigma_store.py) save: one Figure 5 run built with
 an empty store, then built again by a new store reading what the first left, side by side in one
 process; the σ each node gets must be the same in both.
 
@@ -21,9 +21,9 @@ import torch
 
 from learning import dp
 from p2plab.experiment import load
-from p2pnode import sigma_store
-from p2pnode.process import tune_allocator
-from p2pnode.sim import Simulation
+from p2pnode.data import sigma_store
+from p2pnode.runners.process import tune_allocator
+from p2pnode.runners.sim import Simulation
 
 
 def build(config: object, folder: str) -> tuple[float, list[float]]:

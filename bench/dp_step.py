@@ -1,5 +1,5 @@
 """DP-SGD's noise, a GMF DP-SGD step and a DP gossip round: the numpy and the fused backends side
-by side (issue #64: a DP gossip round at most 0.5x today's).
+by side (a DP gossip round at most 0.5x today's).
 
 Three parts, each interleaved so that machine noise hits both alike:
 
@@ -38,8 +38,8 @@ from learning.gauss import ZigguratNoise
 from learning.gmf_numpy import NumpyGMF
 from learning.split import leave_one_out
 from p2pnode.config import RunConfig
-from p2pnode.datasets import load_ml100k
-from p2pnode.sim import Simulation
+from p2pnode.data.datasets import load_ml100k
+from p2pnode.runners.sim import Simulation
 
 BACKENDS = ("numpy", "fused")
 

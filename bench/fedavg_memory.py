@@ -1,5 +1,5 @@
 """Peak memory of a FedAvg run on POI-shaped data (the CIA paper's Table II setting), two revisions
-side by side, each beside the memory check's estimate (p2pnode/footprint.py).
+side by side, each beside the memory check's estimate (p2pnode/runners/footprint.py).
 
 Table II on a Foursquare-NYC-shaped file (1,083 clients, 38,333 venues, 4.9 MB models) is refused
 on a 24 GiB machine: each client's model and Adam moments, the server's v_u of every client, and
@@ -14,7 +14,7 @@ its own child process (a fresh interpreter, so its peak RSS is its own) under an
         [--mmap-threshold-mib 0,16] [--data FILE] [--spill-dir DIR]
 
 ``--mmap-threshold-mib`` runs the working tree once per glibc mmap threshold (0: glibc's own,
-rising one, as in this bench's children before; p2pnode/process.py set_mmap_threshold), so what
+rising one, as in this bench's children before; p2pnode/runners/process.py set_mmap_threshold), so what
 heap fragmentation adds to the peak, and what the fixed threshold costs in time, are read side by
 side. The commands fix it at 32 MiB (``tune_allocator``); Table II GMF with e_A on the Gowalla
 shape peaked at 13.8 GiB there too, as at glibc's own here (13.81).
@@ -57,11 +57,11 @@ except ImportError:  # a base revision from before it
     anonymous = [float("nan")]
 import resource, time
 if {threshold} > 0:
-    from p2pnode.process import set_mmap_threshold
+    from p2pnode.runners.process import set_mmap_threshold
     assert set_mmap_threshold({threshold})
 from p2pnode.config import RunConfig
-from p2pnode.footprint import footprint_of, run_bytes
-from p2pnode.sim import Simulation
+from p2pnode.runners.footprint import footprint_of, run_bytes
+from p2pnode.runners.sim import Simulation
 import p2pnode
 assert p2pnode.__file__.startswith({root!r}), p2pnode.__file__
 config = RunConfig(nodes={clients}, rounds={rounds}, protocol="fedavg", dataset={data!r}, seed=0,
@@ -70,7 +70,7 @@ config = RunConfig(nodes={clients}, rounds={rounds}, protocol="fedavg", dataset=
        "attack.fictive_user": {fictive}}})
 if {spill!r}:
     config = config.replace(**{{"sim.spill_dir": {spill!r}}})
-from p2pnode.attack import lab_for
+from p2pnode.attacks.attack import lab_for
 sim = Simulation(config)
 lab = lab_for(sim.prep)
 built = rss_gib()

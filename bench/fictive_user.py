@@ -1,4 +1,4 @@
-"""The CIA's fictive user e_A, the numpy and the fused backends side by side (issue #64: an
+"""The CIA's fictive user e_A, the numpy and the fused backends side by side (an
 `fl-probes` fictive-user round at most 0.3x today's).
 
 ``fl-probes``' "GMF, fictive user e_A" run (943 FedAvg clients, ML-100k, the server observing with
@@ -26,7 +26,7 @@ import torch
 from adversary import fictive_fused
 from adversary.cia import CIAObserver
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.sim import Simulation
 
 BACKENDS = ("numpy", "fused")
 

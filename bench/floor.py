@@ -313,7 +313,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     from learning.split import leave_one_out
-    from p2pnode.datasets import load_ml100k
+    from p2pnode.data.datasets import load_ml100k
 
     data = load_ml100k().subset_users(args.nodes)
     positives, excluded = inputs(leave_one_out(data, seed=0))

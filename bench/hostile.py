@@ -8,7 +8,7 @@ gave and what was true afterwards, read from A's own ``/status`` and ``/metrics`
     .venv/bin/python -m bench.hostile [--seconds 6]
 
 The stranger's floods are measured as in ``bench/hostile_outsiders.py`` (honest models taken by
-A per second, under attack against quiet). Issue #18 has the attacks and what must hold.
+A per second, under attack against quiet). THREAT_MODEL.md has the attacks and what must hold.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from bench.hostile_outsiders import Cluster, cluster, counter, get, measure
-from p2pnode.auth import load_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.prepare import prepare
+from p2pnode.nodes.prepare import prepare
+from p2pnode.trust.auth import load_keyring, sign
 from p2pnode.wire.codec import encode_model_frame, encode_sampling_frame
 from p2pnode.wire.delta import DeltaEncoder
 from peer_sampling.messages import ShuffleRequest, SwapAdopt

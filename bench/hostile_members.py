@@ -1,12 +1,12 @@
 """What a member holding the cluster key and one process's identity can do to a live cluster.
 
-Two ``p2pnode run`` processes on loopback with process identities (issue #31): A hosts nodes
+Two ``p2pnode run`` processes on loopback with process identities: A hosts nodes
 0-19, B nodes 20-39 (PeerSwap views, Base GL, GMF on ML-100k, lr 0.01). The attacker is the
 operator of B: it holds the cluster keyring and B's identity, so it signs as B's ids and no
 others. For each attack a fresh cluster runs ``--rounds`` rounds while the attacker acts once a
 round; the script prints the answers A gave, the mean HR@20 of all 40 nodes at the end and over
 the attack's rounds (each round's mean as every process first reported it, from round 1: the
-measure of issue #61, far less noisy than the last round's 40 hits), and the models A's nodes
+measure, far less noisy than the last round's 40 hits), and the models A's nodes
 took per second (``ratio``: all of them; ``honest``: the attack's own taken models
 off, which also counts a member displacing its own ids' honest models at the sender gate;
 ``others``: the models A took from every process but the member's, A's own nodes' and C's, which
@@ -59,10 +59,10 @@ failed sends are printed beside A's intake), and every row prints C's intake fro
 nodes (C runs as ``bench._tally`` too) beside the clean run's.
 
 ``--clip-factor 0 --norm-band 0 --steady-pull 0`` gives the papers' plain merge (the daemon clips
-at 1, keeps the norm band at 0.05 and the steady-pull memory at 0.7 by default, issue #61,
+at 1, keeps the norm band at 0.05 and the steady-pull memory at 0.7 by default,
 protocols.robust.NormBand and SteadyPull).
 
-Issue #31's targets: no attack moves mean HR@20 by more than 5 points from the clean run, or A's
+The targets: no attack moves mean HR@20 by more than 5 points from the clean run, or A's
 honest intake by more than 20%.
 """
 
@@ -90,10 +90,10 @@ import aiohttp
 import numpy as np
 
 from bench.hostile_outsiders import counter, free_port, get, stop, wait_for_round
-from p2pnode.auth import Keyring, load_keyring, save_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.identity import Authority, Identity, load_identity, save_identity
-from p2pnode.prepare import prepare
+from p2pnode.nodes.prepare import prepare
+from p2pnode.trust.auth import Keyring, load_keyring, save_keyring, sign
+from p2pnode.trust.identity import Authority, Identity, load_identity, save_identity
 from p2pnode.wire.codec import encode_model_frame, encode_sampling_frame
 from p2pnode.wire.delta import DeltaEncoder
 from peer_sampling.messages import LockRequest, ShuffleRequest, SwapAdopt, SwapPropose

@@ -11,7 +11,7 @@ one remote address (127.0.0.2, a second loopback address) attacks A with no key:
 - ``get-flood``: clients that fetch ``GET /metrics`` back to back.
 
 It prints the honest rate under each attack as a ratio of the quiet rate (the acceptance bound of
-issue #18 is 0.8 for slow-body and slowloris together) and what A refused.
+the target is 0.8 for slow-body and slowloris together) and what A refused.
 
     .venv/bin/python -m bench.hostile_outsiders [--seconds 8] [--slow-body 64] [--slowloris 200] \\
         [--get-flood 64]
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from p2plab.launch import free_ports
-from p2pnode.auth import Keyring, save_keyring
+from p2pnode.trust.auth import Keyring, save_keyring
 
 ATTACKER = "127.0.0.2"  #: the stranger's source address (all of 127/8 is loopback on Linux)
 NODES_A, NODES_B = 4, 12

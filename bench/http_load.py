@@ -6,8 +6,8 @@ process posting real full-model frames (ML-100k GMF, 32 factors) over keep-alive
 Reports accepted messages/s, latency percentiles and the server's CPU time per message.
 
 ``--auth`` picks what the requests carry: ``open`` (nothing), ``hmac`` (the cluster key's MAC,
-p2pnode.auth), ``identity`` (the MAC and the sender process's Ed25519 signature and credential,
-p2pnode.identity), or ``all``: the three one after the other in one run, for the receive path's
+p2pnode.trust.auth), ``identity`` (the MAC and the sender process's Ed25519 signature and credential,
+p2pnode.trust.identity), or ``all``: the three one after the other in one run, for the receive path's
 cost of each side by side.
 
     .venv/bin/python -m bench.http_load [--nodes 100] [--seconds 10] [--concurrency 16] [--auth all]
@@ -49,8 +49,8 @@ SENDERS = 4  #: senders per node, in turn
 
 def key_files(folder: Path, auth: str, nodes: int) -> tuple[Path | None, Path | None, Path | None]:
     """The server's keyring and identity and the loader's identity (None where ``auth`` has none)."""
-    from p2pnode.auth import Keyring, save_keyring
-    from p2pnode.identity import Authority, save_identity
+    from p2pnode.trust.auth import Keyring, save_keyring
+    from p2pnode.trust.identity import Authority, save_identity
 
     if auth == "open":
         return None, None, None
@@ -66,8 +66,8 @@ def key_files(folder: Path, auth: str, nodes: int) -> tuple[Path | None, Path | 
 
 
 async def serve(port: int, nodes: int, protocol: str, auth: str, folder: Path) -> None:
-    from p2pnode.process import tune_process
-    from p2pnode.real import NodeProcess, ProcessSpec
+    from p2pnode.runners.process import tune_process
+    from p2pnode.runners.real import NodeProcess, ProcessSpec
 
     tune_process()
     key, ident, _ = key_files(folder, auth, nodes)
@@ -86,8 +86,8 @@ def cpu_seconds(pid: int) -> float:
 async def load(
     port: int, nodes: int, seconds: float, concurrency: int, pid: int, protocol: str, auth: str, folder: Path
 ) -> None:
-    from p2pnode.auth import KeyHolder, load_keyring
-    from p2pnode.identity import load_identity
+    from p2pnode.trust.auth import KeyHolder, load_keyring
+    from p2pnode.trust.identity import load_identity
 
     key = folder / "k"
     holder = None
@@ -96,7 +96,7 @@ async def load(
         holder = KeyHolder(load_keyring(key), identity=ident)
     init = gmf.init_params(1682, 32, seed=0)
     # each node hears from SENDERS senders in turn: every (sender, node) pair stays below the
-    # server's per-pair rate limit (p2pnode.limits.RateLimiter)
+    # server's per-pair rate limit (p2pnode.trust.limits.RateLimiter)
     frames = [
         [
             bytes(encode_model_frame((d + s) % nodes, d, DeltaEncoder(enabled=False).encode(d, 1, init)))

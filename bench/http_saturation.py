@@ -27,9 +27,9 @@ import aiohttp
 import numpy as np
 
 from p2plab.launch import free_ports
-from p2pnode.auth import Keyring, save_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.prepare import prepare
+from p2pnode.nodes.prepare import prepare
+from p2pnode.trust.auth import Keyring, save_keyring, sign
 from p2pnode.wire.schema import WIRE_VERSION, MsgType
 from p2pnode.wire.tensors import pack_tensor
 

@@ -23,7 +23,7 @@ from learning.dp import DPConfig
 from learning.learner import BaseLearner, GMFLearner, TrainConfig
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.split import leave_one_out
-from p2pnode.datasets import load_ml100k
+from p2pnode.data.datasets import load_ml100k
 
 DP = DPConfig(noise_multiplier=1.0, clip=2.0)
 

@@ -1,7 +1,7 @@
 """How far apart honest models are: the measurement behind ``--max-model-distance``'s default.
 
 A node refuses a received model whose distance to its own, ‖θ_recv − θ_own‖ / ‖θ_own‖ over the
-parameters both carry, exceeds the bound (issue #18: one member's frame of 1e6 values wrecked a
+parameters both carry, exceeds the bound (one member's frame of 1e6 values wrecked a
 network). The default must never fire on honest traffic, so this script runs honest simulations
 (no bound) and records that ratio for every model a node takes: per configuration the largest
 ratio seen, its 99.9th percentile, and how many models were measured. The default is then set
@@ -22,7 +22,7 @@ import numpy as np
 
 from learning.params import relative_distance
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 from protocols.gossip import GossipNode
 from protocols.messages import FedMessage, ModelMessage
 

@@ -7,7 +7,7 @@ each ``--sample`` share of D_pub an estimator step reads (004's code: 0.08) and 
 with the estimators in numpy calls (``--backend numpy``: the code before learning/pard_fused.py).
 Also PARD's own model with both terms at λ 0: the same round without the privacy terms (no
 estimator fitted, no term's gradient). Prints seconds per round and each run's ratio to the
-plain one and to PARD at λ 0; #60's goal is at most 3x the round without the privacy terms. The
+plain one and to PARD at λ 0; the goal is at most 3x the round without the privacy terms. The
 first rounds of a PARD run have a small D_pub (the public clients publish after their first
 update). The compiled kernels are loaded (or compiled) before any run is timed.
 
@@ -27,7 +27,7 @@ import argparse
 from bench.whole_runs import print_ratios, seconds_per_round
 from learning import pard
 from p2pnode.config import FEDNCF_004, PARD_004, RunConfig
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Members who poison: what each attack of issue #31 does to a 40-node network under each defence,
+"""Members who poison: what each member attack (THREAT_MODEL.md) does to a 40-node network under each defence,
 in the simulator (the same node code and the same decode as over HTTP).
 
 Nodes 0-19 play process A, 20-39 process B. The attacker holds B's identity, so it signs only as
@@ -45,9 +45,9 @@ import time
 
 import numpy as np
 
-from p2pnode.build import set_owner
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.build import set_owner
+from p2pnode.runners.sim import Simulation
 from p2pnode.wire.codec import encode_model_frame
 from p2pnode.wire.delta import DeltaEncoder
 from p2pnode.wire.schema import Channel

@@ -1,5 +1,5 @@
 """PRME's local training and a PRME gossip round, the numpy and the fused backends side by side
-(issue #64: a PRME gossip round with the CIA on every node at most 0.5x today's).
+(a PRME gossip round with the CIA on every node at most 0.5x today's).
 
 Two parts, each interleaved so that machine noise hits both alike:
 
@@ -31,8 +31,8 @@ from learning.prme_fused import warm
 from learning.prme_learner import PRMEConfig, PRMELearner
 from learning.split import leave_one_out
 from p2pnode.config import RunConfig
-from p2pnode.datasets import load_ml100k
-from p2pnode.sim import Simulation
+from p2pnode.data.datasets import load_ml100k
+from p2pnode.runners.sim import Simulation
 
 BACKENDS = ("numpy", "fused")
 

@@ -1,5 +1,5 @@
 """Where a simulated round's time goes: cProfile over a few rounds of 943 ML-100k nodes, after
-warm-up rounds, sorted by each function's own time (issue #32 asks for this profile before and
+warm-up rounds, sorted by each function's own time (this profile is wanted before and
 after the simulator work).
 
     .venv/bin/python -m bench.profile_round [--nodes 943] [--rounds 3] [--protocol base]
@@ -15,8 +15,8 @@ import pstats
 import time
 
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 
 def main(argv: list[str] | None = None) -> None:

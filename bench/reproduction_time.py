@@ -6,8 +6,8 @@ runs once, as ``p2plab.experiment`` keys it), in order:
 
 - a run that an experiment before it in the list makes too (the same run key) costs nothing:
   reproduce.sh copies it (``--reuse-runs results``);
-- a finished run in ``results/NAME/runs`` that recorded its seconds (``_seconds``, written since
-  issue #32) counts those: **measured**;
+- a finished run in ``results/NAME/runs`` that recorded its seconds (``_seconds``) counts
+  those: **measured**;
 - otherwise one probe per row (seeds cost alike): the run is built and its first
   ``--probe-rounds`` rounds run with the configuration's own evaluations, the first round left
   out as warm-up; the run counts build + rounds × the mean of the others: **projected**.
@@ -56,9 +56,9 @@ from p2plab.cli import parse_set
 from p2plab.experiment import Experiment, load, plan_of, run_key, stored_runs
 from p2plab.mixing import run_mixing
 from p2pnode.config import RunConfig, nested
-from p2pnode.process import tune_allocator
-from p2pnode.rounds import RoundLog, RoundRunner
-from p2pnode.sim import ROUND_TICKS, Simulation
+from p2pnode.runners.process import tune_allocator
+from p2pnode.runners.rounds import RoundLog, RoundRunner
+from p2pnode.runners.sim import ROUND_TICKS, Simulation
 
 #: what experiments/reproduce.sh runs, in its order
 EXPERIMENTS = (
@@ -184,7 +184,7 @@ def floor(names: Sequence[str], workers: Sequence[int], budget: float, repeats: 
 
     from bench.floor import StackedModels, compiled_round, inputs
     from learning.split import leave_one_out
-    from p2pnode.datasets import load_ml100k
+    from p2pnode.data.datasets import load_ml100k
 
     seen: set[str] = set()
     by_protocol: dict[str, float] = {}

@@ -5,7 +5,7 @@ the bench checks it), and the whole experiment's unit of work: one method at one
 
     .venv/bin/python -m bench.reuseknn [--queries 2000] [--k 10]
 
-#62's goal: one k over 5 folds on ML-100k in under a minute on one core (a loop per query takes
+The goal: one k over 5 folds on ML-100k in under a minute on one core (a loop per query takes
 minutes).
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 from learning import reuseknn as rk
 from learning.reuseknn_reference import loop_answer
 from p2plab.reuseknn_lab import load_ratings
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 
 def main() -> None:

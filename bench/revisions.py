@@ -33,7 +33,7 @@ sys.path.insert(0, {root!r})
 import numpy as np, torch
 torch.set_num_threads(1)
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.sim import Simulation
 import p2pnode
 assert p2pnode.__file__.startswith({root!r}), p2pnode.__file__
 config = RunConfig(nodes={nodes}, rounds={total}, protocol={protocol!r}, model={model!r})

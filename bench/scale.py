@@ -56,8 +56,8 @@ def one(nodes: int, rounds: int, delta: bool, file: str | None, cap: float) -> d
     import torch
 
     from p2pnode.config import RunConfig
-    from p2pnode.process import tune_allocator
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.process import tune_allocator
+    from p2pnode.runners.sim import Simulation
 
     torch.set_num_threads(1)
     tune_allocator()

@@ -26,11 +26,11 @@ import torch
 
 from bench.floor import BatchedModels, StackedModels, compiled_round, floor_round, inputs
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_allocator
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_allocator
+from p2pnode.runners.sim import Simulation
 
-TARGET = 1.5  #: a Base GL round may cost at most this many floors (#22, #32)
-ATTACK_TARGET = 1.3  #: a round with the CIA on every node may cost this many rounds without it (#32)
+TARGET = 1.5  #: a Base GL round may cost at most this many floors
+ATTACK_TARGET = 1.3  #: a round with the CIA on every node may cost this many rounds without it
 
 
 def measure(

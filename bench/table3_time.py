@@ -1,4 +1,4 @@
-"""How long one ``table3`` GMF run takes, against the 10-minute budget of issue #5.
+"""How long one ``table3`` GMF run takes, against a 10-minute budget.
 
 Runs the "Rand-Gossip GMF" row of ``experiments/table3.toml`` exactly as ``p2pnode experiment
 table3`` does (943 nodes, every node an adversary, CIA evaluated every round), in the simulator,
@@ -14,7 +14,7 @@ import argparse
 import time
 
 from p2plab import experiment as ex
-from p2pnode.process import tune_process
+from p2pnode.runners.process import tune_process
 
 BUDGET_S = 600.0
 

@@ -19,7 +19,7 @@ import torch
 from learning import gmf
 from learning.learner import BACKENDS, GMFLearner, TrainConfig
 from learning.split import leave_one_out
-from p2pnode.datasets import load_ml100k
+from p2pnode.data.datasets import load_ml100k
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_allocator
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_allocator
+from p2pnode.runners.sim import Simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 
 
 def seconds_per_round(runs: Mapping[str, RunConfig], rounds: int) -> dict[str, float]:

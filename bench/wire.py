@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from learning import gmf
 from learning.params import Params, spec_of
-from p2pnode.process import tune_allocator
+from p2pnode.runners.process import tune_allocator
 from p2pnode.wire.codec import decode_frame, decode_model, encode_model_frame
 from p2pnode.wire.delta import DeltaDecoder, DeltaEncoder
 

@@ -26,9 +26,9 @@ import numpy as np
 
 from adversary.aia import AiaSettings, Features, attack_all, public_users
 from learning.attribute_mlp import train
-from p2pnode.attributes import attributes_for
+from p2pnode.attacks.attributes import attributes_for
 from p2pnode.config import RunConfig
-from p2pnode.prepare import prepare
+from p2pnode.nodes.prepare import prepare
 
 
 def main() -> None:

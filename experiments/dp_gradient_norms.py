@@ -22,9 +22,9 @@ from learning import gmf
 from learning.dp import calibrate_noise
 from learning.gmf_numpy import NumpyGMF
 from learning.learner import GMFLearner
-from p2pnode.build import make_learner
 from p2pnode.config import LearningConfig, RunConfig
-from p2pnode.prepare import prepare
+from p2pnode.nodes.prepare import prepare
+from p2pnode.runners.build import make_learner
 
 
 def example_gradients(learner: GMFLearner) -> tuple[list[float], list[float], list[float]]:

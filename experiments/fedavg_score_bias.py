@@ -23,10 +23,10 @@ import numpy.typing as npt
 
 from adversary.community import accuracy
 from adversary.node import AdversaryNode
-from p2pnode.attack import lab_for
+from p2pnode.attacks.attack import lab_for
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 
 def spearman(a: npt.ArrayLike, b: npt.ArrayLike) -> float:

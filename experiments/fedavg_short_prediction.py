@@ -20,10 +20,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from adversary.node import AdversaryNode
-from p2pnode.attack import lab_for
+from p2pnode.attacks.attack import lab_for
 from p2pnode.config import RunConfig
-from p2pnode.process import tune_process
-from p2pnode.sim import Simulation
+from p2pnode.runners.process import tune_process
+from p2pnode.runners.sim import Simulation
 
 
 def short_accuracy(predicted: Sequence[int], truth: Sequence[int], k: int) -> float:

@@ -46,8 +46,8 @@ def readme_main_job(readme: Path = ROOT / "README.md") -> list[str]:
 
 def simulator_flags(flags: Sequence[str]) -> list[str]:
     """The launch's flags as ``simulate`` takes them for the same configuration: ``launch`` starts
-    from the daemon's safe defaults (the clip, the norm band and the steady-pull memory on, issue
-    #61), ``simulate`` from the papers' plain merge, so the daemon's defaults are given as
+    from the daemon's safe defaults (the clip, the norm band and the steady-pull memory on),
+    ``simulate`` from the papers' plain merge, so the daemon's defaults are given as
     ``--preset safe`` unless the command names a preset or one of the three itself."""
     named = ("--clip-factor", "--norm-band", "--steady-pull", "--preset")
     if any(f in named or f.startswith(tuple(n + "=" for n in named)) for f in flags):

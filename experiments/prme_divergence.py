@@ -29,9 +29,9 @@ import numpy as np
 
 from learning import prme
 from learning.prme_learner import PRMELearner
-from p2pnode.build import make_learner
 from p2pnode.config import RunConfig
-from p2pnode.prepare import nodes_of_dataset, prepare
+from p2pnode.nodes.prepare import nodes_of_dataset, prepare
+from p2pnode.runners.build import make_learner
 
 
 @dataclass(frozen=True)

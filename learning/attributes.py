@@ -3,7 +3,7 @@
 Paper 004 (PARD, §II-B and Table II) attacks three attributes of MovieLens users: gender (2
 classes), age (3 groups) and occupation (21 classes). An :class:`Attributes` holds, per attribute,
 a class index for every user of a run (node ids 0..N-1; -1 where the user's value is unknown) and
-the classes' names. Pure: readers of files live in ``p2pnode.datasets``.
+the classes' names. Pure: readers of files live in ``p2pnode.data.datasets``.
 
 The age groups of 004 are not given. The default cut, under 25 / 25-44 / 45 and over
 (:data:`AGE_CUTS`; 234 / 504 / 205 of ML-100k's 943 users), is an inference: on 004's 20/80 split

@@ -192,7 +192,7 @@ EPSILON_TOLERANCE = 0.01
 
 
 class SigmaStore(Protocol):
-    """Where calibrated σ are kept between processes (p2pnode/sigma_store.py keeps a file)."""
+    """Where calibrated σ are kept between processes (p2pnode/data/sigma_store.py keeps a file)."""
 
     def get(self, key: str) -> float | None: ...
 

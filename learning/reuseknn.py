@@ -289,7 +289,7 @@ STREAM_ROLES = ("ask", "answer")
 def user_stream(seed: int, user: int, role: str) -> np.random.Generator:
     """User ``user``'s own generator for ``role`` (``ask``: its queries' tie-breaks; ``answer``:
     its randomized responses) in a run seeded ``seed``: what a node of the peer-to-peer service
-    draws from (p2pnode/knn.py), and ``answer``'s ``streams`` to give the same draws."""
+    draws from (p2pnode/nodes/knn.py), and ``answer``'s ``streams`` to give the same draws."""
     return np.random.default_rng([seed, user, 0x6B6E6E, STREAM_ROLES.index(role)])
 
 

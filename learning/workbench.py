@@ -18,7 +18,7 @@ same values and in the same order as they would be later, and nothing else reads
 A parked client cannot answer anything else about its model (its scores, a snapshot, a merge):
 :meth:`Workbench.check` raises. So gossip protocols, adversary clients (whose attack reads the
 model) and membership inference (which scores every item) keep their own tables
-(p2pnode/build.py decides). A parked client's delta bases are closed (learning/history.py): the
+(p2pnode/runners/build.py decides). A parked client's delta bases are closed (learning/history.py): the
 rows another client writes are not recorded in its history. Its next update goes whole, as it
 does anyway once loading the global model changed more rows than a delta may carry.
 """

@@ -47,7 +47,7 @@ class Dropped:
 
 @dataclass(frozen=True, slots=True)
 class Merged:
-    """The node merged the models these senders sent it (what exposure counts: p2pnode/exposure.py)."""
+    """The node merged the models these senders sent it (what p2pnode/telemetry/exposure.py counts)."""
 
     senders: tuple[NodeId, ...]
 

@@ -197,7 +197,7 @@ def _deploy_flags(dep: argparse.ArgumentParser) -> None:
 
 def _launch(args: argparse.Namespace) -> int:
     from p2plab.launch import check_launch, launch
-    from p2pnode.process import tune_process
+    from p2pnode.runners.process import tune_process
 
     tune_process()
     config = cli.config_from_args(args, daemon=True)
@@ -311,7 +311,7 @@ def _experiment_run(args: argparse.Namespace) -> int:
         if not Path(dataset).is_file():
             raise ConfigError(f"--dataset {dataset}: no such file (p2pnode data list says where to get one)")
         if "nodes" not in given and exp.rows:  # every user of the file, as simulate --dataset does
-            from p2pnode.prepare import nodes_of_dataset
+            from p2pnode.nodes.prepare import nodes_of_dataset
 
             probe = exp.config(exp.rows[0], exp.seeds[0], overrides)
             overrides["nodes"] = nodes_of_dataset(probe).nodes
@@ -348,7 +348,7 @@ def _experiment_run(args: argparse.Namespace) -> int:
         doc = report_finished(exp, out, overrides, seeds, mode, command, progress)
     else:
         from p2plab import experiment as runs
-        from p2pnode.process import tune_process
+        from p2pnode.runners.process import tune_process
 
         tune_process()
         runner = runs.real_network(args.processes) if args.real else runs.simulator
@@ -411,7 +411,7 @@ def _mixing(args: argparse.Namespace, exp: Any) -> int:
     """The mixing experiment is a computation, not gossip runs: only --out and --seeds apply."""
     from p2plab import experiment_spec as ex
     from p2plab.mixing import run_mixing
-    from p2pnode.process import tune_process
+    from p2pnode.runners.process import tune_process
 
     tune_process()
 
@@ -437,7 +437,7 @@ def _reuseknn(args: argparse.Namespace, exp: Any) -> int:
     --seeds (the folds' shuffle) and --dataset (a ratings file) apply."""
     from p2plab import experiment_spec as ex
     from p2plab.reuseknn_lab import run_reuseknn
-    from p2pnode.process import tune_process
+    from p2pnode.runners.process import tune_process
 
     tune_process()
     given = cli.given_config(args)

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.deploy_plan import Plan, plan_from_inventory
-from p2pnode import atomic
-from p2pnode.atomic import write_text
-from p2pnode.auth import Keyring, load_keyring, save_keyring
 from p2pnode.config import ConfigError
-from p2pnode.identity import Authority, load_authority, load_identity, save_authority, save_identity
+from p2pnode.data import atomic
+from p2pnode.data.atomic import write_text
+from p2pnode.trust.auth import Keyring, load_keyring, save_keyring
+from p2pnode.trust.identity import Authority, load_authority, load_identity, save_authority, save_identity
 
 ACTIONS = ("check", "install", "start", "status", "watch", "stop", "collect", "uninstall", "monitoring")
 #: the actions that run on the controller alone (no playbook)
@@ -224,7 +224,7 @@ def prepare_artifacts(
     """Wheelhouse tarball, dataset folder, cluster key and process identities for the install
     playbook. Without ``key_file`` a keyring and a cluster authority it trusts are generated in
     ``out`` (once), so every process speaks only for its own nodes."""
-    from p2pnode.datasets import ML100K, dataset_path, default_data_dir
+    from p2pnode.data.datasets import ML100K, dataset_path, default_data_dir
 
     version = _version()
     # $P2PNODE_WHEELHOUSE lets several work folders share the downloads (torch alone is 190 MB)
@@ -279,7 +279,7 @@ def prepare_artifacts(
 def issue_identities(
     plan: Plan, ring: Keyring, authority_file: Path | None, folder: Path, say: Callable[[str], None]
 ) -> dict[str, dict[str, str]]:
-    """One process identity per instance (p2pnode.identity), naming the node ids it hosts, when
+    """One process identity per instance (p2pnode.trust.identity), naming the node ids it hosts, when
     the keyring trusts a cluster authority: ``{host: {index: identity file}}`` for the install
     playbook. An identity already in ``folder`` that still names its instance's ids, is signed by
     the authority and is not revoked is kept (its serial stays what an operator revokes); others
@@ -375,7 +375,7 @@ def collect_report(
     themselves recorded when they came back from a checkpoint.
     """
     from p2plab.merge import aggregate
-    from p2pnode.report import metric_for
+    from p2pnode.runners.report import metric_for
 
     metric = metric_for(plan.config)
     results: list[dict[str, Any]] = []

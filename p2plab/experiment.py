@@ -51,8 +51,8 @@ from p2plab.experiment_spec import (
 from p2plab.fanout import Footprint
 from p2plab.machine import machine
 from p2plab.portable import portable_config
-from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError, RunConfig
+from p2pnode.data.atomic import write_text
 
 __all__ = [
     "EXPERIMENTS_DIR",
@@ -103,8 +103,8 @@ Runner = Callable[[RunConfig, Progress | None], dict[str, Any]]
 
 
 def simulator(config: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
-    from p2pnode.process import release_memory
-    from p2pnode.sim import simulate
+    from p2pnode.runners.process import release_memory
+    from p2pnode.runners.sim import simulate
 
     try:  # checked for memory with the experiment's other runs (run_experiment), not alone
         return simulate(config, progress, memory_check=False)
@@ -139,10 +139,10 @@ _FOOTPRINTS: dict[tuple[object, ...], Footprint] = {}
 
 
 def footprint(config: RunConfig) -> Footprint:
-    """What one run of ``config`` holds per node and per observer (p2pnode.footprint), prepared
+    """What one run of ``config`` holds per node and per observer (p2pnode.runners.footprint), prepared
     once per model and data: an experiment's rows and seeds share them."""
-    from p2pnode.footprint import footprint_of
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.footprint import footprint_of
 
     lc = config.learning
     key = (config.model, config.dataset, config.data_dir, config.table_options(), config.nodes,

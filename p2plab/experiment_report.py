@@ -33,9 +33,9 @@ from p2plab.experiment_spec import (
 from p2plab.figures import save_figure
 from p2plab.machine import machines_of
 from p2plab.portable import portable_overrides
-from p2pnode.atomic import write_text
 from p2pnode.config import RunConfig
-from p2pnode.report import metric_for
+from p2pnode.data.atomic import write_text
+from p2pnode.runners.report import metric_for
 
 
 def report_finished(
@@ -65,7 +65,7 @@ def _users_of(plan: Plan) -> int | None:
     """How many users the runs' data file has after its filters (None: it cannot be read now), so
     that the summary can tell a run on every user of a file from a smaller look at it."""
     from learning.interactions import DataError
-    from p2pnode.prepare import load_data
+    from p2pnode.nodes.prepare import load_data
 
     if not plan:
         return None
@@ -108,7 +108,7 @@ def write_report(
         "seconds": time.perf_counter() - started,
     }
     if overrides.get("dataset"):  # the data file, and whether `p2pnode data synth` made it
-        from p2pnode.datasets import synthetic_origin
+        from p2pnode.data.datasets import synthetic_origin
 
         meta["data"] = {
             "file": Path(str(overrides["dataset"])).name,

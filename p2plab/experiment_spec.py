@@ -455,7 +455,7 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     if not config.sep:  # told from the file, as before the setting existed: the keys of then
         identity.pop("sep")
     # whether FedAvg's clients share their tables, where the allocator puts blocks and where
-    # frames wait change no number (learning/workbench.py, p2pnode/process.py set_mmap_threshold)
+    # frames wait change no number (learning/workbench.py, p2pnode/runners/process.py set_mmap_threshold)
     identity["sim"].pop("shared_tables", None)
     identity["sim"].pop("mmap_threshold_mib", None)
     identity["sim"].pop("spill_dir", None)  # where frames wait: the same bytes (transport/spill.py)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.experiment_spec import Experiment, load, plan_of, reading_of, run_key, stored_runs
-from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
+from p2pnode.data.atomic import write_text
 
 #: a row within this many points (or units) of the paper counts as reproduced
 CLOSE = 5.0

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.footprint import BASE_BYTES, NODE_BYTES, Footprint, available_bytes, run_bytes, too_big
+from p2pnode.runners.footprint import BASE_BYTES, NODE_BYTES, Footprint, available_bytes, run_bytes, too_big
 
 __all__ = ["BASE_BYTES", "NODE_BYTES", "Footprint", "available_bytes", "check_memory", "run_bytes"]
 
@@ -98,8 +98,8 @@ def code_digest() -> str:
 
 
 def _simulate(config: RunConfig) -> tuple[dict[str, Any], float]:
-    from p2pnode.process import release_memory, tune_process
-    from p2pnode.sim import simulate
+    from p2pnode.runners.process import release_memory, tune_process
+    from p2pnode.runners.sim import simulate
 
     tune_process()
     t0 = time.perf_counter()

@@ -27,11 +27,11 @@ import aiohttp
 
 from p2pcore.churn import ChurnEvent, schedule
 from p2plab.merge import aggregate
-from p2pnode.auth import Keyring, save_keyring
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.identity import Authority, save_authority, save_identity
-from p2pnode.real import STRETCH_SAY, STRETCH_SAY_AFTER, hold_tick, split_users
-from p2pnode.report import metric_for, summary, time_left
+from p2pnode.runners.real import STRETCH_SAY, STRETCH_SAY_AFTER, hold_tick, split_users
+from p2pnode.runners.report import metric_for, summary, time_left
+from p2pnode.trust.auth import Keyring, save_keyring
+from p2pnode.trust.identity import Authority, save_authority, save_identity
 
 #: a launch with no round yet says it is starting this often (it used to be silent ~20 s)
 STARTING_EVERY_S = 5.0
@@ -100,7 +100,7 @@ def _identities(
     for k, users in enumerate(parts):
         ranges = [(users[0], users[-1])]
         if k == 0 and config.protocol == "fedavg":
-            ranges.append((config.nodes, config.nodes))  # the server's id (p2pnode.build.server_id)
+            ranges.append((config.nodes, config.nodes))  # the server's id (p2pnode.runners.build.server_id)
         path = workdir / f"proc{k}.identity"
         save_identity(path, authority.issue(ranges))
         paths.append(path)
@@ -127,8 +127,8 @@ def check_launch(
     if open_cluster and key_file:
         raise ConfigError("--open and --cluster-key-file exclude each other")
     if memory_check:
-        from p2pnode.footprint import check_fits
-        from p2pnode.prepare import prepare
+        from p2pnode.nodes.prepare import prepare
+        from p2pnode.runners.footprint import check_fits
 
         check_fits(config, prepare(config), processes=processes)
 
@@ -151,7 +151,7 @@ async def launch(
 
     The processes authenticate each other with ``key_file``, or with a fresh keyring written
     (mode 0600) into the work directory, together with a fresh cluster authority that the keyring
-    trusts and one identity per process naming its nodes (p2pnode.identity): each process then
+    trusts and one identity per process naming its nodes (p2pnode.trust.identity): each process then
     speaks only for its own nodes. ``open_cluster`` runs them without authentication.
     """
     _cancel_on_sigterm()

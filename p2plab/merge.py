@@ -75,14 +75,14 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         }
     vectors = [r["exposure_by_sender"] for r in results if r.get("exposure_by_sender")]
     if vectors and len(vectors) == len(results):  # every process counted its nodes' merges
-        from p2pnode.exposure import exposure_summary
+        from p2pnode.telemetry.exposure import exposure_summary
 
         usage = np.sum([v["usage"] for v in vectors], axis=0)
         kept = all("exposure" in v for v in vectors)  # receivers differ by process: their sum is distinct
         exposure = np.sum([v["exposure"] for v in vectors], axis=0) if kept else None
         total["exposure"] = exposure_summary(usage[:nodes], None if exposure is None else exposure[:nodes])
     if any(r.get("knn") for r in results):  # the KNN service: its processes' counts added up
-        from p2pnode.knn import merge_knn
+        from p2pnode.nodes.knn import merge_knn
 
         knn = merge_knn([r["knn"] for r in results if r.get("knn")])
         if knn is not None:
@@ -103,7 +103,7 @@ def aggregate(results: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
         }
         total["dp_epsilon_by_node"] = by_node
     sel = [r["dp_selective"] for r in results if isinstance(r.get("dp_selective"), dict)]
-    if sel:  # selective DP-SGD (p2pnode.report.selective_stats): weighted by each process's nodes
+    if sel:  # selective DP-SGD (p2pnode.runners.report.selective_stats): weighted by each process's nodes
         n = sum(s["nodes"] for s in sel)
         total["dp_selective"] = {
             "past": max(s["past"] for s in sel),

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from p2plab.figures import save_figure
-from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
+from p2pnode.data.atomic import write_text
 from peer_sampling.mixing import MixingPoint, mixing_table
 
 

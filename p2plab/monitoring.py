@@ -3,7 +3,7 @@
 
 ``p2pnode deploy monitoring`` (and ``install``) writes them for an inventory's processes,
 ``p2pnode launch --out DIR`` for its local ones. The dashboard's queries read the metric families
-of p2pnode/metrics.py (their names are an interface); tests/functional/test_prometheus.py runs
+of p2pnode/telemetry/metrics.py (their names are an interface); tests/functional/test_prometheus.py runs
 every query against a real Prometheus scraping a launched cluster.
 
 Pure: it returns text and JSON; the callers write the files.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from p2pnode.atomic import write_text
+from p2pnode.data.atomic import write_text
 
 JOB = "p2pnode"
 #: the dashboard's datasource: the Prometheus of ``datasource_yaml`` (Grafana provisioning)

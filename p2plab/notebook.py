@@ -104,8 +104,8 @@ def simulate(*, progress: bool = True, **flags: Any) -> Result:
     """
     from p2pnode import cli
     from p2pnode.cli import settings_from_args
-    from p2pnode.process import tune_process
-    from p2pnode.sim import simulate as run
+    from p2pnode.runners.process import tune_process
+    from p2pnode.runners.sim import simulate as run
 
     args, config = _config("simulate", flags)
     settings = settings_from_args(args, "simulate")
@@ -199,7 +199,7 @@ class _Bar:
     with the latest evaluation as its postfix; nothing when ``enabled`` is false."""
 
     def __init__(self, config: RunConfig, enabled: bool) -> None:
-        from p2pnode.report import metric_for
+        from p2pnode.runners.report import metric_for
 
         self.metric = metric_for(config)
         self.bar: Any = None
@@ -292,7 +292,7 @@ class Result(dict[str, Any]):
         return fig
 
     def __repr__(self) -> str:
-        from p2pnode.report import metric_for, summary
+        from p2pnode.runners.report import metric_for, summary
 
         try:
             return f"<p2pnode result>\n{summary(self, metric_for(self.config))}"

@@ -27,8 +27,8 @@ import numpy as np
 
 from learning import reuseknn as rk
 from p2plab.figures import save_figure
-from p2pnode.atomic import write_text
 from p2pnode.config import ConfigError
+from p2pnode.data.atomic import write_text
 
 #: (label, strategy, DP: None off, "tau" past τ, "full" always)
 METHODS: tuple[tuple[str, str, str | None], ...] = (
@@ -102,7 +102,7 @@ class ReuseSpec:
 
 def load_ratings(dataset: str) -> rk.Ratings:
     """Explicit ratings of ML-100k or a user's file (its ``rating`` column kept)."""
-    from p2pnode.datasets import load_ml100k, load_table
+    from p2pnode.data.datasets import load_ml100k, load_table
 
     data = load_ml100k() if dataset == "ml-100k" else load_table(dataset, min_interactions=1)
     if data.ratings is None:

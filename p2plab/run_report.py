@@ -16,7 +16,7 @@ from typing import Any
 
 from p2plab.figures import save_figure
 from p2pnode.config import ConfigError, RunConfig, from_mapping
-from p2pnode.report import metric_for, summary
+from p2pnode.runners.report import metric_for, summary
 
 RUN_FILES = ("result.json", "summary.json")
 

@@ -19,7 +19,7 @@ verdict says "diverged". How the machine kept its tick is read apart from them: 
 stretch (the processes' clocks hold back while they run behind, p2pnode.clock.ElasticClock),
 late rounds, and refusals of overload (``busy`` and the like). Where the invariants held but
 the machine was slow, the verdict says so with the measured factor and the tick that would hold
-(p2pnode.real.hold_tick), and not "diverged".
+(p2pnode.runners.real.hold_tick), and not "diverged".
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from p2pcore import roundtrips
 from p2pnode.config import RunConfig
 from p2pnode.transport.memory import LinkConfig
 
-#: refusals every run has while its nodes start (p2pnode/refusals.py)
+#: refusals every run has while its nodes start (p2pnode/transport/refusals.py)
 START_UP = frozenset({"starting", "no-base"})
 #: refusals that mean a node was too loaded to take a frame, or took it too slowly
 OVERLOAD = frozenset({"busy", "slow-body", "shed", "overloaded"})
@@ -108,7 +108,7 @@ def reference(
     """What the simulator's runs of ``config`` do over its first ``rounds`` rounds (default
     :data:`PROBE_ROUNDS`, or the run's own if fewer), one :class:`Rates` per seed; ``link``: the
     frames' delays (default: the configuration's)."""
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     probe = min(config.rounds, rounds or PROBE_ROUNDS)
     out = []
@@ -190,7 +190,7 @@ def compare(
         if 0 < processes < cores
         else ""
     )
-    from p2pnode.real import hold_tick
+    from p2pnode.runners.real import hold_tick
 
     advice = f"--tick-seconds {hold_tick(tick, max(real.stretch, 1.5 if slow else 1.0)):g} would hold{more}"
     if not findings:

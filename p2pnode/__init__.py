@@ -18,9 +18,9 @@ here as plug-ins (the ``p2pnode.api`` entry points of the installed project, pyp
 on first use, so the daemon neither imports nor loads the lab.
 
 Below them: ``p2pnode.config.RunConfig`` holds every setting (``RunConfig.replace`` takes nested
-fields as ``"learning.lr"``); ``p2pnode.sim.simulate(config)`` runs it on a virtual clock and
-``p2pnode.sim.Simulation`` steps it round by round (``run_round``). Real processes:
-``p2plab.launch.launch`` and ``p2pnode.real.run_process`` (one ``p2pnode run`` process).
+fields as ``"learning.lr"``); ``p2pnode.runners.sim.simulate(config)`` runs it on a virtual clock and
+``p2pnode.runners.sim.Simulation`` steps it round by round (``run_round``). Real processes:
+``p2plab.launch.launch`` and ``p2pnode.runners.real.run_process`` (one ``p2pnode run`` process).
 Experiments: ``p2plab.experiment.run_experiment``.
 
 The package is the daemon's I/O shell (config, node driver, transports, clocks, wire, metrics,

@@ -21,7 +21,6 @@ from typing import Any, NoReturn
 from learning.interactions import DataError
 from learning.synthetic import POI_SHAPES
 from p2pcore.plugin import PluginError
-from p2pnode import atomic
 from p2pnode.config import (
     PRESETS,
     ConfigError,
@@ -37,6 +36,7 @@ from p2pnode.config import (
     read_toml,
     to_toml,
 )
+from p2pnode.data import atomic
 
 
 class Parser(argparse.ArgumentParser):
@@ -130,11 +130,11 @@ def given_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def settings_flags(p: argparse.ArgumentParser, command: str) -> None:
-    """The process settings ``command`` offers (p2pnode/settings.py), in their help sections."""
-    from p2pnode.settings import ProcessConfig, offered
+    """The process settings ``command`` offers (p2pnode/runners/settings.py), in their help sections."""
+    from p2pnode.runners.settings import ProcessConfig, offered
 
     defaults = ProcessConfig()
-    titles = {"process": "process", "limits": "load limits (per process; p2pnode/limits.py)"}
+    titles = {"process": "process", "limits": "load limits (per process; p2pnode/trust/limits.py)"}
     groups: dict[str, argparse._ArgumentGroup] = {}
     for path, f in offered(command):
         flag: Flag = f.metadata["flag"]
@@ -146,7 +146,7 @@ def settings_flags(p: argparse.ArgumentParser, command: str) -> None:
 def settings_from_args(args: argparse.Namespace, command: str) -> Any:
     """The ``ProcessConfig`` of ``command``: defaults ← the ``--config`` file's ``[process]`` and
     ``[limits]`` tables ← flags."""
-    from p2pnode.settings import offered, settings_from
+    from p2pnode.runners.settings import offered, settings_from
 
     table: dict[str, Any] | None = None
     config_file = getattr(args, "config", None)
@@ -225,7 +225,7 @@ def config_from_args(
         changes["sim.delay_max"] = max(changes["sim.delay_min"], cfg.sim.delay_max)
     cfg = cfg.replace(**changes).validate_fields()
     if "dataset" in changes and "nodes" not in changes and cfg.nodes == RunConfig().nodes:
-        from p2pnode.prepare import nodes_of_dataset
+        from p2pnode.nodes.prepare import nodes_of_dataset
 
         cfg = nodes_of_dataset(cfg)  # before the rules that depend on nodes (colluders, target-k)
     cfg = cfg.validate()
@@ -403,7 +403,7 @@ def progress_printer(args: argparse.Namespace) -> Any:
 
 
 def _tls(settings: Any) -> Any:
-    from p2pnode.tls import TlsFiles
+    from p2pnode.trust.tls import TlsFiles
 
     given = [settings.tls_cert, settings.tls_key, settings.tls_ca]
     if not any(given):
@@ -415,8 +415,8 @@ def _tls(settings: Any) -> Any:
 
 def _keys(args: argparse.Namespace) -> int:
     """Keyring rotation as memberlist does it (install everywhere, use everywhere, remove), and
-    the process identities of p2pnode.identity (authority, issue, trust, revoke)."""
-    from p2pnode.auth import Keyring, load_keyring, save_keyring
+    the process identities of p2pnode.trust.identity (authority, issue, trust, revoke)."""
+    from p2pnode.trust.auth import Keyring, load_keyring, save_keyring
 
     path: Path = args.file
     if args.action in ("authority", "issue"):
@@ -455,7 +455,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _trust(ring: Any, authority_file: Path) -> Any:
-    from p2pnode.identity import load_authority
+    from p2pnode.trust.identity import load_authority
 
     authority = load_authority(authority_file)
     if authority.cluster != ring.cluster:
@@ -468,8 +468,8 @@ def _trust(ring: Any, authority_file: Path) -> Any:
 def _identity_keys(args: argparse.Namespace) -> int:
     """``keys authority AUTH``: the cluster authority (``--keyring``: and trust it there);
     ``keys issue AUTH OUT --users``: a process's key and the authority's credential for it."""
-    from p2pnode.auth import Keyring, load_keyring, save_keyring
-    from p2pnode.identity import Authority, load_authority, parse_ranges, save_authority, save_identity
+    from p2pnode.trust.auth import Keyring, load_keyring, save_keyring
+    from p2pnode.trust.identity import Authority, load_authority, parse_ranges, save_authority, save_identity
 
     path: Path = args.file
     if args.action == "authority":
@@ -500,7 +500,7 @@ def _identity_keys(args: argparse.Namespace) -> int:
 
 
 def _data(args: argparse.Namespace) -> int:
-    from p2pnode import datasets
+    from p2pnode.data import datasets
 
     if args.data_command == "list":
         for src in datasets.SOURCES:
@@ -527,7 +527,7 @@ def _data(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace) -> int:
     """``data synth``: a POI-shaped log from learning/synthetic.py in a native format."""
     from learning import synthetic
-    from p2pnode import datasets
+    from p2pnode.data import datasets
 
     seed = given_config(args).get("seed", 0)
 
@@ -563,9 +563,9 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from p2pnode.process import tune_process
-    from p2pnode.report import metric_for, summary
-    from p2pnode.sim import simulate
+    from p2pnode.runners.process import tune_process
+    from p2pnode.runners.report import metric_for, summary
+    from p2pnode.runners.sim import simulate
 
     tune_process()
     config = config_from_args(args)
@@ -608,8 +608,8 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from p2pnode.process import tune_process
-    from p2pnode.real import ProcessSpec, parse_hostport, parse_users, run_process
+    from p2pnode.runners.process import tune_process
+    from p2pnode.runners.real import ProcessSpec, parse_hostport, parse_users, run_process
 
     tune_process()
     config = config_from_args(args, daemon=True)
@@ -657,7 +657,7 @@ def _run(args: argparse.Namespace) -> int:
 def print_result(args: argparse.Namespace, config: RunConfig, result: dict[str, Any]) -> None:
     """``--json``: the run's summary as one JSON object, with its per-round utility; ``--quiet``
     alone: the summary line (the runners print it after their progress lines otherwise)."""
-    from p2pnode.report import metric_for, summary
+    from p2pnode.runners.report import metric_for, summary
 
     if not args.json:
         if getattr(args, "quiet", False):

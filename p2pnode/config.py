@@ -20,7 +20,7 @@ from adversary.aia import ITEMS, SELECTIONS, USER_PARTS
 from adversary.momentum import ESTIMATORS
 from learning.params import MERGES
 from p2pcore.churn import CHURN_MODELS, ChurnModel
-from p2pnode.tables import NAMED_BOXES, TableOptions, parse_bbox, parse_columns
+from p2pnode.data.tables import NAMED_BOXES, TableOptions, parse_bbox, parse_columns
 
 PROTOCOLS = ("base", "samo", "fedavg")
 ATTACKS = ("cia", "aia", "cia,aia")
@@ -53,7 +53,7 @@ class Flag:
     check: Check | None = None
     #: what the flag is inert without, and the flag that brings it: giving it without is an error
     needs: Check | None = None
-    #: a process setting's commands (p2pnode/settings.py: run, launch, simulate, experiment); a
+    #: a process setting's commands (p2pnode/runners/settings.py: run, launch, simulate, experiment); a
     #: run's fields leave it empty and say where they are offered with ``only``
     commands: tuple[str, ...] = ()
 
@@ -1239,7 +1239,7 @@ class RunConfig:
             )
 
     def table_options(self) -> TableOptions:
-        """How a ``--dataset FILE`` is read and preprocessed (p2pnode/tables.py)."""
+        """How a ``--dataset FILE`` is read and preprocessed (p2pnode/data/tables.py)."""
         return TableOptions(
             columns=tuple(parse_columns(self.columns).items()),
             bbox=parse_bbox(self.bbox) if self.bbox else None,
@@ -1347,7 +1347,7 @@ NETWORK_SETTINGS = (
     "learning.top_k",
     "learning.test_negatives",
     "learning.evaluation",
-    # the KNN service: the same split, plan, τ and rule everywhere (p2pnode/knn.py)
+    # the KNN service: the same split, plan, τ and rule everywhere (p2pnode/nodes/knn.py)
     "knn.strategy",
     "knn.k",
     "knn.dp",
@@ -1456,7 +1456,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def load_toml(path: Path, base: RunConfig | None = None) -> RunConfig:
     """Read a TOML file with top-level keys and [learning], [wire], [sim] tables (a process's
-    [process] and [limits] tables are p2pnode/settings.py's)."""
+    [process] and [limits] tables are p2pnode/runners/settings.py's)."""
     return from_mapping(read_toml(path), base or RunConfig(), source=str(path))
 
 
@@ -1464,7 +1464,7 @@ def from_mapping(raw: dict[str, Any], base: RunConfig, source: str = "config") -
     return base.replace(**changes_from_mapping(raw, base, source)).validate()
 
 
-#: the tables of a ``--config`` file that hold a process's settings, not a run's (p2pnode/settings.py)
+#: the tables of a ``--config`` file that hold a process's settings, not a run's (p2pnode/runners/settings.py)
 SETTINGS_TABLES = ("process", "limits")
 
 

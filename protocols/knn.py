@@ -414,7 +414,7 @@ class KnnService:
         self.tokens[querier] = (tokens - 1.0, now)
         return True
 
-    # -- checkpoints (p2pnode/checkpoint.py) ------------------------------------------------------
+    # -- checkpoints (p2pnode/data/checkpoint.py) ------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
         """What a restart must not forget: as a neighbour its counts (a node that forgot its

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from learning.interactions import Interactions
-from p2pnode.datasets import load_ml100k
-from p2pnode.process import tune_allocator
+from p2pnode.data.datasets import load_ml100k
+from p2pnode.runners.process import tune_allocator
 
 torch.set_num_threads(1)
 tune_allocator()

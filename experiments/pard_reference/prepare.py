@@ -31,7 +31,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from p2pnode.datasets import ML100K, dataset_path
+from p2pnode.data.datasets import ML100K, dataset_path
 
 HERE = Path(__file__).resolve().parent
 

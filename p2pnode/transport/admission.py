@@ -6,7 +6,7 @@ declared length, then its body. Every refusal is counted against its addressee t
 (``p2pnode_rejected_messages_total{reason}``) and changes nothing. The order (each step sees only
 requests the earlier ones let through):
 
-1. ``authenticate``: with a cluster key, the headers alone (MAC, identity, replay: p2pnode.auth),
+1. ``authenticate``: with a cluster key, the headers alone (MAC, identity, replay: p2pnode.trust.auth),
    401/403/409, then the per-(sender, node) rate limit, 429. A stranger's body is never read.
 2. ``enter``: the process is accepting (503 ``starting``, after the headers so a stranger learns
    nothing), the requests in flight from the remote address and (with identities) from the
@@ -26,15 +26,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from p2pnode.auth import KeyHolder, Verdict, body_matches
-from p2pnode.limits import AddressGuard, CappedCounts, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.transport.base import Memo, Outcome, Payload
 from p2pnode.transport.batch import SMALL_SHARE
+from p2pnode.trust.auth import KeyHolder, Verdict, body_matches
+from p2pnode.trust.limits import AddressGuard, CappedCounts, Gate, LagShedder, Limits, RateLimiter
 from p2pnode.wire.schema import Channel, SharedFrame
 
 
 class ServedHost(Protocol):
-    """What the server needs of the process's nodes (p2pnode.host.Host is one)."""
+    """What the server needs of the process's nodes (p2pnode.nodes.host.Host is one)."""
 
     max_frame_bytes: int
     accepting: bool

@@ -26,7 +26,7 @@ class Outcome:
 #: the raw bytes of one frame as a transport carries them (``wire.codec.Frame`` is the decoded envelope)
 Payload = bytes | memoryview
 OnDone = Callable[[Outcome], None]
-#: what the frames of one multicast share between the partners of one process (p2pnode.intake.take:
+#: what the frames of one multicast share between the partners of one process (p2pnode.nodes.intake.take:
 #: the first partner's decode of the common body); None for any other frame
 Memo = dict[str, object]
 

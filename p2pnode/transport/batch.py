@@ -23,8 +23,8 @@ from typing import Any
 
 import msgpack
 
-from p2pnode.identity import MAX_CREDENTIAL_CHARS
 from p2pnode.transport.base import Outcome
+from p2pnode.trust.identity import MAX_CREDENTIAL_CHARS
 from p2pnode.wire.schema import Channel, WireError
 
 MAX_FRAMES = 64  #: frames in one batch

@@ -6,7 +6,7 @@ answer with its status. Routes: ``POST /v1/nodes/{id}/gossip``, ``/sampling``, `
 turn, each with its own post's authentication; p2pnode/transport/batch.py),
 ``GET /v1/members``, ``GET /status`` and ``GET /metrics``.
 
-What a stranger gets for free is bounded (p2pnode.limits): :func:`listen` closes a remote
+What a stranger gets for free is bounded (p2pnode.trust.limits): :func:`listen` closes a remote
 address's connections past its cap as they are accepted and any connection that does not complete
 a request's headers within ``header_timeout_s``; a POST is authenticated from its headers before
 its body is read, and the body must arrive within ``body_timeout_s``; GET pages are rendered at
@@ -30,10 +30,6 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from p2pnode.auth import KeyHolder
-from p2pnode.identity import H_CRED, Credential, new_challenge
-from p2pnode.limits import AddressGuard, Gate, LagShedder, Limits
-from p2pnode.tls import certified_nodes
 from p2pnode.transport.admission import Admission, ServedHost
 from p2pnode.transport.base import UNREACHABLE, Memo, OnDone, Outcome, Payload
 from p2pnode.transport.batch import (
@@ -45,6 +41,10 @@ from p2pnode.transport.batch import (
     parse_batch,
     parse_outcomes,
 )
+from p2pnode.trust.auth import KeyHolder
+from p2pnode.trust.identity import H_CRED, Credential, new_challenge
+from p2pnode.trust.limits import AddressGuard, Gate, LagShedder, Limits
+from p2pnode.trust.tls import certified_nodes
 from p2pnode.wire.schema import Channel, WireError
 
 log = logging.getLogger("p2pnode.http")
@@ -120,7 +120,7 @@ class HttpTransport:
         self.retries = retries  #: extra attempts after no answer or a 503, with doubling backoff
         self.backoff_s = backoff_s
         self.retried = 0
-        self.keys = keys  #: sign every request (HMAC, p2pnode.auth) when set
+        self.keys = keys  #: sign every request (HMAC, p2pnode.trust.auth) when set
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, 3.0))
         self._connector = aiohttp.TCPConnector(
             limit=max_connections,
@@ -158,7 +158,7 @@ class HttpTransport:
 
     async def holds(self, address: str, dsts: tuple[int, ...]) -> bool:
         """Whether the server at ``address`` proved it holds every node of ``dsts`` (identities,
-        p2pnode.identity): one ``GET /v1/members?challenge=`` per address, answered with its
+        p2pnode.trust.identity): one ``GET /v1/members?challenge=`` per address, answered with its
         credential and a signature by the key it names over the challenge and that very address.
         A model goes to ``dst`` only where ``dst``'s holder answers, so a relayed address cannot
         divert it. A proof that could not be fetched is not kept; a revoked credential holds
@@ -278,7 +278,7 @@ class HttpTransport:
     def _entry_auth(self, src: int, dst: int, channel: Channel, frame: bytes) -> dict[str, str]:
         """The authentication headers the frame's own post would carry (none in an open cluster),
         but for the identity's signature: the batch's signature covers the entry, and a receiver
-        that verified it takes the entry's credential without one (p2pnode.identity.Trust)."""
+        that verified it takes the entry's credential without one (p2pnode.trust.identity.Trust)."""
         if self.keys is None:
             return {}
         headers = self._headers(f"/v1/nodes/{dst}/{_PATH[channel]}", src, frame, vouched=True)
@@ -482,7 +482,7 @@ def make_app(
 
     ``GET /v1/members?challenge=HEX`` (with an identity in ``keys``) adds the process's credential
     and its signature over the challenge and ``address`` (the address it advertises), so that a
-    peer posts to a node only where its holder answers (p2pnode.identity).
+    peer posts to a node only where its holder answers (p2pnode.trust.identity).
     """
     app = web.Application(client_max_size=host.max_frame_bytes)
     limits = limits or Limits()

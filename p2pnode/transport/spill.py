@@ -1,7 +1,7 @@
 """Frames on their way kept on disk instead of in memory (``sim.spill_dir``, simulator only).
 
 On the virtual clock every selected FedAvg client takes its turn before the server reads the first
-update, so a round's updates are all on their way at once (002 Algorithm 3; p2pnode/footprint.py
+update, so a round's updates are all on their way at once (002 Algorithm 3; p2pnode/runners/footprint.py
 counts them as ``in_flight``). At the Foursquare-NYC shape that is 1,083 PRME updates of 18.4 MB,
 18.6 GiB, beside the server's v_u of every user (9.2 GiB): more than this 24 GiB machine has.
 
@@ -15,7 +15,7 @@ as new bytes, so the decoded tensors do not view the frame). With a spill folder
   p2pnode/transport/memory.py; the server's global model to its clients is one body behind a
   head each, wire.schema.SharedFrame, held once and not spilled);
 - ``keep_params``: an update the server decoded and holds goes the same way, its tensors
-  read-only views into one mapped region (the host, p2pnode/host.py).
+  read-only views into one mapped region (the host, p2pnode/nodes/host.py).
 
 Their pages are page cache, which the kernel writes out and reads back as memory runs short, so
 only what is being read takes memory. The bytes are the same, so no number changes; a region is

@@ -2,7 +2,7 @@
 
 A frame is one msgpack map ``{"v": WIRE_VERSION, "t": MsgType, "src": id, "dst": id, "b": body}``.
 Parsing comes in two calls, so that a receiver can judge a sender between them before a body is
-read (``p2pnode.host.take``): ``decode_frame`` checks the envelope, ``decode_body`` turns the body
+read (``p2pnode.nodes.host.take``): ``decode_frame`` checks the envelope, ``decode_body`` turns the body
 into the pure packages' message dataclasses, checking every field (and, for models, every tensor
 against the local model). Neither decides whether a node takes a message.
 """
@@ -107,7 +107,7 @@ def encode_model_frame(
 def encode_model_body(model: EncodedModel, fed_round: int | None = None) -> memoryview:
     """The packed body of :func:`encode_model_frame`'s frame, byte for byte: behind
     :func:`frame_head` it makes that frame (a FedAvg server packs its global model once a round
-    for all the clients it sends it to, p2pnode/node.py)."""
+    for all the clients it sends it to, p2pnode/nodes/node.py)."""
     body = model.body if fed_round is None else {**model.body, "rnd": fed_round}
     packer = msgpack.Packer(buf_size=model.nbytes + 4096, autoreset=False, use_bin_type=True)
     packer.pack(body)
@@ -216,7 +216,7 @@ def decode_body(
     ``decoder``'s base of its sender), a colluders' multicast against ``collusion_spec``, or a
     peer-sampling message. Raises WireError; it parses, and decides nothing about the sender.
 
-    ``memo``: shared by the frames of one multicast sent from this process (p2pnode.node): the
+    ``memo``: shared by the frames of one multicast sent from this process (p2pnode.nodes.node): the
     first partner's decode of their common body is kept there for the others. Never from a socket.
     """
     if frame.type in MODEL_TYPES:

@@ -1,5 +1,5 @@
 """Attribute inference over real HTTP: a `p2pnode run` process hosting a FedAvg server and its
-clients publishes the attack's gauges on /metrics as the rounds go (issue #59)."""
+clients publishes the attack's gauges on /metrics as the rounds go."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ import aiohttp
 import numpy as np
 import pytest
 
-from p2pnode.auth import Keyring, save_keyring, sign
-from p2pnode.real import NodeProcess, ProcessSpec
+from p2pnode.runners.real import NodeProcess, ProcessSpec
+from p2pnode.trust.auth import Keyring, save_keyring, sign
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import SHED, failed_sends, free_ports
@@ -105,7 +105,7 @@ async def test_hostile_requests_to_a_keyed_node_get_their_status_and_change_noth
                 (b"\x00" * (proc.host.max_frame_bytes + 10), 413, "too-large"),
             ]
             for data, status, reason in signed_corpus:
-                # a model refused after the sender gate costs sender 2 a token (issue #61): wait
+                # a model refused after the sender gate costs sender 2 a token: wait
                 # for its bucket (1 token per 60 ticks of 4 ms) so the decoder answers each one
                 await asyncio.sleep(0.5)
                 headers = sign(ring, "POST", path, 2, data, now_ms())
@@ -156,7 +156,7 @@ async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: 
     assert not any(reason in r for r in rejected for reason in (*AUTH_REASONS, "replay", "stale")), rejected
     # no send failed for its authentication: only where a loop running late shed load, or where a
     # model overtook the SwapCommit that makes its sender an in-neighbour (the sender gate's
-    # `not-neighbour`: a PeerSwap race over two routes, 3 frames in one loaded CI run of stop 81)
+    # `not-neighbour`: a PeerSwap race over two routes, 3 frames in one loaded CI run)
     failed = failed_sends(procs)
     assert set(failed) <= SHED | {"not-neighbour"}, failed
     assert sum(r["send_failures"] for r in results) == sum(failed.values())
@@ -164,7 +164,7 @@ async def test_key_rotation_across_a_running_cluster_loses_no_message(tmp_path: 
 
 async def test_old_models_floods_and_overload_are_refused_over_http(tmp_path: Path) -> None:
     """409 for a model older than the sender's last, 429 past a sender's rate, 503 past the gate."""
-    from p2pnode.limits import Limits
+    from p2pnode.trust.limits import Limits
 
     ring = Keyring.generate("lab")
     save_keyring(tmp_path / "k", ring)
@@ -222,7 +222,7 @@ async def test_timeouts_connection_caps_and_get_bounds_over_http(tmp_path: Path)
     """A slow member body is cut at body_timeout_s (408), an unfinished request head at
     header_timeout_s, connections past an address's cap are closed as they are accepted, and
     GET pages are rendered once per page_cache_s however often they are asked for."""
-    from p2pnode.limits import Limits
+    from p2pnode.trust.limits import Limits
 
     ring = Keyring.generate("lab")
     save_keyring(tmp_path / "k", ring)

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from p2pnode.auth import Keyring, save_keyring, sign
 from p2pnode.transport.base import Outcome
 from p2pnode.transport.batch import MAX_FRAMES, pack_batch, parse_outcomes
 from p2pnode.transport.http import HttpTransport
+from p2pnode.trust.auth import Keyring, save_keyring, sign
 from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import Channel
 from peer_sampling.messages import LockRequest

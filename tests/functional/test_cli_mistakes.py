@@ -1,4 +1,4 @@
-"""A user's mistakes on the command line are one line each, never a traceback (issue #63): the
+"""A user's mistakes on the command line are one line each, never a traceback: the
 config file a directory, JSON, binary or missing; `run` on a port in use; `run --peers` to a
 peer that never answers, which says who is missing while it waits and gives up after
 `--peer-wait` seconds."""

@@ -1,4 +1,4 @@
-"""A stranger without the cluster key cannot stall a process (issue #18, THREAT_MODEL.md).
+"""A stranger without the cluster key cannot stall a process (THREAT_MODEL.md).
 
 Two real keyed processes on loopback; from a second loopback address (127.0.0.2) the test opens
 64 slow-body connections (a model POST head promising 200 kB, one byte, then silence) and 200

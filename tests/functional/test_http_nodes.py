@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from p2pnode.config import RunConfig
-from p2pnode.real import NodeProcess, ProcessSpec
-from p2pnode.sim import simulate
+from p2pnode.runners.real import NodeProcess, ProcessSpec
+from p2pnode.runners.sim import simulate
 from p2pnode.wire.schema import WIRE_VERSION, MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import LEARNED, SHED, failed_sends, free_ports
@@ -78,7 +78,7 @@ async def test_a_process_that_ends_first_keeps_answering_its_peers_last_round() 
 
 
 async def test_local_delivery_skips_http_between_nodes_of_one_process_only() -> None:
-    config = cfg(nodes=12, rounds=8)  # the default (issue #32)
+    config = cfg(nodes=12, rounds=8)  # the default
     assert config.wire.local_delivery
     procs, _ = await run_cluster(config, [tuple(range(0, 6)), tuple(range(6, 12))])
     nodes = [n for p in procs for n in p.host.nodes.values()]

@@ -1,5 +1,5 @@
 """Process identities over HTTP: a member speaks only for its own nodes, and a node's models go
-only to an address its holder proves (p2pnode.identity)."""
+only to an address its holder proves (p2pnode.trust.identity)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from p2pnode.auth import Keyring, load_keyring, save_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.identity import Authority, Identity, save_identity
-from p2pnode.real import NodeProcess, ProcessSpec, StartupError
+from p2pnode.runners.real import NodeProcess, ProcessSpec, StartupError
 from p2pnode.transport.base import Outcome
+from p2pnode.trust.auth import Keyring, load_keyring, save_keyring, sign
+from p2pnode.trust.identity import Authority, Identity, save_identity
 from p2pnode.wire.schema import Channel, MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import free_ports
@@ -75,7 +75,7 @@ async def test_a_member_speaks_only_for_its_own_nodes_and_models_go_only_to_thei
     path = "/v1/nodes/1/gossip"
     url = f"http://{addrs[0]}{path}"
     # B's key: the member who runs process B, holding the cluster key and its own identity
-    from p2pnode.identity import load_identity
+    from p2pnode.trust.identity import load_identity
 
     b_ident = load_identity(identities[1])
     try:

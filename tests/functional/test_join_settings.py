@@ -1,12 +1,12 @@
 """A process that joins a network run with other settings is refused at join, over real HTTP,
-with one line naming each difference (issue #63 point 2: such processes used to run to the end,
+with one line naming each difference (such processes used to run to the end,
 with only failed sends and refusals to hint at it)."""
 
 from __future__ import annotations
 
 import pytest
 
-from p2pnode.real import NodeProcess, ProcessSpec, StartupError
+from p2pnode.runners.real import NodeProcess, ProcessSpec, StartupError
 from tests.functional.helpers import free_ports
 from tests.functional.test_http_nodes import cfg
 

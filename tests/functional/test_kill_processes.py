@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from p2pnode import checkpoint
-from p2pnode.auth import Keyring, save_keyring
+from p2pnode.data import checkpoint
+from p2pnode.trust.auth import Keyring, save_keyring
 from tests.functional.helpers import free_ports, get_json, get_text, run_p2pnode, wait_until
 
 pytestmark = pytest.mark.functional

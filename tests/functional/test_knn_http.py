@@ -13,7 +13,7 @@ import pytest
 
 from p2plab.launch import launch
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 
 pytestmark = pytest.mark.functional
 

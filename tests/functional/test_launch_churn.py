@@ -1,4 +1,4 @@
-"""``launch`` under churn (issue #19): the simulator's schedule applied to real processes, which
+"""``launch`` under churn: the simulator's schedule applied to real processes, which
 leave (SIGTERM), crash (SIGKILL) and come back from their checkpoints while the others run."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``launch`` leaves no key behind: the keyring, authority and identities it generated are removed
-when its processes end, and a temporary work folder is removed whole (issue #34, item 8)."""
+when its processes end, and a temporary work folder is removed whole."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_a_launch_cancelled_midway_removes_its_temporary_folder_stops_its_proces
 
     asyncio.run(cancelled())
     assert len(made) == 1 and not made[0].exists()  # it used to stay, with the processes' logs in it
-    # it ends with the summary of the rounds it ran (issue #63 point 10: it used to print nothing)
+    # it ends with the summary of the rounds it ran (it used to print nothing)
     assert lines[-1].startswith("interrupted at round ") and " of 1000: " in lines[-1], lines[-3:]
     assert "HR@20" in lines[-1] and "12 nodes" in lines[-1]
     assert any(line.startswith("round ") and "s left)" in line for line in lines), lines

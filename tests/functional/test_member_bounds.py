@@ -1,4 +1,4 @@
-"""What one member can do with its own ids, bounded (issue #61), over real HTTP: a peer that
+"""What one member can do with its own ids, bounded, over real HTTP: a peer that
 answers every frame with a reason of its own making adds no label to /metrics; probing the
 distance bound with refused models costs the prober its sender-gate tokens; a members page that
 lists another process's nodes places none of them and stops no start; a member's slow uploads
@@ -22,16 +22,16 @@ import pytest
 from aiohttp import web
 
 from learning.params import l2_norm
-from p2pnode import real
-from p2pnode.auth import load_keyring, sign
 from p2pnode.config import RunConfig
-from p2pnode.identity import Identity, load_identity
-from p2pnode.limits import Limits
-from p2pnode.real import NodeProcess
-from p2pnode.refusals import REASONS
-from p2pnode.swapjudge import SwapJudge
+from p2pnode.runners import real
+from p2pnode.runners.real import NodeProcess
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
+from p2pnode.transport.refusals import REASONS
+from p2pnode.trust.auth import load_keyring, sign
+from p2pnode.trust.identity import Identity, load_identity
+from p2pnode.trust.limits import Limits
+from p2pnode.trust.swapjudge import SwapJudge
 from p2pnode.wire.codec import encode_sampling_frame
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
@@ -211,7 +211,7 @@ async def member_pulls(tmp_path: Path, pull: float, frames: int = 32) -> tuple[f
 
 @pytest.mark.untimed  # paused nodes, frames one after the other: no timed rounds
 async def test_a_members_frames_that_all_pull_one_way_are_damped(tmp_path: Path) -> None:
-    """Issue #61, the steady-pull memory over real HTTP with identities: 32 frames toward one
+    """The steady-pull memory over real HTTP with identities: 32 frames toward one
     point from B's ids 6-9 in turn build one memory for B, the owner the process read from the
     credential that signed them (ids 6 and 9 read the same one); from the sixth frame or so on
     they are damped and the model stops moving toward the point (1.2 own norms in all, measured).
@@ -270,7 +270,7 @@ async def swap_lie(tmp_path: Path) -> tuple[tuple[tuple[int, ...], tuple[int, ..
 async def test_a_member_cannot_hand_a_node_views_its_own_process_did_not_take_part_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #61, SwapAdopt lies over real HTTP with identities: a member that points to one of
+    """SwapAdopt lies over real HTTP with identities: a member that points to one of
     A's nodes proposes a swap as that id (allowed: it is an in-neighbour) and adopts views of its
     own ids without locking the node's neighbours. A's node adopts only a swap that A's nodes
     among its neighbours took part in, so its views stay; with every node of the process checking
@@ -331,7 +331,7 @@ async def swap_takeover(
 async def test_a_member_running_a_whole_swap_cannot_cut_a_node_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #61, the swap takeover over real HTTP with identities: a member runs a real
+    """The swap takeover over real HTTP with identities: a member runs a real
     transaction with one of A's nodes (every neighbour A hosts locked and committed, so the
     siblings' check passes) but hands it views of its own ids only. A's process judges the views
     a swap would hand its nodes: the adopt is not what was proposed and is refused, and the
@@ -352,7 +352,7 @@ async def test_a_member_running_a_whole_swap_cannot_cut_a_node_off(
 async def test_a_member_relabelling_its_ids_neighbours_must_hand_them_to_the_partner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #61, ``takeover-keep`` over real HTTP (the judgement off, to see this check alone):
+    """``takeover-keep`` over real HTTP (the judgement off, to see this check alone):
     the member's transaction also locks, and commits to, its id's real neighbours that A hosts,
     so that their edges move to A's node, while the views it hands that node leave them out. A's
     node refuses the adopt as unconfirmed and every waiting commit is dropped: nothing changes.
@@ -392,7 +392,7 @@ async def propose_more_places(tmp_path: Path) -> tuple[PeerSwap, SwapJudge, Swap
 async def test_a_member_gains_no_more_of_a_process_s_places_than_its_share_of_the_ids(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #61, the process's bound over real HTTP with identities: A's process weighs B's
+    """The process's bound over real HTTP with identities: A's process weighs B's
     places among all of its nodes' against B's share of the ids, read from B's credential (6 of
     12: 6/11 of A's 36 places, 19.6, plus a margin and one). With the line set below
     B's count (margin -3 sd), B's proposal that would give it more of A's places is refused before
@@ -434,7 +434,7 @@ async def cyclon_steer(tmp_path: Path) -> Cyclon:
 async def test_a_members_shuffles_steer_a_cyclon_cache_no_more_than_its_honest_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #61, Cyclon over real HTTP with identities: a member's 12 shuffle requests at once,
+    """Cyclon over real HTTP with identities: a member's 12 shuffle requests at once,
     from 6 of its ids, each relaying three of A's own nodes. A's node takes the member's requests
     at one a period (four at once) whoever of its ids sends them, and keeps the member's relayed
     entries to half its cache; with nothing weighed (seen failing) it takes all 12."""

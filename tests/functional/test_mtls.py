@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from p2pnode.real import NodeProcess, ProcessSpec
-from p2pnode.tls import TlsFiles, certified_nodes, parse_ids
+from p2pnode.runners.real import NodeProcess, ProcessSpec
 from p2pnode.transport.base import Outcome
+from p2pnode.trust.tls import TlsFiles, certified_nodes, parse_ids
 from p2pnode.wire.schema import MsgType
 from p2pnode.wire.tensors import pack_tensor
 from tests.functional.helpers import SHED, failed_sends, free_ports
@@ -100,8 +100,8 @@ async def test_mutual_tls_cluster_learns_and_refuses_strangers_and_impostors(tmp
         results = await run
 
         # the client side: a model for node 7 goes only to a server whose certificate names 7
-        from p2pnode.tls import client_context
         from p2pnode.transport.http import HttpTransport
+        from p2pnode.trust.tls import client_context
         from p2pnode.wire.schema import Channel
 
         sender = HttpTransport({7: addrs[0], 8: addrs[1]}, ssl_context=client_context(a), retries=0)

@@ -1,5 +1,5 @@
 """docs/quickstart.ipynb runs from top to bottom in a fresh Jupyter kernel and ends with the
-report's figures (issue #34); ``p2pnode.launch`` runs real processes from Python, inside a
+report's figures; ``p2pnode.launch`` runs real processes from Python, inside a
 running event loop as in Jupyter."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Open membership over real processes (issue #19): start a network alone, join it through any
+"""Open membership over real processes: start a network alone, join it through any
 live process at any time, leave it, and be out of every live view within the stated bound."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from p2pnode.auth import Keyring, save_keyring
+from p2pnode.trust.auth import Keyring, save_keyring
 from tests.functional.helpers import free_ports, get_json, run_p2pnode, wait_rounds, wait_until
 from tests.functional.test_kill_processes import counter
 

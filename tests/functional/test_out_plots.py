@@ -1,5 +1,5 @@
 """``simulate --out``, ``launch --out`` and ``run --out`` write the run's report and the PNG
-panels that ``Result.plot()`` draws (issue #63): the same panels, one file each."""
+panels that ``Result.plot()`` draws: the same panels, one file each."""
 
 from __future__ import annotations
 

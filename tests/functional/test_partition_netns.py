@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from p2pnode.auth import Keyring, save_keyring
+from p2pnode.trust.auth import Keyring, save_keyring
 from tests.functional.helpers import wait_until
 
 pytestmark = [

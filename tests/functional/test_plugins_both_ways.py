@@ -1,5 +1,5 @@
 """A user's own attack, merge rule and model, from a temporary package of their own, by import
-path: the same module runs in the simulator and in real processes over HTTP (issue #63).
+path: the same module runs in the simulator and in real processes over HTTP.
 
 The package is docs/examples/myplugins.py (the worked example of docs/plugins.md) copied into a
 folder on the Python path, plus a merge rule that leaves a mark per process it ran in.

@@ -1,6 +1,6 @@
 """A real Prometheus (the Debian package) scrapes a launched cluster with the configuration
 ``launch --out`` generates, and every query of the generated Grafana dashboard runs on it
-(issue #34: watching a testbed the way operators do)."""
+(watching a testbed the way operators do)."""
 
 from __future__ import annotations
 

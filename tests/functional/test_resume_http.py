@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from p2pnode import checkpoint
-from p2pnode.real import NodeProcess, ProcessSpec, StartupError
+from p2pnode.data import checkpoint
+from p2pnode.runners.real import NodeProcess, ProcessSpec, StartupError
 from tests.functional.helpers import free_ports, get_json, run_p2pnode, wait_until
 from tests.functional.test_http_nodes import cfg
 

@@ -1,5 +1,5 @@
 """A third process's node asks a swap's partner before a member's commit moves its edge there
-(issue #61, ``SwapCheck`` over real HTTP with identities): A (0-5), the member B (6-11), C (12-17)."""
+(``SwapCheck`` over real HTTP with identities): A (0-5), the member B (6-11), C (12-17)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from p2pnode.auth import Keyring, save_keyring
-from p2pnode.identity import Authority, load_identity, save_identity
-from p2pnode.real import NodeProcess, ProcessSpec
+from p2pnode.runners.real import NodeProcess, ProcessSpec
+from p2pnode.trust.auth import Keyring, save_keyring
+from p2pnode.trust.identity import Authority, load_identity, save_identity
 from p2pnode.wire.codec import encode_sampling_frame
 from peer_sampling.messages import CHECK_REFUSED, LockRequest, SwapChecked, SwapCommit
 from peer_sampling.peerswap import PeerSwap

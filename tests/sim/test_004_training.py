@@ -9,7 +9,7 @@ import pytest
 
 from learning import ncf
 from p2pnode.config import PRESETS, ConfigError, RunConfig
-from p2pnode.sim import Simulation, simulate
+from p2pnode.runners.sim import Simulation, simulate
 
 _SMALL = {"nodes": 40, "seed": 3, "learning.ncf_dim": 8, "learning.ncf_hidden": 4}
 

@@ -11,8 +11,8 @@ import pytest
 
 from adversary.plan import colluder_groups
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.report import metric_for, summary
-from p2pnode.sim import simulate
+from p2pnode.runners.report import metric_for, summary
+from p2pnode.runners.sim import simulate
 
 
 def _run(strength: float) -> dict[str, Any]:

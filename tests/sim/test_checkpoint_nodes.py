@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from p2pnode import checkpoint
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.data import checkpoint
+from p2pnode.runners.sim import Simulation
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Churn in the simulator (issue #19): nodes leave, crash and come back with the same node code,
+"""Churn in the simulator: nodes leave, crash and come back with the same node code,
 and every live view stays consistent under random delays."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.sim import ROUND_TICKS, Simulation, simulate
+from p2pnode.runners.sim import ROUND_TICKS, Simulation, simulate
 from peer_sampling.cyclon import CyclonConfig
 
 MAX_AGE = CyclonConfig().max_age

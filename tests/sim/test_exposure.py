@@ -1,4 +1,4 @@
-"""Exposure in gossip learning (p2pnode/exposure.py): who merged whose models, counted where the
+"""Exposure in gossip learning (p2pnode/telemetry/exposure.py): who merged whose models, counted where the
 merge happens, on simulated networks."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from p2pnode import checkpoint
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.data import checkpoint
+from p2pnode.runners.sim import Simulation
 
 
 def mean_test_rank(sim: Simulation, nodes: list[int]) -> float:
@@ -63,8 +63,8 @@ def test_a_run_whose_nodes_diverge_counts_the_recoveries_in_its_summary_and_per_
     """GMF at lr 1e30 overflows within a round: each node that went non-finite went back to its
     last good model, and the summary says how often and at how many nodes (the Gowalla-shape
     PRME run at lr 0.2 had 21,938 at 304 nodes, which no report showed)."""
-    from p2pnode.report import metric_for, summary
-    from p2pnode.sim import simulate
+    from p2pnode.runners.report import metric_for, summary
+    from p2pnode.runners.sim import simulate
 
     config = RunConfig(nodes=8, rounds=3, dataset="synthetic", seed=3).replace(**{"learning.lr": 1e30})
     with np.errstate(all="ignore"):

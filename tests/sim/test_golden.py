@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
@@ -56,7 +56,7 @@ CASES: dict[str, dict[str, Any]] = {
         "attack.fictive_backend": "numpy",
     },
     "dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "numpy"},
-    # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py, issue #64): other noise of
+    # DP-SGD's fused step and ziggurat noise (learning/gmf_dp_fused.py): other noise of
     # the same law, so its own file; the DP cases around it pin the numpy step and torch's noise
     "fused-dp-gossip": {"learning.dp_noise": 0.5, "learning.dp_backend": "fused"},
     "prme-gossip-cia": {"model": "prme", "learning.prme_lr": 0.2, "learning.prme_backend": "numpy", **_CIA},
@@ -89,7 +89,7 @@ CASES: dict[str, dict[str, Any]] = {
         "learning.share_less": True,
         "attack.fictive_backend": "numpy",
     },
-    # the fictive users fitted and scored in compiled calls (adversary/fictive_fused.py, issue #64)
+    # the fictive users fitted and scored in compiled calls (adversary/fictive_fused.py)
     "fused-fictive-fedavg-share-less": {
         "protocol": "fedavg",
         **_CIA,
@@ -121,7 +121,7 @@ CASES: dict[str, dict[str, Any]] = {
         "learning.share_less": True,
         **_CIA,
     },
-    # PRME's fused epoch (learning/prme_fused.py, issue #64); the PRME cases above pin the numpy one
+    # PRME's fused epoch (learning/prme_fused.py); the PRME cases above pin the numpy one
     "fused-prme-gossip-cia": {
         "model": "prme",
         "learning.prme_lr": 0.2,
@@ -183,7 +183,7 @@ def test_small_runs_give_the_committed_summary(name: str) -> None:
 
 
 def test_the_allocators_mmap_threshold_moves_no_number() -> None:
-    """``--mmap-threshold-mib`` (p2pnode.process.set_mmap_threshold) changes where glibc puts
+    """``--mmap-threshold-mib`` (p2pnode.runners.process.set_mmap_threshold) changes where glibc puts
     blocks, never a figure: FedAvg runs, where it matters, give their golden summaries with it.
     In a child process, since the setting holds for the whole process."""
     import subprocess
@@ -226,7 +226,7 @@ def test_updates_that_come_out_of_order_wait_in_the_spill_and_move_no_number(
 ) -> None:
     """With a random one-way delay (within a round) the FedAvg server's updates come out of
     client order. One that comes before a client with a smaller id answered is held until then
-    (protocols/fedavg.py), and with ``--spill-dir`` it waits in the file (p2pnode/host.py). The
+    (protocols/fedavg.py), and with ``--spill-dir`` it waits in the file (p2pnode/nodes/host.py). The
     sum is made in client order whatever the arrival order, so the run is the golden one."""
     made = _counted_spills(monkeypatch)
     delayed = {"sim.delay_min": 0.0, "sim.delay_max": 5.0, "sim.spill_dir": str(tmp_path)}
@@ -238,7 +238,7 @@ def test_updates_that_come_out_of_order_wait_in_the_spill_and_move_no_number(
 
 def _counted_spills(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The simulator's spills from now on, each keeping frames and models of 64 kB and more."""
-    import p2pnode.sim
+    import p2pnode.runners.sim
     from p2pnode.transport.spill import Spill
 
     made: list[Spill] = []
@@ -248,5 +248,5 @@ def _counted_spills(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             super().__init__(folder, min_bytes=64 * 1024)  # ML-100k's 216 kB models, not control frames
             made.append(self)
 
-    monkeypatch.setattr(p2pnode.sim, "Spill", Counted)
+    monkeypatch.setattr(p2pnode.runners.sim, "Spill", Counted)
     return made

@@ -13,8 +13,8 @@ import pytest
 
 from learning import reuseknn as rk
 from p2pnode.config import RunConfig
-from p2pnode.knn import knn_plan, knn_summary
-from p2pnode.sim import Simulation
+from p2pnode.nodes.knn import knn_plan, knn_summary
+from p2pnode.runners.sim import Simulation
 from protocols.knn import KnnService
 
 NODES = 40
@@ -99,7 +99,7 @@ def test_view_candidates_move_exposure_and_mae_and_the_summary_says_how_far() ->
     assert v["done"] == f["done"] == plan.queries
     assert v["mae"] != f["mae"]
     assert v["data_usage"]["max"] < f["data_usage"]["max"]
-    # a node's checkpoint through the node runtime carries its service (p2pnode/node.py)
+    # a node's checkpoint through the node runtime carries its service (p2pnode/nodes/node.py)
     runtime = sim.host.nodes[0]
     state = runtime.checkpoint_state()
     before = view[0].stats

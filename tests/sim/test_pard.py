@@ -10,7 +10,7 @@ from adversary.aia import public_users
 from learning.pard import USER_RE
 from learning.pard_learner import PardLearner
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation, simulate
+from p2pnode.runners.sim import Simulation, simulate
 
 
 def _config(protocol: str) -> RunConfig:
@@ -87,7 +87,7 @@ def _planted(**more: object) -> dict:  # type: ignore[type-arg]
 
 
 def test_pard_lowers_the_servers_attribute_inference_and_keeps_hr() -> None:
-    """#60: against plain FedAvg on planted attributes, PARD (λ_ir 2: the default 0.5 moves this
+    """Against plain FedAvg on planted attributes, PARD (λ_ir 2: the default 0.5 moves this
     data little, REPRODUCTION.md finding 14) takes the server's AUC down by 0.06 or more and
     HR@20 down by no more than 0.03 (measured: 0.792 -> 0.703, HR@20 0.63 both; at 20 rounds,
     pard-planted's seed 0: 0.800 -> 0.639)."""
@@ -164,7 +164,7 @@ def test_gossip_observers_attack_what_pard_shares_with_their_own_heads() -> None
 def test_a_checkpoint_keeps_the_rows_of_d_pub_a_node_holds() -> None:
     """A restarted PARD node trains on the rows it held (server and clients alike), and a
     checkpoint whose rows fail a received frame's checks is refused before anything is restored."""
-    from p2pnode import checkpoint
+    from p2pnode.data import checkpoint
 
     cfg = _config("fedavg").replace(**{"sim.shared_tables": False})  # each client its own tables
     sim = Simulation(cfg)

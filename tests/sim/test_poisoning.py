@@ -1,4 +1,4 @@
-"""One member's poisoned frame (#18): a model of 1e6 everywhere, posted once to one node.
+"""One member's poisoned frame: a model of 1e6 everywhere, posted once to one node.
 
 Without a bound the plain mean spreads it: every model of a 40-node network goes to 1e6-scale
 values (or NaN) within a few rounds and HR@20 collapses. With the default distance bound the
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from p2pnode.config import RunConfig
-from p2pnode.sim import Simulation
+from p2pnode.runners.sim import Simulation
 from p2pnode.wire.codec import encode_model_frame
 from p2pnode.wire.delta import DeltaEncoder
 from p2pnode.wire.schema import Channel
@@ -65,7 +65,7 @@ def test_samo_with_a_median_merge_shrugs_off_the_frame_even_without_the_bound() 
 
 
 def test_the_sender_gate_takes_models_only_from_in_neighbours_at_an_honest_rate() -> None:
-    """Issue #31: with PeerSwap views a node takes models only from its in-neighbours (a member
+    """With PeerSwap views a node takes models only from its in-neighbours (a member
     signs only as its own ids), each at most about once per shortest honest wake-up period;
     ``--no-sender-gate`` takes any member's at any rate."""
     for gate in (True, False):
@@ -91,14 +91,14 @@ def test_the_sender_gate_takes_models_only_from_in_neighbours_at_an_honest_rate(
 def member_run(
     attack: float | None, band: float, pull: float = 0.0, fixed: bool = False, seed: int = 1
 ) -> tuple[float, float]:
-    """Issue #61: a member holding half the network (ids 20-39, as process B of a 2 x 20 cluster)
+    """A member holding half the network (ids 20-39, as process B of a 2 x 20 cluster)
     posts, every round, from every place it holds in an A node's in-view, the receiver's own model
     times ``attack`` (None: a clean run; ``fixed``: the initial model times ``attack``, one point
     every frame pulls toward). The clip is on (C = 1) and each node knows who stands behind each
     id (A or B), as processes with identities do. Returns A's mean HR@20 and the models A's nodes
     took into the band (``p2pnode_models_bounded_total{how="banded"}``, or ``how="damped"`` with
     ``pull``)."""
-    from p2pnode.build import set_owner
+    from p2pnode.runners.build import set_owner
 
     config = RunConfig(nodes=40, rounds=20, seed=seed).replace(
         **{"learning.lr": 0.01, "clip_factor": 1.0, "norm_band": band, "steady_pull": pull}

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from p2pnode import attack as attack_mod
-from p2pnode.attack import plan_for
+from p2pnode.attacks import attack as attack_mod
+from p2pnode.attacks.attack import plan_for
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.prepare import prepare
-from p2pnode.sim import Simulation, simulate
+from p2pnode.nodes.prepare import prepare
+from p2pnode.runners.sim import Simulation, simulate
 from p2pnode.transport.memory import MemoryNetwork
 from p2pnode.wire.schema import Channel
 
@@ -219,7 +219,7 @@ def test_a_dataset_file_names_its_attackers_by_its_own_user_ids(tmp_path: Any) -
 
 
 def test_the_colluder_route_takes_only_a_partner_and_finite_near_rows_of_network_users() -> None:
-    """Issue #31: a member flooded an observer with user ids up to 2^40 and 1e30 values. A
+    """A member flooded an observer with user ids up to 2^40 and 1e30 values. A
     multicast is now taken only from a partner of the observer's own group, for a user of the
     network, finite and within the distance bound of the observer's own rows; the observer's
     state is bounded by the network's users."""

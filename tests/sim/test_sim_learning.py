@@ -9,8 +9,8 @@ import pytest
 
 from learning.metrics import random_hit_ratio
 from p2pnode.config import RunConfig
-from p2pnode.report import metric_for, summary
-from p2pnode.sim import Simulation, simulate
+from p2pnode.runners.report import metric_for, summary
+from p2pnode.runners.sim import Simulation, simulate
 
 RANDOM_HR = random_hit_ratio(20, 100)
 
@@ -67,7 +67,7 @@ def test_learns_on_synthetic_planted_communities() -> None:
 def test_share_less_messages_carry_no_user_embedding_and_network_learns() -> None:
     import msgpack
 
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     cfg = small(rounds=6).replace(**{"learning.share_less": True})
     sim = Simulation(cfg)
@@ -97,7 +97,7 @@ def test_share_less_messages_carry_no_user_embedding_and_network_learns() -> Non
 
 def test_full_model_from_a_peer_is_refused_by_a_share_less_node() -> None:
     from learning import gmf
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
     from p2pnode.transport.base import Outcome
     from p2pnode.wire.codec import encode_model_frame
     from p2pnode.wire.delta import DeltaEncoder
@@ -118,7 +118,7 @@ def test_full_model_from_a_peer_is_refused_by_a_share_less_node() -> None:
 def test_fedavg_learns_and_share_less_updates_keep_the_user_embedding_home() -> None:
     import msgpack
 
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     result = simulate(small(protocol="fedavg", rounds=6))
     assert result["hit_ratio_at_20"] > 2 * RANDOM_HR, result["history"]
@@ -191,13 +191,13 @@ def test_a_fedavg_servers_global_model_is_packed_once_a_round_for_all_its_client
     a head each (wire.schema.SharedFrame): packed once a round and held once while its frames are
     on their way (its bytes are those of the frames it stands for: tests/unit/p2pnode/wire/test_codec.py, and
     the golden runs count them)."""
-    import p2pnode.node
+    import p2pnode.nodes.node
     from p2pnode.transport.memory import MemoryNetwork
     from p2pnode.wire.schema import SharedFrame
 
     packed: list[int] = []
     bodies: list[object] = []
-    pack, send_shared = p2pnode.node.encode_model_body, MemoryNetwork.send_shared
+    pack, send_shared = p2pnode.nodes.node.encode_model_body, MemoryNetwork.send_shared
 
     def counted(model, fed_round=None):  # type: ignore[no-untyped-def]
         packed.append(fed_round)
@@ -208,7 +208,7 @@ def test_a_fedavg_servers_global_model_is_packed_once_a_round_for_all_its_client
         bodies.append(frame.body)  # kept alive, so that two bodies never share an id
         return send_shared(self, src, dst, channel, frame, on_done, memo)
 
-    monkeypatch.setattr(p2pnode.node, "encode_model_body", counted)
+    monkeypatch.setattr(p2pnode.nodes.node, "encode_model_body", counted)
     monkeypatch.setattr(MemoryNetwork, "send_shared", carried)
     sim = Simulation(small(protocol="fedavg", rounds=2))
     for _ in range(2):

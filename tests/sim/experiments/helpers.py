@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from p2pnode.config import RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 
 TINY = {"nodes": 24, "rounds": 2, "attack": {"target_k": 3}}
 

@@ -114,7 +114,7 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     figures synthetic, and stops doing so once the file's bytes are no longer the ones marked."""
     from p2plab.cli import main as lab_main
     from p2plab.experiment_summary import summarize
-    from p2pnode import datasets
+    from p2pnode.data import datasets
 
     path = tmp_path / "dataset_TSMC2014_NYC.txt"
     synth = ["data", "synth", "foursquare-nyc", str(path), "--users", "30", "--venues", "300"]
@@ -127,7 +127,7 @@ def test_runs_on_a_file_data_synth_wrote_are_said_synthetic_in_the_summary(tmp_p
     doc = json.loads((tmp_path / "r" / "t3" / "results.json").read_text())
     users = doc["overrides"]["nodes"]
     assert doc["data"] == {"file": path.name, "sha256": about["sha256"], "synthetic": about, "users": users}
-    for record in (tmp_path / "r" / "t3").rglob("*.json"):  # #57: nothing of this machine's folders
+    for record in (tmp_path / "r" / "t3").rglob("*.json"):  # nothing of this machine's folders
         assert str(tmp_path) not in record.read_text(), record.name
     assert doc["overrides"]["dataset"] == path.name  # the command: sys.argv here (pytest's)
     lines = summarize(tmp_path / "r")

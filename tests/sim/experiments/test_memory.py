@@ -1,4 +1,4 @@
-"""Workers, and the memory estimate that decides which runs start (p2pnode/footprint.py)."""
+"""Workers, and the memory estimate that decides which runs start (p2pnode/runners/footprint.py)."""
 
 from __future__ import annotations
 
@@ -138,11 +138,11 @@ def test_with_a_fixed_mmap_threshold_fedavg_is_estimated_near_its_parts_and_a_re
 ) -> None:
     """Table II on the Gowalla shape (718 clients, e_A at the server) peaks at 13.81 GiB under
     glibc's own threshold and at 11.81 GiB with it fixed at 1 MiB, the sum of its parts (heap
-    fragmentation, p2pnode.process.set_mmap_threshold): the estimate counts 17% over the parts in
+    fragmentation, p2pnode.runners.process.set_mmap_threshold): the estimate counts 17% over the parts in
     the one case and 3% in the other, and a run refused for memory that would fit with the threshold fixed is
     told so in its one line."""
-    from p2pnode import footprint
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners import footprint
 
     table = 32_924 * 32 * 4
     model = table + 32 * 4 + 32 * 4 + 4
@@ -178,8 +178,8 @@ def test_a_fedavg_run_that_fits_only_with_its_updates_spilled_is_told_so(
     """A round's updates are all on their way at once; with ``--spill-dir`` they wait in files
     (p2pnode/transport/spill.py) and the estimate leaves them out. A run that fits only so is
     refused with the flag in its one line, and runs with it."""
-    from p2pnode import footprint
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners import footprint
 
     small = RunConfig(nodes=20, rounds=2, protocol="fedavg").validate()
     spilled = small.replace(**{"sim.spill_dir": str(tmp_path)})
@@ -201,7 +201,7 @@ def test_a_fedavg_run_that_fits_only_with_its_updates_spilled_is_told_so(
 def test_real_fedavg_processes_are_estimated_with_a_table_a_client() -> None:
     """The shared tables are the simulator's (learning/workbench.py): ``launch`` estimates FedAvg
     clients holding their own, the simulator one copy for all of them and no client's delta base."""
-    from p2pnode.footprint import FEDAVG_MARGIN, Footprint, launch_bytes, run_bytes
+    from p2pnode.runners.footprint import FEDAVG_MARGIN, Footprint, launch_bytes, run_bytes
 
     table = 32_924 * 32 * 4
     model = table + 32 * 4 + 32 * 4 + 4
@@ -220,7 +220,7 @@ def test_a_poi_runs_memory_is_estimated_from_its_model_and_what_its_observers_ke
     at 15.72 GiB at round 26 (bench.scale) and at 18.1 GiB over Table III's 400 rounds; the
     estimate is above each, by less than 10%."""
     from p2plab import fanout
-    from p2pnode.footprint import SENDER_RATE
+    from p2pnode.runners.footprint import SENDER_RATE
 
     model = (38_333 + 1) * 32 * 4 + 32 * 4 + 4
     fp = fanout.Footprint(
@@ -249,7 +249,7 @@ def test_a_prme_observers_estimate_counts_what_it_keeps_not_the_table_it_drops()
     bench.cia_memory`` (943 nodes, 20 rounds): 25.4 kB a user heard from; the estimate counted
     both tables before (50.9 kB)."""
     from learning import gmf, prme
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
 
     kept_rows = {}
     for model, table, whole in (
@@ -271,8 +271,8 @@ def test_a_pard_nodes_estimate_counts_its_estimators_and_its_copy_of_d_pub() -> 
     """What a PARD node holds beside its model: every estimator weight and its momentum, and a
     row of D_pub per public user (the estimate's count against the estimators' own arrays)."""
     from learning.pard import Estimators
-    from p2pnode.footprint import footprint_of, pard_node_bytes, run_bytes
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.footprint import footprint_of, pard_node_bytes, run_bytes
 
     plain = RunConfig(nodes=40, rounds=2, protocol="fedavg", model="ncf", dataset="synthetic").replace(
         **{"learning.local_head": True, "learning.ncf_dim": 8}
@@ -290,8 +290,8 @@ def test_a_pard_nodes_estimate_counts_its_estimators_and_its_copy_of_d_pub() -> 
 def test_a_full_catalogue_evaluation_is_counted_in_each_nodes_estimate() -> None:
     """``--eval full`` keeps every untouched item as a node's candidates: 8 bytes an item."""
     from learning.params import Array
-    from p2pnode.footprint import eval_node_bytes, footprint_of, run_bytes
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.footprint import eval_node_bytes, footprint_of, run_bytes
 
     sampled = RunConfig(nodes=40, rounds=2, dataset="synthetic")
     full = sampled.replace(**{"learning.evaluation": "full"})

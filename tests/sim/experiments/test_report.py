@@ -47,7 +47,7 @@ def test_report_cells_write_numbers_out_at_the_precision_of_the_mean() -> None:
 
 
 def test_the_summary_reads_every_finished_experiment_against_the_paper(tmp_path: Path) -> None:
-    """``p2pnode experiment summary DIR`` (issue #33): per row and column with a paper number, the
+    """``p2pnode experiment summary DIR``: per row and column with a paper number, the
     paper's value, ours over seeds, the difference, the reading and code the runs ran under; a
     difference above 5 points is explained where the row names a finding."""
     import re

@@ -11,7 +11,7 @@ import pytest
 
 from p2plab import experiment as ex
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 from tests.sim.experiments.helpers import TINY
 
 

@@ -13,7 +13,7 @@ import pytest
 from p2plab import experiment as ex
 from p2plab import experiment_report
 from p2pnode.config import ConfigError, RunConfig
-from p2pnode.sim import simulate
+from p2pnode.runners.sim import simulate
 from tests.sim.experiments.helpers import TINY, simulator_as_real
 
 
@@ -86,7 +86,7 @@ def test_an_interrupted_experiment_resumes_without_rerunning_finished_runs(tmp_p
 
 
 def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simulator(tmp_path: Path) -> None:
-    """--report-only is p2plab/experiment_report.py's job alone (issue #34): a fresh interpreter
+    """--report-only is p2plab/experiment_report.py's job alone: a fresh interpreter
     reports finished runs without importing p2plab.experiment, the simulator or the launcher."""
     import subprocess
     import sys
@@ -100,7 +100,7 @@ def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simula
         "'--nodes', '24', '--rounds', '2', '--seeds', '0', '--set', 'attack.target_k=3', "
         "'--rows', '5% colluders', '--quiet']); "
         "print(rc, sorted(m for m in sys.modules if m in "
-        "('p2plab.experiment', 'p2pnode.sim', 'p2plab.launch', 'p2plab.fanout', 'torch')))"
+        "('p2plab.experiment', 'p2pnode.runners.sim', 'p2plab.launch', 'p2plab.fanout', 'torch')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "[]"], out.stdout + out.stderr
@@ -108,8 +108,8 @@ def test_the_report_of_a_finished_folder_loads_neither_the_runner_nor_the_simula
 
 
 def test_a_utility_column_carries_the_random_rankings_value_and_its_plot_draws_it(tmp_path: Path) -> None:
-    """HR@20 under a random ranking of 1 test item among 100 negatives (K = 20): 20/101 (issue #34,
-    item 7: table4's utility plot had no random line)."""
+    """HR@20 under a random ranking of 1 test item among 100 negatives (K = 20): 20/101 (table4's utility
+    plot had no random line)."""
     exp = ex.load("table4")
     doc = ex.run_experiment(dataclasses.replace(exp, rows=exp.rows[:2]), tmp_path, TINY, seeds=[0])
     for row in doc["rows"]:

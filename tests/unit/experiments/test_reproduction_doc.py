@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_reproduction_md_summary_is_the_summary_of_the_committed_reports() -> None:
-    """Issue #33: REPRODUCTION.md's summary is ``p2pnode experiment summary experiments/reports``
+    """REPRODUCTION.md's summary is ``p2pnode experiment summary experiments/reports``
     written into its block, not typed by hand; a report changed without regenerating it fails."""
     from p2plab.experiment_summary import BEGIN, END, render, summarize
 
@@ -27,7 +27,7 @@ def test_reproduction_md_summary_is_the_summary_of_the_committed_reports() -> No
 
 
 def test_every_experiment_with_a_gossip_row_states_the_papers_plain_merge() -> None:
-    """Issue #61: the daemon clips by default, the lab does not; an experiment file does not lean
+    """The daemon clips by default, the lab does not; an experiment file does not lean
     on that difference but says ``clip_factor`` itself wherever one of its rows gossips, so a
     change of either default moves no reproduced number."""
     from p2plab.experiment_spec import load, names
@@ -214,7 +214,7 @@ def test_every_kept_report_is_rebuilt_from_its_kept_runs_figure_for_figure(
     seed's value, mean, sd, paper number, reading and code digest. A report on a data file that
     `p2pnode data synth` made is rebuilt from the file made again here, in this test's folder
     (its bytes must be the recorded ones: runs are keyed by them), never from a path of the
-    machine that ran it (#57). The plots are left out (two thirds of the time; tests of
+    machine that ran it. The plots are left out (two thirds of the time; tests of
     p2plab/figures.py draw them)."""
     import dataclasses
     import json
@@ -247,7 +247,7 @@ def test_every_kept_report_is_rebuilt_from_its_kept_runs_figure_for_figure(
         keys = {k for row in rebuilt["rows"] for k in row.get("runs", [])}
         assert keys and keys <= on_disk, f"{report.name}: runs found under other keys than their files' names"
         assert rebuilt["overrides"] == doc["overrides"] and rebuilt["command"] == doc["command"], report.name
-    assert remade, "no kept report on a data file: the POI-shaped tables are kept (#33)"
+    assert remade, "no kept report on a data file: the POI-shaped tables are kept"
 
 
 def _remade_data_file(data: dict[str, object], folder: Path, remade: dict[str, Path]) -> Path:
@@ -275,7 +275,7 @@ def _remade_data_file(data: dict[str, object], folder: Path, remade: dict[str, P
 
 
 def test_no_kept_report_names_a_path_of_the_machine_that_made_it() -> None:
-    """#57: a kept report and its runs record a data file by its name (its SHA-256 beside it)
+    """A kept report and its runs record a data file by its name (its SHA-256 beside it)
     and leave out the folders of the machine that ran them (data directory, spill folder), so
     that a fresh clone rebuilds them anywhere. Every string they hold is looked at."""
     import json
@@ -303,7 +303,7 @@ def _strings(value: object) -> list[str]:
 
 
 def test_ci_runs_the_readmes_test_command_in_a_fresh_home_temporary_folder_and_data_cache() -> None:
-    """#57: CI runs the README's test command (its second line) with HOME, TMPDIR and the data
+    """CI runs the README's test command (its second line) with HOME, TMPDIR and the data
     cache pointed at folders made for the run, so that a green CI cannot lean on what the
     machine it runs on holds."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash\n")[1].splitlines()

@@ -194,8 +194,8 @@ def test_every_action_has_a_playbook_that_ansible_accepts() -> None:
 
 def test_deploy_issues_one_identity_per_process_and_keeps_it_while_the_plan_holds(tmp_path: Path) -> None:
     from p2plab.deploy import issue_identities
-    from p2pnode.auth import Keyring
-    from p2pnode.identity import Authority, load_identity, save_authority
+    from p2pnode.trust.auth import Keyring
+    from p2pnode.trust.identity import Authority, load_identity, save_authority
 
     def plan_of(nodes: int) -> Any:
         hosts = {"a": {"ansible_host": "10.0.0.1", "p2pnode_nodes": nodes, "p2pnode_processes": 2}}
@@ -232,7 +232,7 @@ def test_deploy_issues_one_identity_per_process_and_keeps_it_while_the_plan_hold
 
 def test_monitoring_scrapes_every_process_of_the_inventory_with_tls_when_given(tmp_path: Path) -> None:
     """``deploy monitoring``: one target per process, labelled by cluster, host and unit; with
-    ``p2pnode_metrics_tls`` the scrape is HTTPS with the client certificate (issue #34)."""
+    ``p2pnode_metrics_tls`` the scrape is HTTPS with the client certificate."""
     import shutil
 
     import yaml

@@ -68,7 +68,7 @@ def test_recoveries_add_up_over_processes_and_an_older_summary_counts_none() -> 
 
 def test_selective_dp_of_each_process_is_weighted_by_its_nodes() -> None:
     from p2plab.merge import aggregate
-    from p2pnode.report import selective_stats
+    from p2pnode.runners.report import selective_stats
 
     def process(nodes: list[tuple[int, bool, int]]) -> dict:  # type: ignore[type-arg]
         out = {"nodes": len(nodes), "round": 5, "rounds": 5, "hr": 0.5, "rejected": {}}

@@ -1,4 +1,4 @@
-"""The Python API (p2plab/notebook.py; issue #34): ``p2pnode.simulate(**flags)`` takes the command
+"""The Python API (p2plab/notebook.py): ``p2pnode.simulate(**flags)`` takes the command
 line's flags, checks them with its messages, and returns the command's summary with tables."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import p2pnode
 from p2plab.notebook import Result, _argv, _config, _parser
 from p2pnode.cli import main as daemon_main
 from p2pnode.config import ConfigError
-from p2pnode.sim import simulate as run_sim
+from p2pnode.runners.sim import simulate as run_sim
 
 
 def test_keyword_arguments_are_the_command_lines_flags() -> None:
@@ -203,7 +203,7 @@ def test_a_run_with_attribute_inference_plots_it() -> None:
 
 
 def test_help_lists_every_argument_with_its_default_and_help() -> None:
-    """Issue #63 point 7: ``help(p2pnode.simulate)`` shows every keyword argument, with its
+    """``help(p2pnode.simulate)`` shows every keyword argument, with its
     default in the signature and its help in the docstring, generated from the flags (so from
     the configuration tree); ``launch`` shows the daemon's defaults."""
     import inspect

@@ -1,4 +1,4 @@
-"""#57: runs are keyed by a data file's bytes, not its path, and what a report records of a run
+"""Runs are keyed by a data file's bytes, not its path, and what a report records of a run
 names nothing of the machine that made it (p2plab/portable.py)."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 from p2pcore.roundtrips import RoundTrips
 from p2plab.selfcheck import MIN_TRIPS, QUANTILES, Rates, compare, measured_link, rates
 from p2pnode.config import RunConfig
-from p2pnode.real import hold_tick
+from p2pnode.runners.real import hold_tick
 
 CONFIG = RunConfig(nodes=100, rounds=30, tick_seconds=0.01)
 SIM = [Rates(0.20, 0.00), Rates(0.22, 0.01), Rates(0.19, 0.0, {"old-model": 0.002})]

@@ -13,7 +13,7 @@ from p2plab.cli import main as lab_main
 from p2pnode.cli import build_parser, config_from_args
 from p2pnode.config import ConfigError, Flag, RunConfig, config_fields, load_toml
 from p2pnode.config import defaults as start_of
-from p2pnode.real import parse_users, split_users
+from p2pnode.runners.real import parse_users, split_users
 
 
 def test_flags_override_file_and_preset(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_nodes_follow_a_dataset_file_unless_given(tmp_path: Path) -> None:
 
 def test_a_lab_command_given_to_the_daemon_names_where_it_lives(capsys: pytest.CaptureFixture[str]) -> None:
     """``python -m p2pnode launch`` (the daemon's command line) answered argparse's "invalid
-    choice"; it now says which command to run instead (issue #34, item 8)."""
+    choice"; it now says which command to run instead."""
     from p2pnode.cli import main
 
     for command in ("launch", "experiment"):
@@ -291,11 +291,11 @@ def test_launch_refuses_more_processes_than_nodes_and_says_which_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``launch --nodes 100 --processes 200`` started 100 one-node processes and failed 260 s later
-    (issue #34, item 6); it is refused at once, and a launch too big for memory names
-    --processes."""
+    ; it is refused at once, and a launch too big for memory names
+     --processes."""
     assert lab_main(["launch", "--nodes", "10", "--processes", "20"]) == 2
     assert "--processes 20 is more than --nodes 10" in capsys.readouterr().err
-    from p2pnode.footprint import too_big
+    from p2pnode.runners.footprint import too_big
 
     line = too_big(RunConfig(nodes=100), 46 * 2**30, 22 * 2**30, processes=100)
     assert "in 100 processes" in line and "fewer --processes" in line
@@ -303,7 +303,7 @@ def test_launch_refuses_more_processes_than_nodes_and_says_which_flag(
 
 def test_checks_that_depend_on_nodes_use_the_users_of_a_dataset_file(tmp_path: Path) -> None:
     """With a dataset file and no --nodes, the colluder and target-k checks ran against the
-    default 943 nodes: 5 groups of 20% were refused for a 400-user file (issue #34, item 2)."""
+    default 943 nodes: 5 groups of 20% were refused for a 400-user file."""
     rows = "\n".join(f"{u},{(u * 7 + k) % 300}" for u in range(1, 401) for k in range(8))
     data = tmp_path / "u400.csv"
     data.write_text("user,item\n" + rows + "\n")
@@ -319,11 +319,11 @@ def test_checks_that_depend_on_nodes_use_the_users_of_a_dataset_file(tmp_path: P
 def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #61: ``run``, ``launch`` and ``deploy`` start from the safe defaults (ClippedGossip at
+    """``run``, ``launch`` and ``deploy`` start from the safe defaults (ClippedGossip at
     C = 1); ``simulate`` and the Python API from the papers' plain merge; ``--preset paper`` and
     ``--preset safe`` cross over; a config file that does not name the clip keeps the command's."""
     import p2plab.launch
-    import p2pnode.real
+    import p2pnode.runners.real
     from p2plab.deploy_plan import plan_from_inventory
 
     parser = build_parser()
@@ -341,7 +341,7 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
         0.05,
         0.0,
         0.0,
-    )  # the norm band is the daemon's too (issue #61), and the papers' merge has none
+    )  # the norm band is the daemon's too, and the papers' merge has none
     pulls = (cfg("run").steady_pull, cfg("simulate").steady_pull, cfg("run", "--preset", "paper").steady_pull)
     assert pulls == (0.7, 0.0, 0.0)  # so is the steady-pull memory
     with pytest.raises(ConfigError, match="--steady-pull must be in"):
@@ -359,7 +359,7 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
         seen.append(config)
         return {}
 
-    monkeypatch.setattr(p2pnode.real, "run_process", fake_run)
+    monkeypatch.setattr(p2pnode.runners.real, "run_process", fake_run)
     monkeypatch.setattr(p2plab.launch, "launch", fake_run)
     monkeypatch.setattr(p2plab.launch, "check_launch", lambda *a, **k: None)
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -383,7 +383,7 @@ def test_the_daemon_clips_by_default_and_the_lab_keeps_the_papers_merge(
     ],
 )
 def test_sampling_flags_without_effect_under_fedavg_are_refused(argv: list[str]) -> None:
-    """Issue #63 point 3: a FedAvg client's one peer is the server, so a sampler or a view size
+    """A FedAvg client's one peer is the server, so a sampler or a view size
     given with ``--protocol fedavg`` would change nothing: refused, naming what it needs."""
     with pytest.raises(ConfigError, match="has no effect without a gossip protocol"):
         config_from_args(build_parser().parse_args(["simulate", *argv]))
@@ -392,7 +392,7 @@ def test_sampling_flags_without_effect_under_fedavg_are_refused(argv: list[str])
 def test_config_show_prints_the_whole_tree_as_toml_that_reads_back(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Issue #63 point 5: ``p2pnode config show`` prints every field, each with its flag and help
+    """``p2pnode config show`` prints every field, each with its flag and help
     as a comment, as TOML that ``--config`` reads back to the same configuration; ``--daemon``
     gives the daemon's defaults, ``--preset`` applies one."""
     import tomllib
@@ -415,7 +415,7 @@ def test_config_show_prints_the_whole_tree_as_toml_that_reads_back(
 
 
 def test_a_simulation_writes_a_config_toml_that_gives_the_same_run_key(tmp_path: Path) -> None:
-    """Issue #63 point 5: ``simulate --out`` writes ``config.toml`` beside ``result.json``, and
+    """``simulate --out`` writes ``config.toml`` beside ``result.json``, and
     ``--config`` reads it back to the same configuration, so the same run key."""
     from p2plab.experiment_spec import run_key
     from p2pnode.cli import main

@@ -1,5 +1,5 @@
 """Every flag is declared once: the same flag means the same thing in every command, and a
-process's settings and load limits are flags and TOML keys beside their fields (issue #58)."""
+process's settings and load limits are flags and TOML keys beside their fields."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from p2plab.cli import _as_typed, _experiment_words, commands
 from p2pnode.cli import build_parser, config_from_args, settings_from_args
 from p2pnode.config import ConfigError, config_fields
-from p2pnode.limits import Limits
-from p2pnode.settings import ProcessConfig
+from p2pnode.runners.settings import ProcessConfig
+from p2pnode.trust.limits import Limits
 
 #: flags whose meaning differs by command, and why they may
 DIFFERENT = {

@@ -1,4 +1,4 @@
-"""Finding a plug-in by name, and the wrappers that name a plug-in's own errors (issue #63)."""
+"""Finding a plug-in by name, and the wrappers that name a plug-in's own errors."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def test_an_observers_state_rides_in_the_nodes_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from p2pnode.config import RunConfig
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     (tmp_path / "plugtest_keeps.py").write_text(KEEPS)
     monkeypatch.syspath_prepend(str(tmp_path))

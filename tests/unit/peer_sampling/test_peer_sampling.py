@@ -8,7 +8,7 @@ import random
 import pytest
 
 from p2pcore.effects import Effect, Send, SetTimer
-from p2pnode.build import swap_vet
+from p2pnode.runners.build import swap_vet
 from peer_sampling.base import PeerSampler
 from peer_sampling.cyclon import Cyclon, CyclonConfig
 from peer_sampling.graph import in_views, random_regular_digraph
@@ -130,7 +130,7 @@ def _swap_net(
         for p in range(processes):
             hosted = {v: s for v, s in samplers.items() if v * processes // n == p}
             _process(hosted)
-            if vet:  # each process judges handed views by who holds their ids (p2pnode.build)
+            if vet:  # each process judges handed views by who holds their ids (p2pnode.runners.build)
 
                 def owner(v: int, p: int = p) -> int | None:
                     return None if v * processes // n == p else v * processes // n
@@ -354,7 +354,7 @@ def test_peerswap_ignores_adopts_and_commits_of_transactions_it_never_granted() 
 
 
 def test_peerswap_takes_a_proposal_only_from_an_in_neighbour() -> None:
-    """Issue #31: a member, signing only as its own ids, proposed a swap to any node and handed it
+    """A member, signing only as its own ids, proposed a swap to any node and handed it
     views of its own ids in the adopt (11-13 of 20 out-views in one request). A proposal from a
     node that does not point to this one is refused and nothing is locked."""
     from peer_sampling.messages import LockReply, SwapAccept, SwapAdopt, SwapPropose
@@ -403,7 +403,7 @@ def _steered(weighed: bool) -> tuple[int, int]:
 
 
 def test_cyclon_weighs_relayed_entries_by_who_vouches_for_them() -> None:
-    """Issue #61: a member's shuffles named the receiver's own process's nodes, relayed, and
+    """A member's shuffles named the receiver's own process's nodes, relayed, and
     steered its cache toward them (the two halves of a 2-process cluster drifted apart: B's
     intake 22.6 -> 9.2 models/s). With owners told, the entries one owner relayed hold at most
     half of the cache (3 of 6); without (the lab's default, seen failing) they fill it."""
@@ -414,7 +414,7 @@ def test_cyclon_weighs_relayed_entries_by_who_vouches_for_them() -> None:
 
 
 def test_cyclon_takes_one_owners_shuffle_requests_one_a_period() -> None:
-    """Issue #61: a member's shuffle requests, from whichever of its ids, are taken at the rate an
+    """A member's shuffle requests, from whichever of its ids, are taken at the rate an
     honest owner's come (one a period, four at once); the process's own nodes are not counted."""
     from peer_sampling.messages import ShuffleReply, ShuffleRequest
 
@@ -509,7 +509,7 @@ def _lock_flood(share: float, ticks: int = 3000) -> tuple[float, int, int]:
 
 
 def test_peerswap_one_member_holds_a_nodes_lock_at_most_its_share() -> None:
-    """Issue #61, the lock flood: lock requests that never commit, from any number of one
+    """The lock flood: lock requests that never commit, from any number of one
     member's ids, hold a node's lock at most about ``lock_share`` of the time (plus the two
     leases of its starting credit), and an honest neighbour's short transactions go through;
     without the limit the member holds the lock nearly always."""
@@ -541,7 +541,7 @@ def _process(nodes: dict[int, PeerSwap]) -> None:
 
 
 def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
-    """Issue #61: a member proposed as its own in-neighbour id and adopted views of its own ids
+    """A member proposed as its own in-neighbour id and adopted views of its own ids
     without locking anyone, so the node refused its honest in-neighbours' models and sent to ids
     that did not expect it (10-18 of 20 nodes a sweep). The process's own nodes among the old
     neighbours and among the named ids must have taken part in the transaction."""
@@ -595,7 +595,7 @@ def test_a_swap_handed_to_a_node_needs_the_hosted_nodes_it_relabels() -> None:
 
 
 def test_a_commit_may_move_an_edge_to_a_hosted_node_only_for_its_partner() -> None:
-    """Issue #61: a member that locks any node and commits (its id, b) takes the node's edge to b.
+    """A member that locks any node and commits (its id, b) takes the node's edge to b.
     When b is hosted by the same process, b must have granted the transaction as its partner."""
     from peer_sampling.messages import LockRequest, SwapAccept, SwapAdopt, SwapCommit, SwapPropose
 
@@ -633,7 +633,7 @@ def test_a_commit_may_move_an_edge_to_a_hosted_node_only_for_its_partner() -> No
 
 @pytest.mark.parametrize("max_delay", [0.0, 30.0])
 def test_honest_swaps_between_processes_that_judge_views_stay_consistent(max_delay: float) -> None:
-    """Issue #61: with every process judging the views a swap would hand its nodes (proposals
+    """With every process judging the views a swap would hand its nodes (proposals
     showing the initiator's views, commits to a hosted partner waiting for its adopt), honest
     swaps keep the views regular and consistent under reordering, none is refused after anything
     changed (unconfirmed), and the judgement refuses only at the proposal or the accept."""
@@ -650,7 +650,7 @@ def test_honest_swaps_between_processes_that_judge_views_stay_consistent(max_del
 
 
 def test_a_member_running_a_whole_swap_cannot_hand_a_node_its_own_ids_only() -> None:
-    """Issue #61, the swap takeover: a member's build runs a real transaction (locks and commits
+    """The swap takeover: a member's build runs a real transaction (locks and commits
     the node's hosted neighbours, so the process's own checks pass) but hands over views of its
     own ids only; the node was cut off. A process that judges views refuses such views at the
     proposal, refuses an adopt that is not what was proposed (and the hosted neighbours' waiting
@@ -756,7 +756,7 @@ def test_an_initiator_proposing_again_before_its_adopt_arrives_is_still_adopted(
 
 
 def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> None:
-    """Issue #61: a member keeping its views under the vet's share by naming one of the
+    """A member keeping its views under the vet's share by naming one of the
     process's own nodes, locked for show, that has no edge with its id: the node would point to
     an id that does not point back. A hosted node in the new in-view must point to the initiator
     (one in the new out-view be pointed to by it)."""
@@ -790,7 +790,7 @@ def test_handed_views_may_name_a_hosted_node_only_along_an_edge_it_holds() -> No
 
 
 def test_handed_views_must_name_every_hosted_node_the_swap_relabels_to_the_partner() -> None:
-    """Issue #61, ``takeover-keep``: a member locking its id's real neighbours of the process (9
+    """``takeover-keep``: a member locking its id's real neighbours of the process (9
     points to 1) and committing to them, so that they point to the partner after, while the views
     it hands the partner leave them out: they then send to a node that refuses them (A's intake
     from A x0.61 in ``bench.hostile_members``). Every hosted node that took part as a neighbour

@@ -1,5 +1,5 @@
 """A commit that moves a node's edge to another member's node waits for that node's word
-(``SwapCheck``, issue #61): with three processes, a member's initiator could relabel its id's
+(``SwapCheck``): with three processes, a member's initiator could relabel its id's
 neighbours in a third process to the victim's node while handing the victim views without them,
 so those neighbours sent to a node that refused them."""
 

@@ -1,4 +1,4 @@
-"""A process judging the views swaps hand its nodes (p2pnode.swapjudge, issue #61): the per-node
+"""A process judging the views swaps hand its nodes (p2pnode.trust.swapjudge): the per-node
 and the per-process bound on one member's places, alone and in many-node networks in memory."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from bench import _swap_takeover as takeover
-from p2pnode.swapjudge import SwapJudge, line_sd
+from p2pnode.trust.swapjudge import SwapJudge, line_sd
 from peer_sampling.graph import in_views, random_regular_digraph
 from peer_sampling.peerswap import PeerSwap, PeerSwapConfig
 from tests.unit.peer_sampling.test_peer_sampling import PureNet, _process, assert_regular_and_consistent
@@ -166,12 +166,12 @@ def test_honest_swaps_stay_consistent_and_the_process_bound_costs_few_of_them(si
 def test_a_member_keeping_one_real_neighbour_holds_no_more_than_its_share_and_a_margin(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue #61, ``takeover-keep`` in memory: the member's 20 nodes of 40 run whole swaps with A's
+    """``takeover-keep`` in memory: the member's 20 nodes of 40 run whole swaps with A's
     nodes handing over made-up views of its ids but one real neighbour (five of six places, which
     the per-node bound lets through), five times the network's rate. With the process's bound the
     member ends with at most its share and the margin (two places more at most: an adopt may
     differ from what was judged by one id a view): 68 of A's 120 places, seeds 1-3 (72-74 with
-    stop 80's line of two deviations, seen failing the 0.58 here). Judged per node only (seen
+    the earlier line of two deviations, seen failing the 0.58 here). Judged per node only (seen
     failing) it ends above that line: 78 / 74 / 82 (0.71-0.75 of A's places before a node's own
     swaps also checked the partner's views whole, ``_claims_whole``)."""
     monkeypatch.setattr(takeover, "_OWN", range(20, 40))

@@ -62,7 +62,7 @@ def test_the_allowance_declines_a_querier_past_its_burst_and_refills_with_time()
 def test_a_restart_does_not_refill_a_querier_allowance() -> None:
     """The allowance is in the checkpoint: a querier that spent it cannot have a node restarted
     (or wait out its downtime) for a fresh burst; it refills at the usual rate from the restart."""
-    from p2pnode.checkpoint import dumps, loads
+    from p2pnode.data.checkpoint import dumps, loads
 
     settings = KnnSettings(n_items=20, population=50, ask_burst=3.0, ask_rate=10.0)
     node = KnnService(0, settings, list(range(20)), [3.0] * 20, [], np.random.default_rng(0))
@@ -179,10 +179,10 @@ def test_an_answer_to_the_second_ask_completes_the_query_and_is_not_counted_twic
 
 
 def test_a_checkpoint_keeps_what_a_restart_must_not_forget() -> None:
-    """Through the checkpoint's own bytes (p2pnode/checkpoint.py): a node past τ that restarts
+    """Through the checkpoint's own bytes (p2pnode/data/checkpoint.py): a node past τ that restarts
     keeps its DataUsage (it would answer real ratings again otherwise), answers a repeated ask
     from its cache, and draws the randomized responses it would have drawn."""
-    from p2pnode.checkpoint import dumps, loads
+    from p2pnode.data.checkpoint import dumps, loads
 
     settings = KnnSettings(n_items=20, population=50, tau=1.0, dp=True)
     node = KnnService(0, settings, ITEMS, RATINGS, [Query(1.0, 4, 3.0)], np.random.default_rng(1),

@@ -1,4 +1,4 @@
-"""A member's poisoned model (#18): the distance bound, robust aggregation, NaN-proof HR@K."""
+"""A member's poisoned model: the distance bound, robust aggregation, NaN-proof HR@K."""
 
 from __future__ import annotations
 
@@ -99,9 +99,9 @@ def test_hit_at_k_gives_no_credit_to_a_nan_model() -> None:
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("backend", ["fused", "numpy"])
 def test_a_model_gone_non_finite_goes_back_exactly_to_the_model_before_its_update(backend: str) -> None:
-    from p2pnode.build import make_learner
     from p2pnode.config import RunConfig
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.build import make_learner
 
     prep = prepare(RunConfig(nodes=20, dataset="synthetic").replace(**{"learning.backend": backend}))
     learner = make_learner(prep, 3)
@@ -147,9 +147,9 @@ def test_the_fused_epoch_keeps_what_it_overwrote_and_says_whether_it_wrote_a_nan
 
 
 def test_a_merge_gone_non_finite_sends_the_model_back_to_theta_0() -> None:
-    from p2pnode.build import make_learner
     from p2pnode.config import RunConfig
-    from p2pnode.prepare import prepare
+    from p2pnode.nodes.prepare import prepare
+    from p2pnode.runners.build import make_learner
 
     prep = prepare(RunConfig(nodes=20, dataset="synthetic"))
     learner = make_learner(prep, 3)
@@ -198,7 +198,7 @@ def test_a_node_that_keeps_diverging_is_logged_at_powers_of_two_and_counted_ever
     import logging
 
     from p2pnode.config import RunConfig
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     sim = Simulation(RunConfig(nodes=6, rounds=1, dataset="synthetic").replace(**{"learning.lr": 1e30}))
     node = sim.host.nodes[2]
@@ -266,7 +266,7 @@ def test_escalating_frames_do_not_raise_the_radius() -> None:
 
 
 def test_one_members_many_ids_share_its_places_in_the_clip_window() -> None:
-    """Issue #61: keyed by sender id, a member with 20 ids (two thirds of what a node takes)
+    """Keyed by sender id, a member with 20 ids (two thirds of what a node takes)
     fills the window with its far distances and the radius follows them;
     keyed by its owner (the member whose credential names the ids), its ids share 4 places, the
     median stays honest and its frames are clipped."""
@@ -343,7 +343,7 @@ def test_toward_moves_a_copy_and_leaves_both_models_as_they_were() -> None:
 
 
 def test_norm_band_keeps_a_member_with_half_the_clip_window_from_flipping_or_inflating_the_model() -> None:
-    """Issue #61: with two owners the clip's radius stays at its warm-up value, C × ‖θ_own‖ (fewer
+    """With two owners the clip's radius stays at its warm-up value, C × ‖θ_own‖ (fewer
     than 3 owners in the window), and a member's frames are taken at that radius: one at −30x the
     own model lands on zero (the model erased), one at +30x doubles its norm. The norm band bounds
     both by the own model alone."""
@@ -404,7 +404,7 @@ def _steps(rng: np.random.Generator, size: int = 4096) -> np.ndarray:
 
 
 def test_steady_pull_damps_an_owner_whose_models_pull_one_way_and_not_one_whose_models_wander() -> None:
-    """Issue #61: a member's 90x frames all pull toward one point; honest models pull from where
+    """A member's 90x frames all pull toward one point; honest models pull from where
     each neighbour's training took it. Keyed by owner, the member is damped to nothing within a few
     frames from 20 ids; the honest owner's frames are taken whole."""
     from protocols.robust import SteadyPull

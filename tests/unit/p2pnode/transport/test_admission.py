@@ -1,14 +1,14 @@
-"""Admission without sockets (#58): each check of p2pnode/transport/admission.py in the order a
+"""Admission without sockets: each check of p2pnode/transport/admission.py in the order a
 POST meets them, each refusal counted once against its addressee, a slot held until it is left."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from p2pnode.auth import KeyHolder, Keyring, sign
-from p2pnode.limits import Limits
 from p2pnode.transport.admission import Admission
 from p2pnode.transport.base import Memo, Outcome, Payload
+from p2pnode.trust.auth import KeyHolder, Keyring, sign
+from p2pnode.trust.limits import Limits
 from p2pnode.wire.schema import Channel, SharedFrame
 
 PATH = "/v1/nodes/4/gossip"

@@ -106,7 +106,7 @@ def test_a_folder_that_is_not_there_or_not_writable_is_refused_before_the_run(tm
         locked.mkdir(mode=0o500)
         with pytest.raises(ConfigError, match="not writable"):
             Spill(locked)
-    from p2pnode.sim import Simulation
+    from p2pnode.runners.sim import Simulation
 
     with pytest.raises(ConfigError, match=r"--spill-dir .*missing: not a folder"):
         Simulation(RunConfig(nodes=4, rounds=1).replace(**{"sim.spill_dir": str(tmp_path / "missing")}))

@@ -56,7 +56,7 @@ from tests.unit.p2pnode.wire.helpers import LIMIT, model
     "message",
     [
         SwapPropose((1, 2)),
-        SwapPropose((1, 2), (3, 4, 5), (6, 7, 8)),  # with the initiator's views (issue #61)
+        SwapPropose((1, 2), (3, 4, 5), (6, 7, 8)),  # with the initiator's views
         SwapAccept((1, 2), (3, 4, 5), (6,)),
         LockRequest((9, 1)),
         LockReply((9, 1), True),
@@ -94,8 +94,8 @@ def test_a_proposal_without_views_is_encoded_as_before() -> None:
 
 def test_lock_frames_without_the_swap_question_are_encoded_as_before_and_bad_checks_are_refused() -> None:
     """``LockRequest.about`` and ``LockReply``'s ``out``/``in`` travel only where a process asks
-    (issue #61): every other lock frame is the bytes it was. A ``SwapChecked`` with a state that
-    is not 0, 1 or 2, or a lock reply with one flag of two, is a schema error, not a crash."""
+    : every other lock frame is the bytes it was. A ``SwapChecked`` with a state that
+     is not 0, 1 or 2, or a lock reply with one flag of two, is a schema error, not a crash."""
     assert msgpack.unpackb(encode_sampling_frame(1, 2, LockRequest((1, 2))))["b"] == {"txn": [1, 2]}
     assert msgpack.unpackb(encode_sampling_frame(1, 2, LockReply((1, 2), True)))["b"] == {
         "txn": [1, 2],

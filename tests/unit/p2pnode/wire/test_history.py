@@ -237,7 +237,7 @@ def test_receivers_in_the_same_process_keep_a_history_less_senders_model_once() 
 
 def test_an_acknowledged_model_the_sender_did_not_keep_stands_by_its_open_base_or_not_at_all() -> None:
     """A FedAvg client keeps neither the snapshot nor the body of an update on its way
-    (p2pnode/node.py): acknowledged with no view, the base opened on its live model stands for
+    (p2pnode/nodes/node.py): acknowledged with no view, the base opened on its live model stands for
     it, and where that base has closed the peer's next model goes whole."""
     from learning.learner import Snapshot
 

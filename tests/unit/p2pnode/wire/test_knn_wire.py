@@ -7,7 +7,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from p2pnode.intake import take
+from p2pnode.nodes.intake import take
 from p2pnode.wire.codec import decode_frame, decode_knn, encode_sampling_frame
 from p2pnode.wire.schema import MAX_NEAR, MAX_PROFILE_ITEMS, WIRE_VERSION, Channel, MsgType, WireError
 from protocols.knn import KnnService, KnnSettings

@@ -1,0 +1,1 @@
+"""Whole runs: nodes built from a configuration, the simulator, real processes, rounds, reports."""
