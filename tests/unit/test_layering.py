@@ -204,7 +204,7 @@ CITED_PACKAGES = (
     *("p2pnode", "p2pcore", "p2plab", "learning", "adversary", "protocols", "peer_sampling"),
     *("tests", "bench", "scripts", "deploy", "experiments"),
 )
-DOCS = ("README.md", "THREAT_MODEL.md", "docs", "experiments/REPRODUCTION.md")
+DOCS = ("README.md", "THREAT_MODEL.md", "CHANGELOG.md", "docs", "experiments/REPRODUCTION.md")
 #: the files that hold citations on purpose: this one (the pattern's own examples)
 EXEMPT = {Path(__file__).resolve()}
 #: "issue #61", "(#32)", and the team's numbered sittings ("since stop 79")
