@@ -263,12 +263,12 @@ def plural(n: int, word: str) -> str:
 
 
 def _experiment_summary(args: argparse.Namespace) -> int:
-    from p2plab.experiment_summary import render, summarize, write_into
+    from p2plab.experiment_summary import readings, render, summarize, write_into
 
     folder = args.folder
     if not folder.is_dir():
         raise ConfigError(f"{folder}: no such folder (the experiments' --out parent, default results)")
-    text = render(summarize(folder))
+    text = render(summarize(folder), readings(folder))
     if text.startswith("No finished experiment"):  # name the folder, and where kept reports are
         text = (
             f"No finished experiment with a paper number in {folder}/ (an experiment's --out folder "

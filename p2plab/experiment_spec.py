@@ -58,6 +58,10 @@ class Row:
     #: the finding of experiments/REPRODUCTION.md that explains where the row differs from the
     #: paper (``finding = "2"`` in the file; p2plab/experiment_summary.py reads it)
     finding: str = ""
+    #: why this row is a probe beside the table the file reproduces (``probe = "..."`` on the row):
+    #: the summary lists its figures with the probes and leaves them out of the means, saying why;
+    #: "" for a row the summary counts
+    probe: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,53 @@ class OnDataset:
 
     changes: dict[str, Any]
     why: str
+
+
+#: the papers an experiment can reproduce (``reproduces = "000"`` in the file), by the number
+#: ../shared/papers and the docs give them; the summary splits its totals by paper
+PAPERS = {
+    "000": "the CIA paper",
+    "002": "Base GL, SAMO, PeerSwap and MPE",
+    "003": "ReuseKNN",
+    "004": "PARD",
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The reading of the paper a table's counted rows run under (``[reading]`` in the file): a
+    short name, the paper's own text that supports it (section, equation or table note, quoted or
+    paraphrased with where it is), and, where that text leaves another reading open, why this one
+    is counted (the rows of the other reading are then probes or labelled as such)."""
+
+    name: str
+    text: str
+    why: str = ""
+
+
+_READING_FIELDS = ("name", "text", "why")
+
+
+def _reading(raw: Any, path: Path) -> Reading:
+    """The ``[reading]`` table, or a refusal that says what it needs."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: malformed experiment: [reading] must be a table, not {raw!r}")
+    unknown = sorted(set(raw) - set(_READING_FIELDS))
+    if unknown:
+        raise ConfigError(
+            f"{path}: malformed experiment: [reading] has unknown field(s) {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(_READING_FIELDS)})"
+        )
+    for key in ("name", "text"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise ConfigError(
+                f'{path}: malformed experiment: [reading] needs {key} = "..." (the reading\'s name, and '
+                f"text: the paper's sentence, section or equation that supports it)"
+            )
+    if not isinstance(raw.get("why", ""), str):
+        raise ConfigError(f"{path}: malformed experiment: [reading] why must be a string")
+    why = " ".join(str(raw.get("why", "")).split())
+    return Reading(raw["name"].strip(), " ".join(raw["text"].split()), why)
 
 
 def paper_dataset_of(path: str) -> str | None:
@@ -110,6 +161,10 @@ class Experiment:
     on: dict[str, OnDataset] = field(default_factory=dict)
     #: which of ``on`` this experiment runs under (set by :meth:`on_dataset`; "" for none)
     applied: str = ""
+    #: which paper's figures its rows carry (a key of :data:`PAPERS`; "" for none)
+    reproduces: str = ""
+    #: the reading of the paper its counted rows run under, with the text that supports it
+    reading: Reading | None = None
 
     def config(self, row: Row, seed: int, overrides: Mapping[str, Any]) -> RunConfig:
         raw = _merge(_merge(self.base, row.changes), dict(overrides))
@@ -175,6 +230,17 @@ def _column(raw: Any, path: Path) -> Column:
     return Column(**raw)
 
 
+def _row_probe(raw: Mapping[str, Any], path: Path) -> str:
+    """A row's ``probe = "why"``: the reason it is a probe, never a bare flag (the summary prints it)."""
+    probe = raw.get("probe", "")
+    if not isinstance(probe, str) or (probe == "" and "probe" in raw) or (probe and not probe.strip()):
+        raise ConfigError(
+            f"{path}: row {raw.get('label')!r}: probe must say why the row is a probe "
+            f'(probe = "the 400-round run: below the coverage the paper\'s bound implies"), not {probe!r}'
+        )
+    return " ".join(probe.split())
+
+
 def _on_dataset(shape: str, raw: Any, path: Path) -> OnDataset:
     """One ``[on.SHAPE]`` table: the settings it changes (``set``) and the reason (``why``)."""
     missing = [k for k in ("set", "why") if not isinstance(raw, dict) or k not in raw]
@@ -230,6 +296,7 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
                 dict(r.get("paths", {})),
                 {str(d): dict(v) for d, v in r.get("papers", {}).items()},
                 str(r.get("finding", "")),
+                _row_probe(r, path),
             )
             for r in raw["rows"]
         )
@@ -251,6 +318,8 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
             curve_x_percent=bool(raw.get("curve", {}).get("x_percent", True)),
             probe=bool(raw.get("probe", False)),
             on={str(d): _on_dataset(str(d), v, path) for d, v in raw.get("on", {}).items()},
+            reproduces=str(raw.get("reproduces", "")),
+            reading=_reading(raw["reading"], path) if "reading" in raw else None,
         )
     except KeyError as exc:  # a required key left out: say which, and what a file needs
         raise ConfigError(
@@ -259,6 +328,16 @@ def load(name: str, directory: Path = EXPERIMENTS_DIR) -> Experiment:
         ) from None
     except (TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: malformed experiment ({exc})") from None
+    if exp.reproduces and exp.reproduces not in PAPERS:
+        raise ConfigError(
+            f"{path}: reproduces = {exp.reproduces!r}: one of {', '.join(map(repr, PAPERS))} "
+            "(the papers' numbers)"
+        )
+    if not exp.reproduces and any(r.paper or r.papers for r in exp.rows):
+        raise ConfigError(
+            f"{path}: rows carry a paper's numbers, so the file must say whose: reproduces = "
+            f"{' | '.join(map(repr, PAPERS))}"
+        )
     keys = {c.key for c in exp.columns}
     for row in exp.rows:
         named = set(row.paths) - ({"curve_x", "curve_y"} if exp.curve_x else set())  # a row's own curve

@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from p2plab.experiment_spec import Experiment, load, plan_of, reading_of, run_key, stored_runs
+from p2plab.experiment_spec import (
+    PAPERS,
+    Experiment,
+    Reading,
+    load,
+    plan_of,
+    reading_of,
+    run_key,
+    stored_runs,
+)
 from p2pnode.config import ConfigError
 from p2pnode.data.atomic import write_text
 
@@ -74,6 +83,8 @@ class Line:
     #: that record their reading), so that another experiment's figure from the same runs counts once;
     #: for older reports, the figure itself
     identity: tuple[str, ...] = ()
+    #: which paper the figure is from (the experiment file's ``reproduces``; "" where not said)
+    paper_id: str = ""
 
     @property
     def ours(self) -> float:
@@ -112,6 +123,8 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
     group = _group(doc, exp)
     runs: dict[str, list[dict[str, Any]]] | None = None  # read only for reports that lack the fields
     findings = {r.label: r.finding for r in exp.rows} if exp is not None else {}
+    probes = {r.label: r.probe for r in exp.rows if r.probe} if exp is not None else {}
+    paper_id = exp.reproduces if exp is not None else str(doc.get("reproduces", ""))
     columns = {c["key"]: c for c in doc["columns"]}
     lines = []
     for row in doc["rows"]:
@@ -124,13 +137,19 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
             code = ", ".join(sorted({str(r.get("_code", "?")) for r in runs.get(label, [])})) or "?"
         if row.get("recoveries"):  # experiment_report.aggregate: its learning went non-finite
             reading += f"; diverged in {len(row['recoveries'])} of {len(row.get('seeds', []))} runs"
+        # a row the file names a probe is one only beside the table it reproduces: on another data
+        # file the file's other rows are not run, so the row is that data set's reproduction
+        row_probe = probes.get(label, "") if group == "table" else ""
+        where = _where(name, out, doc) + (_settings(doc) if group == "probe" else "")
+        if row_probe:
+            where += f" (this row: {row_probe})"
         for key, cell in row["cells"].items():
             col = columns.get(key)
             if col is None or cell.get("paper") is None or "mean" not in cell:
                 continue
             lines.append(
                 Line(
-                    experiment=_where(name, out, doc) + (_settings(doc) if group == "probe" else ""),
+                    experiment=where,
                     row=label,
                     column=str(col.get("label", key)),
                     paper=float(cell["paper"]),
@@ -141,8 +160,9 @@ def _lines(out: Path, doc: Mapping[str, Any]) -> list[Line]:
                     reading=reading,
                     code=code,
                     finding=str(row.get("finding") or findings.get(label, "")),
-                    group=group,
+                    group="probe" if row_probe else group,
                     identity=_identity(row, cell) or (out.name, label, key),
+                    paper_id=paper_id,
                 )
             )
     return lines
@@ -160,7 +180,10 @@ def _group(doc: Mapping[str, Any], exp: Experiment | None) -> str:
     sim = {k: v for k, v in (given.get("sim") or {}).items() if k not in NUMBERLESS_SIM}
     given.pop("sim", None)
     overrides = set(given) | ({"sim"} if sim else set())
-    if doc.get("probe", exp.probe if exp is not None else False) or doc.get("mode", "simulate") != "simulate":
+    # the experiment file says whether it is a probe where it still loads (a file that stopped being
+    # one is counted without re-running it); a report of a file gone keeps what it recorded
+    probe = exp.probe if exp is not None else bool(doc.get("probe", False))
+    if probe or doc.get("mode", "simulate") != "simulate":
         return "probe"
     if not overrides:
         return "table"
@@ -251,10 +274,58 @@ def _runs_by_row(
     return by_row
 
 
-def render(lines: Sequence[Line]) -> str:
-    """The summary as markdown: per part (:data:`GROUPS`) a table of every figure with a paper
-    number and its totals (REPRODUCTION.md's summary is this text)."""
-    out: list[str] = []
+def readings(folder: Path) -> list[tuple[str, Reading]]:
+    """(experiment, reading) for each report under ``folder`` whose experiment file states the
+    reading its counted rows run under (``[reading]``), in the summary's order."""
+    found: list[tuple[str, Reading]] = []
+    for results in sorted(folder.glob("*/results.json")):
+        exp = _experiment(results.parent.name)
+        if exp is not None and exp.reading is not None and not exp.probe:
+            found.append((exp.name, exp.reading))
+    return found
+
+
+def _readings_part(stated: Sequence[tuple[str, Reading]]) -> list[str]:
+    out = [
+        "### The readings the counted tables run under",
+        "",
+        "| experiment | reading | the paper's text that supports it "
+        "| why this one, where the text leaves another open |",
+        "|---|---|---|---|",
+    ]
+    for name, reading in stated:
+        out.append(f"| {name} | {reading.name} | {reading.text} | {reading.why or '(the text decides)'} |")
+    return out
+
+
+def by_paper(lines: Sequence[Line]) -> list[str]:
+    """Per paper (the experiment files' ``reproduces``): figures, within 5 points, explained,
+    unexplained and the mean difference, each figure counted once as :func:`totals` counts it."""
+    unique = list({(ln.paper, *ln.identity): ln for ln in lines}.values())
+    papers = sorted({ln.paper_id for ln in unique})
+    if not papers:
+        return []
+    out = [
+        "| paper | figures | within 5 points | differs, explained | differs, unexplained | mean difference |",
+        "|---|---|---|---|---|---|",
+    ]
+    for pid in papers:
+        part = [ln for ln in unique if ln.paper_id == pid]
+        within = sum(ln.status == "within 5 points" for ln in part)
+        explained = sum(ln.status.startswith("differs, explained") for ln in part)
+        name = f"{pid} ({PAPERS[pid]})" if pid in PAPERS else (pid or "not said")
+        mean = sum(ln.difference for ln in part) / len(part)
+        unexplained = len(part) - within - explained
+        out.append(f"| {name} | {len(part)} | {within} | {explained} | {unexplained} | {mean:.1f} |")
+    return out
+
+
+def render(lines: Sequence[Line], stated: Sequence[tuple[str, Reading]] = ()) -> str:
+    """The summary as markdown: the readings the counted tables run under (``stated``, from
+    :func:`readings`), then per part (:data:`GROUPS`) a table of every figure with a paper number,
+    its totals and, for the counted parts, the same per paper (REPRODUCTION.md's summary is this
+    text)."""
+    out: list[str] = [*_readings_part(stated), ""] if stated and lines else []
     for group, title in GROUPS.items():
         part = [ln for ln in lines if ln.group == group]
         if not part:
@@ -262,6 +333,9 @@ def render(lines: Sequence[Line]) -> str:
         out += [f"### {title}", "", *_table(part), ""]
         if group != "probe":
             out += [*totals(part), ""]
+            per_paper = by_paper(part)
+            if per_paper:
+                out += ["By paper:", "", *per_paper, ""]
     if not out:
         out = totals(lines)
     return "\n".join(out).rstrip("\n") + "\n"
