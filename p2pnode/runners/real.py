@@ -280,6 +280,7 @@ class NodeProcess:
                 server_ssl,
                 limits,
                 on_refused=self.metrics.refused_connections.inc,
+                on_malformed=lambda _kind: self.host.refusals.count(None, "malformed-http"),
             )
         except OSError as exc:  # the port in use, an address not of this machine, no permission
             raise StartupError(f"cannot listen on {self.spec.address}: {exc.strerror or exc}") from None

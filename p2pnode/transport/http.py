@@ -41,6 +41,7 @@ from p2pnode.transport.batch import (
     parse_batch,
     parse_outcomes,
 )
+from p2pnode.transport.peer_bytes import PeerBytesLog
 from p2pnode.trust.auth import KeyHolder
 from p2pnode.trust.identity import H_CRED, Credential, new_challenge
 from p2pnode.trust.limits import AddressGuard, Gate, LagShedder, Limits
@@ -653,8 +654,13 @@ async def listen(
     ssl_context: ssl.SSLContext | None = None,
     limits: Limits | None = None,
     on_refused: Callable[[], None] = lambda: None,
+    on_malformed: Callable[[str], None] = lambda _kind: None,
 ) -> tuple[web.AppRunner, asyncio.Server]:
     """Serve ``app`` on ``host:port`` with the per-address connection cap and the header timeout.
+
+    A request that does not parse as HTTP is answered 400 by aiohttp, counted by ``on_malformed``
+    (with the parse error's kind) and logged at most once a minute per kind, without a traceback
+    (:class:`~p2pnode.transport.peer_bytes.PeerBytesLog`).
 
     aiohttp closes a connection that has not completed a request's headers within its keep-alive
     timeout, counted from the connection's start or its last answer (bytes trickling in do not
@@ -662,7 +668,11 @@ async def listen(
     """
     limits = limits or Limits()
     runner = web.AppRunner(
-        app, handle_signals=False, shutdown_timeout=5.0, keepalive_timeout=limits.header_timeout_s
+        app,
+        handle_signals=False,
+        shutdown_timeout=5.0,
+        keepalive_timeout=limits.header_timeout_s,
+        logger=PeerBytesLog(on_malformed),
     )
     await runner.setup()
     factory = runner.server

@@ -33,6 +33,14 @@ _R = Reason
 
 #: every refusal reason, in the order a request meets the step that gives it
 REASONS: dict[str, Reason] = {
+    # HTTP parsing (aiohttp, before any route or key: p2pnode.transport.peer_bytes)
+    "malformed-http": _R(
+        400,
+        "HTTP parsing",
+        "bytes that do not parse as an HTTP request (a Content-Length past 2^63 or below zero, a "
+        "header line past 8,190 bytes, too many headers, not HTTP at all); logged at most once a "
+        "minute per kind, with a count",
+    ),
     # the route (p2pnode.transport.http)
     "no-route": _R(404, "route", "a POST to a path that is not a node's channel", counted=False),
     "bad-challenge": _R(

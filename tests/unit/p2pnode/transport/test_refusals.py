@@ -12,7 +12,8 @@ from p2pnode.wire.schema import DECODE_REASONS
 ROOT = Path(__file__).resolve().parents[4]
 _GIVEN = re.compile(
     r"""(?:WireError|Verdict|Judgement|Outcome)\(\s*(?:(\d{3}),\s*)?"([a-z][a-z-]*)"(?:,[^)]*?(\d{3})\))?"""
-    r"""|(?:Dropped\(|body_failed\(\w+, )"([a-z][a-z-]*)"\)|(?:return|else) "([a-z]+-[a-z-]+)"$""",
+    r"""|(?:Dropped\(|body_failed\(\w+, )"([a-z][a-z-]*)"\)|(?:return|else) "([a-z]+-[a-z-]+)"$"""
+    r"""|refusals\.count\([^,()]+, "([a-z][a-z-]*)"\)""",
     re.MULTILINE,
 )
 #: reasons the code gives that are not a refusal of a peer's request: a sender's own outcomes
@@ -25,7 +26,7 @@ def _given() -> dict[str, set[int]]:
     for package in ("p2pnode", "protocols", "adversary", "peer_sampling"):
         for path in (ROOT / package).rglob("*.py"):
             for m in _GIVEN.finditer(path.read_text()):
-                reason = m.group(2) or m.group(4) or m.group(5)
+                reason = m.group(2) or m.group(4) or m.group(5) or m.group(6)
                 status = m.group(1) or m.group(3)
                 found.setdefault(reason, set())
                 if status:
