@@ -17,10 +17,11 @@ import numpy.typing as npt
 
 from adversary.cia import CIAObserver
 from adversary.community import accuracy, summarize, upper_bound
-from adversary.mia import mpe_binary, proxy_round, victim_accuracy
+from adversary.mia import best_threshold_accuracy, item_mpe, mpe_binary, proxy_round
 from adversary.models import attack_model
 from adversary.node import AdversaryNode
 from adversary.plan import AdversarySpec, AttackPlan
+from adversary.roc import LOW_FPRS, Roc, auc, balanced_accuracy, points, roc, tpr_at
 
 
 class Hosted(Protocol):
@@ -63,34 +64,82 @@ class AttackLab:
         self.proxy_acc: list[list[list[float]]] = []  #: [round][ρ][adversary target]
         self.proxy_tp: list[list[int]] = []  #: [round][ρ]
         self.proxy_p: list[list[int]] = []
+        self.pooled: list[dict[str, Any]] = []  #: per MIA round: the pooled one-threshold attack
+        self._last_roc: Roc | None = None
 
     @property
     def active(self) -> bool:
         return self.plan is not None
 
-    def evaluate_mia(self, round_no: int, victims: Iterable[Victim]) -> dict[str, float] | None:
-        """The MPE attack's accuracy on every hosted node's current model (002 eq. 6, per-victim τ̃)."""
+    def evaluate_mia(self, round_no: int, victims: Iterable[Victim]) -> dict[str, Any] | None:
+        """The MPE attack on every hosted node's current model: its accuracy with the per-victim
+        oracle threshold τ̃ (002 eq. 6), and, as the field reports an attack (adversary/roc.py),
+        the same scores under one threshold for the whole population: AUC, balanced accuracy and
+        TPR at 0.1% and 1% FPR (``pooled``)."""
         if not self.mia:
             return None
         accs = []
+        members: list[np.ndarray] = []
+        non_members: list[np.ndarray] = []
         for v in victims:
             probabilistic = attack_model(v.model_name).probabilistic
-            accs.append(victim_accuracy(v.scores, v.train_items, v.held_out, probabilistic))
+            m = item_mpe(v.scores, v.train_items, probabilistic)
+            n = item_mpe(v.scores, v.held_out, probabilistic)
+            accs.append(best_threshold_accuracy(m, n)[1])
+            members.append(m)
+            non_members.append(n)
         self.mia_rounds.append(round_no)
         self.mia_per_round.append(accs)
-        return {"accuracy": float(np.mean(accs)) if accs else 0.0, "nodes": len(accs)}
+        out: dict[str, Any] = {"accuracy": float(np.mean(accs)) if accs else 0.0, "nodes": len(accs)}
+        pooled = self._pooled(members, non_members)
+        if pooled is not None:
+            out["pooled"] = pooled
+        return out
+
+    def _pooled(self, members: list[np.ndarray], non_members: list[np.ndarray]) -> dict[str, Any] | None:
+        """One threshold over every victim's examples: a lower M_MPE says member, so the score is −M."""
+        if not members or not any(len(m) for m in members) or not any(len(n) for n in non_members):
+            self.pooled.append({})
+            return None
+        curve = roc(-np.concatenate(members), -np.concatenate(non_members))
+        lows = [tpr_at(curve, f) for f in LOW_FPRS]
+        row = {
+            "auc": auc(curve),
+            "balanced_accuracy": balanced_accuracy(curve),
+            "tpr_at_fpr": {str(t.fpr): t.tpr for t in lows},
+            "resolved": {str(t.fpr): t.resolved for t in lows},
+            "members": curve.members,
+            "non_members": curve.non_members,
+        }
+        self.pooled.append(row)
+        self._last_roc = curve
+        return row
 
     def mia_summary(self) -> dict[str, Any] | None:
         if not self.mia:
             return None
         means = [float(np.mean(a)) if a else 0.0 for a in self.mia_per_round]
-        return {
+        out: dict[str, Any] = {
             "rounds": list(self.mia_rounds),
             "accuracy": means,
             "nodes": [len(a) for a in self.mia_per_round],
             "max": max(means, default=0.0),
             "final": means[-1] if means else 0.0,
         }
+        rows = [r for r in self.pooled if r]
+        if rows and self._last_roc is not None:
+            keys = [str(f) for f in LOW_FPRS]
+            out["pooled"] = {
+                "auc": [r.get("auc") for r in self.pooled],
+                "tpr_at_fpr": {k: [r["tpr_at_fpr"][k] if r else None for r in self.pooled] for k in keys},
+                "max_auc": max(r["auc"] for r in rows),
+                "max_tpr_at_fpr": {k: max(r["tpr_at_fpr"][k] for r in rows) for k in keys},
+                "resolved": rows[-1]["resolved"],
+                "members": rows[-1]["members"],
+                "non_members": rows[-1]["non_members"],
+                "final_roc": points(self._last_roc),  # [fpr, tpr] on a log grid, the last round
+            }
+        return out
 
     def evaluate(self, round_no: int, nodes: Iterable[Hosted]) -> dict[str, float] | None:
         """Accuracy@R and the upper bound of every hosted adversary; sets its gauges."""

@@ -205,7 +205,11 @@ def merge_aia(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
 
 
 def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """One MIA summary from the processes': per-round accuracies weighted by hosted nodes."""
+    """One MIA summary from the processes': per-round accuracies weighted by hosted nodes.
+
+    The pooled one-threshold figures (``pooled``: AUC, TPR at low FPR) are left out: a ROC curve
+    over the whole network needs every process's scores, which a summary does not carry, and no
+    weighting of the processes' curves gives it. A launch reports them per process only."""
     if not parts:
         return None
     by_round = [

@@ -446,8 +446,27 @@ def aia_lines(aia: dict[str, Any]) -> str:
 
 
 def mia_line(mia: dict[str, Any]) -> str:
-    """The MPE attack's accuracy (002 eq. 6): 0.5 is guessing."""
-    return (
+    """The MPE attack's accuracy (002 eq. 6, 0.5 is guessing) and, where the run has them, the
+    same scores under one threshold for everyone: AUC and TPR at 0.1% / 1% FPR, saying when too
+    few non-members back an FPR (adversary/roc.py)."""
+    line = (
         f"\nMIA (MPE, oracle threshold): accuracy {100 * mia['final']:.1f}% at the end, "
         f"max {100 * mia['max']:.1f}% (guessing 50%)"
     )
+    pooled = mia.get("pooled")
+    if isinstance(pooled, dict) and pooled.get("auc"):
+        final = [a for a in pooled["auc"] if a is not None][-1]
+        tprs = pooled["tpr_at_fpr"]
+        lows = [(k, v[-1]) for k, v in tprs.items() if v and v[-1] is not None]
+        at = " / ".join(f"{100 * t:.2f}%" for _k, t in lows)
+        fprs = " / ".join(f"{100 * float(k):g}%" for k, _t in lows)
+        unresolved = [f"{100 * float(k):g}%" for k, ok in pooled["resolved"].items() if not ok]
+        line += (
+            f"\nMIA (MPE, one threshold for all): AUC {final:.3f} (guessing 0.5); TPR {at} at {fprs} FPR"
+            + (
+                f" ({', '.join(unresolved)} FPR unresolved: {pooled['non_members']} non-members)"
+                if unresolved
+                else ""
+            )
+        )
+    return line
