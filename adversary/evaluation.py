@@ -8,6 +8,7 @@ pure ``node`` and ``set_attack_gauges``) and the victims' scores.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,13 +16,14 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from adversary.audit import audit
 from adversary.cia import CIAObserver
 from adversary.community import accuracy, summarize, upper_bound
 from adversary.mia import best_threshold_accuracy, item_mpe, mpe_binary, proxy_round
 from adversary.models import attack_model
 from adversary.node import AdversaryNode
 from adversary.plan import AdversarySpec, AttackPlan
-from adversary.roc import LOW_FPRS, Roc, auc, balanced_accuracy, points, roc, tpr_at
+from adversary.roc import LOW_FPRS, Roc, auc, balanced_accuracy, fpr_key, points, roc, tpr_at
 
 
 class Hosted(Protocol):
@@ -44,6 +46,9 @@ class Victim:
     scores: npt.NDArray[np.float32]  #: its score for every item
     train_items: npt.NDArray[np.int64]  #: the members
     held_out: npt.NDArray[np.int64]  #: non-members it never trained on
+    #: the ε audit's canaries of this user (learning/split.py plant_canaries) and which went in
+    canaries: npt.NDArray[np.int64] = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    canary_in: npt.NDArray[np.bool_] = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 class AttackLab:
@@ -51,8 +56,15 @@ class AttackLab:
     with ``mia`` also the MPE membership inference on every hosted node (002 §2.5), and with
     ``mia_proxy`` MIA used by the CIA adversaries as a community detector (000 §VIII-C)."""
 
-    def __init__(self, plan: AttackPlan | None, mia: bool = False, thresholds: Sequence[float] = ()) -> None:
+    def __init__(
+        self,
+        plan: AttackPlan | None,
+        mia: bool = False,
+        thresholds: Sequence[float] = (),
+        audit_delta: float = 0.0,
+    ) -> None:
         self.plan = plan
+        self.audit_delta = audit_delta  #: the δ the ε audit is made at (the run's DP δ, else 0)
         self.rounds: list[int] = []
         self.accuracies: list[list[float]] = []
         self.bounds: list[list[float]] = []
@@ -66,6 +78,7 @@ class AttackLab:
         self.proxy_p: list[list[int]] = []
         self.pooled: list[dict[str, Any]] = []  #: per MIA round: the pooled one-threshold attack
         self._last_roc: Roc | None = None
+        self.audits: list[dict[str, Any]] = []  #: per MIA round: the ε audit of the canaries
 
     @property
     def active(self) -> bool:
@@ -81,6 +94,8 @@ class AttackLab:
         accs = []
         members: list[np.ndarray] = []
         non_members: list[np.ndarray] = []
+        canary_scores: list[np.ndarray] = []
+        canary_in: list[np.ndarray] = []
         for v in victims:
             probabilistic = attack_model(v.model_name).probabilistic
             m = item_mpe(v.scores, v.train_items, probabilistic)
@@ -88,12 +103,20 @@ class AttackLab:
             accs.append(best_threshold_accuracy(m, n)[1])
             members.append(m)
             non_members.append(n)
+            if len(v.canaries):  # a lower M_MPE says "in"
+                canary_scores.append(-item_mpe(v.scores, v.canaries, probabilistic))
+                canary_in.append(v.canary_in)
         self.mia_rounds.append(round_no)
         self.mia_per_round.append(accs)
         out: dict[str, Any] = {"accuracy": float(np.mean(accs)) if accs else 0.0, "nodes": len(accs)}
         pooled = self._pooled(members, non_members)
         if pooled is not None:
             out["pooled"] = pooled
+        if canary_scores:
+            scores, inside = np.concatenate(canary_scores), np.concatenate(canary_in)
+            found = audit(scores, inside, delta=self.audit_delta).to_dict()
+            self.audits.append(found)
+            out["audit_epsilon"] = found["epsilon"]
         return out
 
     def _pooled(self, members: list[np.ndarray], non_members: list[np.ndarray]) -> dict[str, Any] | None:
@@ -106,8 +129,8 @@ class AttackLab:
         row = {
             "auc": auc(curve),
             "balanced_accuracy": balanced_accuracy(curve),
-            "tpr_at_fpr": {str(t.fpr): t.tpr for t in lows},
-            "resolved": {str(t.fpr): t.resolved for t in lows},
+            "tpr_at_fpr": {fpr_key(t.fpr): t.tpr for t in lows},
+            "resolved": {fpr_key(t.fpr): t.resolved for t in lows},
             "members": curve.members,
             "non_members": curve.non_members,
         }
@@ -128,7 +151,7 @@ class AttackLab:
         }
         rows = [r for r in self.pooled if r]
         if rows and self._last_roc is not None:
-            keys = [str(f) for f in LOW_FPRS]
+            keys = [fpr_key(f) for f in LOW_FPRS]
             out["pooled"] = {
                 "auc": [r.get("auc") for r in self.pooled],
                 "tpr_at_fpr": {k: [r["tpr_at_fpr"][k] if r else None for r in self.pooled] for k in keys},
@@ -139,6 +162,8 @@ class AttackLab:
                 "non_members": rows[-1]["non_members"],
                 "final_roc": points(self._last_roc),  # [fpr, tpr] on a log grid, the last round
             }
+        if self.audits:  # the last round's models are the run's: its audit is the run's
+            out["audit"] = {**self.audits[-1], "by_round": [a["epsilon"] for a in self.audits]}
         return out
 
     def evaluate(self, round_no: int, nodes: Iterable[Hosted]) -> dict[str, float] | None:

@@ -47,6 +47,11 @@ class TprAt:
     resolved: bool
 
 
+def fpr_key(fpr: float) -> str:
+    """How a summary names an FPR (``1e-03``): no dot, so a dotted path can reach it."""
+    return f"{fpr:.0e}"
+
+
 def _scores(values: npt.ArrayLike, what: str) -> Floats:
     a = np.asarray(values, dtype=np.float64).ravel()
     if not len(a):

@@ -79,6 +79,7 @@ EXPERIMENTS = (
         "knn-p2p",
         "exposure",
         "dp-selective",
+        "dp-audit",
     ),
 )
 

@@ -32,6 +32,10 @@ class UserData:
     validation_times: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     validation_negatives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     nonmember_items: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: the ε audit's canaries (:func:`plant_canaries`): items the user never touched, and whether
+    #: each was put into ``train_items``; an excluded one is in no other field
+    canary_items: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    canary_in: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     @property
     def interacted(self) -> npt.NDArray[np.bool_]:
@@ -150,6 +154,41 @@ def hold_out_validation(
                 validation_items=u.train_items[-1:].copy(),
                 validation_times=u.train_times[-1:].copy(),
                 validation_negatives=negatives.astype(np.int64),
+            )
+        )
+    return out
+
+
+def plant_canaries(users: list[UserData], count: int, seed: int) -> list[UserData]:
+    """Give each user ``count`` canaries: items it never touched, none of its test or validation
+    negatives, each put into its training items with probability ½ (Steinke, Nasr & Jagielski
+    2023, §2). Drawn with a generator seeded by ``(seed, user)``, so one user's canaries change
+    only its own data; an included canary is trained on as the user's latest interaction, an
+    excluded one is an untouched item like any other (a training negative may draw it, as it
+    would in the run without the audit)."""
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    if count == 0:
+        return users
+    out = []
+    for u in users:
+        rng = np.random.default_rng([seed, u.user, 0xCA9A])
+        taken = u.interacted
+        taken[u.test_negatives] = True
+        taken[u.validation_negatives] = True
+        free = np.flatnonzero(~taken)
+        if len(free) < count:
+            raise ValueError(f"user {u.user} has only {len(free)} untouched items for {count} canaries")
+        items = np.sort(rng.choice(free, size=count, replace=False)).astype(np.int64)
+        inside = rng.random(count) < 0.5
+        last = float(u.train_times[-1]) if len(u.train_times) else 0.0
+        out.append(
+            replace(
+                u,
+                train_items=np.concatenate((u.train_items, items[inside])).astype(np.int64),
+                train_times=np.concatenate((u.train_times, np.full(int(inside.sum()), last))),
+                canary_items=items,
+                canary_in=inside,
             )
         )
     return out

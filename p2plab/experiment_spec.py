@@ -574,6 +574,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
     attack = identity["attack"]
     if not attack.get("plugin"):  # runs from before plug-ins existed keep their keys
         attack.pop("plugin", None)
+    if not attack.get("canaries"):  # nor from before the ε audit's canaries
+        attack.pop("canaries", None)
     for name in ("merge_plugin", "model_plugin"):
         if not identity.get(name):
             identity.pop(name, None)

@@ -605,6 +605,15 @@ class AttackConfig:
         metavar="N",
         check=_min(0),
     )
+    canaries: int = opt(
+        0,
+        "with --mia: N canary interactions per node (items it never touched), each put into its "
+        "training set with probability 1/2; the run audits its ε from the MPE scores of them "
+        "(Steinke, Nasr & Jagielski 2023: one training run)",
+        group="attack",
+        metavar="N",
+        check=_min(0),
+    )
 
     aia_public: float = opt(
         0.2,
@@ -1205,6 +1214,7 @@ class RunConfig:
             not (a.target_items and a.target_genre), "target-genre", "give target items or a genre, not both"
         )
         _check(a.mia or not a.mia_holdout, "mia-holdout", "needs --mia (it only feeds the MIA)")
+        _check(a.mia or not a.canaries, "canaries", "needs --mia (the audit reads the MPE scores)")
         if a.mia_proxy:
             _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
             _check(a.cia, "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")

@@ -91,7 +91,9 @@ def _node_ids(prep: Prepared, attackers: str) -> str:
 def lab_for(prep: Prepared) -> AttackLab:
     """The scorer of this run's adversaries (and of MIA, when asked)."""
     a = prep.config.attack
-    return AttackLab(plan_for(prep), mia=a.mia, thresholds=a.proxy_thresholds())
+    lc = prep.config.learning
+    delta = lc.dp_delta if lc.dp else 0.0  # audited at the δ the accountant's ε is for
+    return AttackLab(plan_for(prep), mia=a.mia, thresholds=a.proxy_thresholds(), audit_delta=delta)
 
 
 def victims(nodes: Iterable[NodeRuntime]) -> Iterator[Victim]:
@@ -100,7 +102,10 @@ def victims(nodes: Iterable[NodeRuntime]) -> Iterator[Victim]:
         learner = runtime.learner
         if isinstance(learner, BaseLearner):
             scores = learner.catalogue_scores()
-            yield Victim(learner.model_name, scores, learner.data.train_items, learner.held_out())
+            d = learner.data
+            yield Victim(
+                learner.model_name, scores, d.train_items, learner.held_out(), d.canary_items, d.canary_in
+            )
 
 
 def explicit_target(prep: Prepared) -> Index | None:

@@ -18,7 +18,13 @@ from learning import gmf, ncf, prme
 from learning.interactions import DataError, Interactions
 from learning.params import Params
 from learning.pard_learner import init_user_re
-from learning.split import UserData, hold_out_nonmembers, hold_out_validation, leave_one_out
+from learning.split import (
+    UserData,
+    hold_out_nonmembers,
+    hold_out_validation,
+    leave_one_out,
+    plant_canaries,
+)
 from learning.synthetic import Planted, SyntheticConfig, planted_communities
 from p2pnode.config import RunConfig
 from p2pnode.data.datasets import ML100K, load_ml100k, load_table
@@ -100,6 +106,11 @@ def prepare(config: RunConfig) -> Prepared:
         users = hold_out_validation(users, config.seed, config.learning.test_negatives)
     elif config.sampling == "pers":
         users = hold_out_validation(users, config.seed)
+    if config.attack.canaries:  # last: no hold-out may take a canary out of training
+        try:
+            users = plant_canaries(users, config.attack.canaries, config.seed)
+        except ValueError as exc:  # more canaries than a user has untouched items
+            raise DataError(f"--canaries {config.attack.canaries}: {exc}") from None
     if config.sampling in ("static", "peerswap", "pers") and config.protocol != "fedavg":
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)

@@ -469,4 +469,11 @@ def mia_line(mia: dict[str, Any]) -> str:
                 else ""
             )
         )
+    found = mia.get("audit")
+    if isinstance(found, dict):
+        line += (
+            f"\nε audit (one run, {found['canaries']} canaries, {found['included']} trained on): "
+            f"ε ≥ {found['epsilon']:.2f} at {100 * (1 - found['beta']):.0f}% confidence, "
+            f"δ {found['delta']:g} ({found['correct']} of {found['guesses']} guesses right)"
+        )
     return line

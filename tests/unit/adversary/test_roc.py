@@ -74,8 +74,8 @@ def test_the_lab_reports_the_pooled_attack_beside_the_oracle_one() -> None:
     assert row is not None and row["accuracy"] == pytest.approx(1.0)
     pooled = row["pooled"]
     assert pooled["auc"] == pytest.approx(1.0) and pooled["members"] == 600 and pooled["non_members"] == 100
-    assert pooled["tpr_at_fpr"] == {"0.001": 1.0, "0.01": 1.0}
-    assert pooled["resolved"] == {"0.001": False, "0.01": True}  # 100 non-members
+    assert pooled["tpr_at_fpr"] == {"1e-03": 1.0, "1e-02": 1.0}  # keys without a dot: a path reaches them
+    assert pooled["resolved"] == {"1e-03": False, "1e-02": True}  # 100 non-members
     summary = lab.mia_summary()
     assert summary is not None and summary["pooled"]["max_auc"] == pytest.approx(1.0)
     assert summary["pooled"]["final_roc"][-1] == [1.0, 1.0]

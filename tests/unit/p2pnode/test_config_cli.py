@@ -96,6 +96,8 @@ def test_validation_rejects_view_larger_than_network() -> None:
         ["simulate", "--dp-epsilon", "4", "--dp-delta", "2"],
         ["simulate", "--mia-proxy"],
         ["simulate", "--mia-holdout", "5"],
+        ["simulate", "--canaries", "5"],
+        ["simulate", "--mia", "--canaries", "-1"],
         ["experiment", "nope"],
         ["experiment", "table2", "--seeds", "a,b"],
         ["experiment", "table2", "--set", "protocol=gossip"],
@@ -195,6 +197,7 @@ def _other_value(f: Any, flag: Flag, default: Any) -> tuple[list[str], Any]:
 VALID = {"columns": "user=1,item=2", "bbox": "nyc", "age_cuts": "20,40"}  #: values of strings with a syntax
 NEEDS = {  #: rules across fields
     "attack.mia_holdout": ["--mia"],
+    "attack.canaries": ["--mia"],
     "attack.mia_proxy": ["--attack", "cia"],
     "churn.model": ["--sampling", "cyclon"],
     "churn.late": ["--sampling", "cyclon"],
