@@ -4,7 +4,8 @@
 It writes ``report.md`` (the run's figures, its settings and the command to re-run it) and, per
 evaluated round, ``utility.png`` (HR@K or F1@K with the random ranking's value), ``cia.png``
 (the adversaries' mean accuracy and upper bound with the random bound K/N, when they attacked)
-and ``churn.png`` (nodes online, when nodes came and went).
+``churn.png`` (nodes online, when nodes came and went) and ``mia_roc.png`` (the membership
+attack's ROC curve on log axes at the last round, when ``--mia`` ran).
 """
 
 from __future__ import annotations
@@ -217,4 +218,31 @@ def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tupl
 
     if evaluated:
         out.append(("aia.png", inference))
+    pooled = (result.get("mia") or {}).get("pooled")
+
+    def membership(ax: Any) -> None:
+        assert isinstance(pooled, Mapping)
+        points = [(f, t) for f, t in pooled["final_roc"] if f > 0]
+        floor = 1.0 / max(pooled["non_members"], 1)  # below one false positive the FPR is not measured
+        ax.loglog(
+            [f for f, _ in points], [max(t, 1e-5) for _, t in points], "o-", ms=3, label="MPE, one threshold"
+        )
+        grid = [f for f, _ in points]
+        ax.loglog(grid, grid, ":", color="tab:gray", label="guessing (TPR = FPR)")
+        ax.axvspan(
+            min(grid),
+            floor,
+            color="tab:gray",
+            alpha=0.15,
+            label=f"< 1 false positive ({pooled['non_members']} non-members)",
+        )
+        ax.set_xlabel("false-positive rate")
+        ax.set_ylabel("true-positive rate")
+        auc = [a for a in pooled["auc"] if a is not None][-1]
+        ax.set_title(f"Membership inference, last round: ROC on log axes, AUC {auc:.3f}\n{size}", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+
+    if isinstance(pooled, Mapping) and pooled.get("final_roc"):
+        out.append(("mia_roc.png", membership))
     return out

@@ -394,6 +394,19 @@ class NodeRuntime:
             m.aia_score.labels(observer, name).set(score[key])
             m.aia_baseline.labels(observer, name).set(score["majority"].get(key, float("nan")))
 
+    def publish_mia(self, observer: str, row: Mapping[str, Any]) -> None:
+        """Publish the membership attack's latest figures (``AttackLab.evaluate_mia``) on /metrics."""
+        gauge = self._metrics.mia
+        gauge.labels(observer, "oracle_accuracy").set(row["accuracy"])
+        pooled = row.get("pooled")
+        if isinstance(pooled, Mapping):
+            gauge.labels(observer, "auc").set(pooled["auc"])
+            gauge.labels(observer, "balanced_accuracy").set(pooled["balanced_accuracy"])
+            for key, tpr in pooled["tpr_at_fpr"].items():
+                gauge.labels(observer, f"tpr_at_fpr_{key}").set(tpr)
+        if "audit_epsilon" in row:
+            gauge.labels(observer, "audit_epsilon").set(row["audit_epsilon"])
+
     def publish_exposure(self, summary: Mapping[str, Any]) -> None:
         """Publish the process's exposure figures (p2pnode/telemetry/exposure.py) on /metrics."""
         gauge = self._metrics.exposure

@@ -88,6 +88,9 @@ class RoundLog:
         mia = self.lab.evaluate_mia(round_no, victims(nodes))
         if mia is not None:
             stats["mia"] = mia
+            first_node = next(iter(self.nodes.values()), None)
+            if first_node is not None:  # one registry a process: any node publishes it
+                first_node.publish_mia("omniscient", mia)
         if self.aia is not None and (
             round_no % self.config.attack.aia_every == 0
             or round_no == self.config.rounds

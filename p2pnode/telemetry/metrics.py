@@ -124,6 +124,15 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.mia = Gauge(
+            "p2pnode_mia",
+            "Membership inference (--mia, MPE) at the last evaluation, over this process's nodes: "
+            "oracle_accuracy (per-victim threshold, 002 eq. 6), auc, balanced_accuracy and "
+            "tpr_at_fpr_1e-03 / _1e-02 (one threshold for all), audit_epsilon (--canaries: the ε lower "
+            "bound at 95%)",
+            ["observer", "figure"],
+            registry=r,
+        )
         self.aia_score = Gauge(
             "p2pnode_aia_score",
             "Attribute inference (--attack aia) at the last evaluation: the AUC of a two-class attribute, "

@@ -243,6 +243,9 @@ def test_a_finished_simulate_run_folder_gets_its_report(tmp_path: Path) -> None:
         "cia",
         "--target-k",
         "3",
+        "--mia",
+        "--mia-holdout",
+        "3",
         "--quiet",
         "--out",
         str(out),
@@ -254,7 +257,7 @@ def test_a_finished_simulate_run_folder_gets_its_report(tmp_path: Path) -> None:
     assert (
         "24 nodes, 3 rounds, seed 0 (simulate)" in report and "HR@20" in report and "CIA: Max AAC" in report
     )
-    for png in ("utility.png", "cia.png", "churn.png"):
+    for png in ("utility.png", "cia.png", "churn.png", "mia_roc.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"![{png}]" in report
     with pytest.raises(ConfigError, match=r"no result\.json or summary\.json"):
         from p2plab.run_report import report_run

@@ -79,3 +79,25 @@ def test_the_lab_reports_the_pooled_attack_beside_the_oracle_one() -> None:
     summary = lab.mia_summary()
     assert summary is not None and summary["pooled"]["max_auc"] == pytest.approx(1.0)
     assert summary["pooled"]["final_roc"][-1] == [1.0, 1.0]
+
+
+def test_the_membership_figures_reach_metrics() -> None:
+    from types import SimpleNamespace
+
+    from p2pnode.nodes.node import NodeRuntime
+    from p2pnode.telemetry.metrics import Metrics
+
+    metrics = Metrics()
+    row = {
+        "accuracy": 0.7,
+        "pooled": {"auc": 0.6, "balanced_accuracy": 0.55, "tpr_at_fpr": {"1e-03": 0.02, "1e-02": 0.05}},
+        "audit_epsilon": 1.5,
+    }
+    NodeRuntime.publish_mia(SimpleNamespace(_metrics=metrics), "omniscient", row)  # type: ignore[arg-type]
+
+    def value(figure: str) -> float | None:
+        return metrics.registry.get_sample_value("p2pnode_mia", {"observer": "omniscient", "figure": figure})
+
+    assert value("oracle_accuracy") == 0.7 and value("auc") == 0.6 and value("balanced_accuracy") == 0.55
+    assert value("tpr_at_fpr_1e-03") == 0.02 and value("tpr_at_fpr_1e-02") == 0.05
+    assert value("audit_epsilon") == 1.5
