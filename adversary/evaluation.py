@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adversary.audit import audit
+from adversary.calibrated import rmia_scores
 from adversary.cia import CIAObserver
 from adversary.community import accuracy, summarize, upper_bound
 from adversary.mia import best_threshold_accuracy, item_mpe, mpe_binary, proxy_round
@@ -49,6 +50,22 @@ class Victim:
     #: the ε audit's canaries of this user (learning/split.py plant_canaries) and which went in
     canaries: npt.NDArray[np.int64] = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     canary_in: npt.NDArray[np.bool_] = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
+    user: int = -1  #: whose model it is (the calibrated attack leaves out the users it trained on)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the calibrated attack (adversary/calibrated.py) holds: Pr(x) for every item from its
+    reference model, the users whose data trained it (not scored), and how many population items
+    it draws per victim."""
+
+    likelihood: npt.NDArray[np.float64]
+    users: frozenset[int]
+    #: the reference users' interactions' items, one entry per interaction: population items z
+    #: are drawn from them, as RMIA draws z from the population's data
+    pool: npt.NDArray[np.int64]
+    population: int = 1000  #: z per victim: TPR at 0.1% FPR needs scores finer than 1/100
+    seed: int = 0
 
 
 class AttackLab:
@@ -62,6 +79,7 @@ class AttackLab:
         mia: bool = False,
         thresholds: Sequence[float] = (),
         audit_delta: float = 0.0,
+        reference: Reference | None = None,
     ) -> None:
         self.plan = plan
         self.audit_delta = audit_delta  #: the δ the ε audit is made at (the run's DP δ, else 0)
@@ -79,6 +97,9 @@ class AttackLab:
         self.pooled: list[dict[str, Any]] = []  #: per MIA round: the pooled one-threshold attack
         self._last_roc: Roc | None = None
         self.audits: list[dict[str, Any]] = []  #: per MIA round: the ε audit of the canaries
+        self.reference = reference
+        self.calibrated: list[dict[str, Any]] = []  #: per MIA round: the calibrated attack, pooled
+        self._last_calibrated: Roc | None = None
 
     @property
     def active(self) -> bool:
@@ -96,6 +117,8 @@ class AttackLab:
         non_members: list[np.ndarray] = []
         canary_scores: list[np.ndarray] = []
         canary_in: list[np.ndarray] = []
+        cal_members: list[np.ndarray] = []
+        cal_non: list[np.ndarray] = []
         for v in victims:
             probabilistic = attack_model(v.model_name).probabilistic
             m = item_mpe(v.scores, v.train_items, probabilistic)
@@ -106,12 +129,27 @@ class AttackLab:
             if len(v.canaries):  # a lower M_MPE says "in"
                 canary_scores.append(-item_mpe(v.scores, v.canaries, probabilistic))
                 canary_in.append(v.canary_in)
+            ref = self.reference
+            if ref is not None and probabilistic and v.user not in ref.users:
+                rng = np.random.default_rng([ref.seed, v.user, round_no, 0x2E1A])
+                known = np.zeros(len(v.scores), dtype=bool)
+                known[v.train_items] = True
+                known[v.held_out] = True
+                known[v.canaries] = True
+                free = ref.pool[~known[ref.pool]]  # others' interactions with items u did not touch
+                z = rng.choice(free, size=min(ref.population, len(free)), replace=False)
+                cal_members.append(rmia_scores(v.scores, v.train_items, z, ref.likelihood))
+                cal_non.append(rmia_scores(v.scores, v.held_out, z, ref.likelihood))
         self.mia_rounds.append(round_no)
         self.mia_per_round.append(accs)
         out: dict[str, Any] = {"accuracy": float(np.mean(accs)) if accs else 0.0, "nodes": len(accs)}
         pooled = self._pooled(members, non_members)
         if pooled is not None:
             out["pooled"] = pooled
+        if self.reference is not None:
+            calibrated = self._pooled(cal_members, cal_non, self.calibrated)
+            if calibrated is not None:
+                out["calibrated"] = calibrated
         if canary_scores:
             scores, inside = np.concatenate(canary_scores), np.concatenate(canary_in)
             found = audit(scores, inside, delta=self.audit_delta).to_dict()
@@ -119,12 +157,21 @@ class AttackLab:
             out["audit_epsilon"] = found["epsilon"]
         return out
 
-    def _pooled(self, members: list[np.ndarray], non_members: list[np.ndarray]) -> dict[str, Any] | None:
-        """One threshold over every victim's examples: a lower M_MPE says member, so the score is −M."""
+    def _pooled(
+        self,
+        members: list[np.ndarray],
+        non_members: list[np.ndarray],
+        into: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any] | None:
+        """One threshold over every victim's examples. MPE (``into`` None): a lower M_MPE says
+        member, so the score is −M; the calibrated attack's (``into`` its list): its score as is."""
+        calibrated = into is not None
+        rows = into if into is not None else self.pooled
         if not members or not any(len(m) for m in members) or not any(len(n) for n in non_members):
-            self.pooled.append({})
+            rows.append({})
             return None
-        curve = roc(-np.concatenate(members), -np.concatenate(non_members))
+        sign = 1.0 if calibrated else -1.0
+        curve = roc(sign * np.concatenate(members), sign * np.concatenate(non_members))
         lows = [tpr_at(curve, f) for f in LOW_FPRS]
         row = {
             "auc": auc(curve),
@@ -134,8 +181,11 @@ class AttackLab:
             "members": curve.members,
             "non_members": curve.non_members,
         }
-        self.pooled.append(row)
-        self._last_roc = curve
+        rows.append(row)
+        if calibrated:
+            self._last_calibrated = curve
+        else:
+            self._last_roc = curve
         return row
 
     def mia_summary(self) -> dict[str, Any] | None:
@@ -149,18 +199,23 @@ class AttackLab:
             "max": max(means, default=0.0),
             "final": means[-1] if means else 0.0,
         }
-        rows = [r for r in self.pooled if r]
-        if rows and self._last_roc is not None:
+        for name, per_round, last in (
+            ("pooled", self.pooled, self._last_roc),
+            ("calibrated", self.calibrated, self._last_calibrated),
+        ):
+            rows = [r for r in per_round if r]
+            if not rows or last is None:
+                continue
             keys = [fpr_key(f) for f in LOW_FPRS]
-            out["pooled"] = {
-                "auc": [r.get("auc") for r in self.pooled],
-                "tpr_at_fpr": {k: [r["tpr_at_fpr"][k] if r else None for r in self.pooled] for k in keys},
+            out[name] = {
+                "auc": [r.get("auc") for r in per_round],
+                "tpr_at_fpr": {k: [r["tpr_at_fpr"][k] if r else None for r in per_round] for k in keys},
                 "max_auc": max(r["auc"] for r in rows),
                 "max_tpr_at_fpr": {k: max(r["tpr_at_fpr"][k] for r in rows) for k in keys},
                 "resolved": rows[-1]["resolved"],
                 "members": rows[-1]["members"],
                 "non_members": rows[-1]["non_members"],
-                "final_roc": points(self._last_roc),  # [fpr, tpr] on a log grid, the last round
+                "final_roc": points(last),  # [fpr, tpr] on a log grid, the last round
             }
         if self.audits:  # the last round's models are the run's: its audit is the run's
             out["audit"] = {**self.audits[-1], "by_round": [a["epsilon"] for a in self.audits]}

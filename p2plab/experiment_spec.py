@@ -576,6 +576,8 @@ def _identity(config: RunConfig, mode: str, by_path: bool) -> dict[str, Any]:
         attack.pop("plugin", None)
     if not attack.get("canaries"):  # nor from before the ε audit's canaries
         attack.pop("canaries", None)
+    if not attack.get("mia_reference"):  # nor from before the calibrated membership attack
+        attack.pop("mia_reference", None)
     for name in ("merge_plugin", "model_plugin"):
         if not identity.get(name):
             identity.pop(name, None)

@@ -605,6 +605,15 @@ class AttackConfig:
         metavar="N",
         check=_min(0),
     )
+    mia_reference: float = opt(
+        0.0,
+        "with --mia (GMF): the share of users whose data the attacker has (its own and public users'): "
+        "it trains a reference GMF on them and scores the other users with an RMIA-style calibrated "
+        "attack beside MPE (mia.calibrated; Zarifzadeh et al. 2024)",
+        group="attack",
+        metavar="SHARE",
+        check=(lambda v: 0.0 <= v <= 0.9, "must be in [0, 0.9]"),
+    )
     canaries: int = opt(
         0,
         "with --mia: N canary interactions per node (items it never touched), each put into its "
@@ -1215,6 +1224,12 @@ class RunConfig:
         )
         _check(a.mia or not a.mia_holdout, "mia-holdout", "needs --mia (it only feeds the MIA)")
         _check(a.mia or not a.canaries, "canaries", "needs --mia (the audit reads the MPE scores)")
+        _check(a.mia or not a.mia_reference, "mia-reference", "needs --mia (it calibrates the MIA)")
+        _check(
+            not a.mia_reference or self.model == "gmf",
+            "mia-reference",
+            f"the reference model is a GMF: needs --model gmf, not {self.model}",
+        )
         if a.mia_proxy:
             _check(bool(a.proxy_thresholds()), "mia-proxy", "needs at least one threshold")
             _check(a.cia, "mia-proxy", "needs --attack cia (it uses the CIA adversary's state)")

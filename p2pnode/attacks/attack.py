@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from adversary.aia import AttributeObserver
+from adversary.calibrated import population_likelihood, train_reference
 from adversary.cia import CIAObserver, kept_rows
-from adversary.evaluation import AttackLab, Victim
+from adversary.evaluation import AttackLab, Reference, Victim
 from adversary.models import OwnHead, attack_model
 from adversary.node import AdversaryNode, ForwardingColluder
 from adversary.plan import (
@@ -93,7 +94,24 @@ def lab_for(prep: Prepared) -> AttackLab:
     a = prep.config.attack
     lc = prep.config.learning
     delta = lc.dp_delta if lc.dp else 0.0  # audited at the δ the accountant's ε is for
-    return AttackLab(plan_for(prep), mia=a.mia, thresholds=a.proxy_thresholds(), audit_delta=delta)
+    reference = reference_for(prep) if a.mia and a.mia_reference else None
+    return AttackLab(
+        plan_for(prep), mia=a.mia, thresholds=a.proxy_thresholds(), audit_delta=delta, reference=reference
+    )
+
+
+def reference_for(prep: Prepared) -> Reference:
+    """The calibrated attack's reference (adversary/calibrated.py): a GMF the attacker trains on
+    the users whose data it has, ``--mia-reference`` of them drawn by the run's seed."""
+    cfg = prep.config
+    n = len(prep.users)
+    rng = np.random.default_rng([cfg.seed, 0x2EF])
+    chosen = np.sort(rng.choice(n, size=max(1, round(cfg.attack.mia_reference * n)), replace=False))
+    items = [prep.users[int(i)].train_items for i in chosen]
+    U, V = train_reference(items, prep.users[0].n_items, rng, factors=cfg.learning.factors)
+    users = frozenset(prep.users[int(i)].user for i in chosen)
+    pool = np.concatenate(items).astype(np.int64)
+    return Reference(population_likelihood(U, V), users, pool, seed=cfg.seed)
 
 
 def victims(nodes: Iterable[NodeRuntime]) -> Iterator[Victim]:
@@ -104,7 +122,13 @@ def victims(nodes: Iterable[NodeRuntime]) -> Iterator[Victim]:
             scores = learner.catalogue_scores()
             d = learner.data
             yield Victim(
-                learner.model_name, scores, d.train_items, learner.held_out(), d.canary_items, d.canary_in
+                learner.model_name,
+                scores,
+                d.train_items,
+                learner.held_out(),
+                d.canary_items,
+                d.canary_in,
+                user=d.user,
             )
 
 

@@ -198,6 +198,7 @@ VALID = {"columns": "user=1,item=2", "bbox": "nyc", "age_cuts": "20,40"}  #: val
 NEEDS = {  #: rules across fields
     "attack.mia_holdout": ["--mia"],
     "attack.canaries": ["--mia"],
+    "attack.mia_reference": ["--mia"],
     "attack.mia_proxy": ["--attack", "cia"],
     "churn.model": ["--sampling", "cyclon"],
     "churn.late": ["--sampling", "cyclon"],
