@@ -73,21 +73,21 @@ class PeerBytesLog:
             said,
         )
 
-    def exception(self, msg: str, *args: Any, **kw: Any) -> None:
+    def _route(self, write: Callable[..., None], msg: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        """A peer's parse error counted and said at most once per interval; anything else written."""
         exc = self._peer_error(kw)
         if exc is None:
-            self._logger.exception(msg, *args, **kw)
+            write(msg, *args, **kw)
         else:
             self._malformed(exc, args[0] if args else "?")
+
+    def exception(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._route(self._logger.exception, msg, args, kw)
 
     def debug(self, msg: str, *args: Any, **kw: Any) -> None:
         # aiohttp says a first request that is not HTTP at all (BadHttpMethod) at debug level:
         # counted like the others, and said at most once per interval too
-        exc = self._peer_error(kw)
-        if exc is None:
-            self._logger.debug(msg, *args, **kw)
-        else:
-            self._malformed(exc, args[0] if args else "?")
+        self._route(self._logger.debug, msg, args, kw)
 
     def __getattr__(self, name: str) -> Any:  # info, warning, error, isEnabledFor, ...
         if name.startswith("_"):
