@@ -21,6 +21,7 @@ from adversary.calibrated import rmia_scores
 from adversary.cia import CIAObserver
 from adversary.community import accuracy, summarize, upper_bound
 from adversary.mia import best_threshold_accuracy, item_mpe, mpe_binary, proxy_round
+from adversary.mia_observer import View
 from adversary.models import attack_model
 from adversary.node import AdversaryNode
 from adversary.plan import AdversarySpec, AttackPlan
@@ -51,6 +52,7 @@ class Victim:
     canaries: npt.NDArray[np.int64] = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     canary_in: npt.NDArray[np.bool_] = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
     user: int = -1  #: whose model it is (the calibrated attack leaves out the users it trained on)
+    node: int = -1  #: its node id: what a placed observer keys the models it received by
 
 
 @dataclass(frozen=True)
@@ -100,18 +102,25 @@ class AttackLab:
         self.reference = reference
         self.calibrated: list[dict[str, Any]] = []  #: per MIA round: the calibrated attack, pooled
         self._last_calibrated: Roc | None = None
+        #: per placed observer (adversary/mia_observer.py), per MIA round: MPE on what it received
+        self.observers: dict[str, list[dict[str, Any]]] = {}
+        self._observer_roc: dict[str, Roc] = {}
 
     @property
     def active(self) -> bool:
         return self.plan is not None
 
-    def evaluate_mia(self, round_no: int, victims: Iterable[Victim]) -> dict[str, Any] | None:
+    def evaluate_mia(
+        self, round_no: int, victims: Iterable[Victim], views: Sequence[View] = ()
+    ) -> dict[str, Any] | None:
         """The MPE attack on every hosted node's current model: its accuracy with the per-victim
         oracle threshold τ̃ (002 eq. 6), and, as the field reports an attack (adversary/roc.py),
         the same scores under one threshold for the whole population: AUC, balanced accuracy and
-        TPR at 0.1% and 1% FPR (``pooled``)."""
+        TPR at 0.1% and 1% FPR (``pooled``). With ``views``, the same figures for each placed
+        observer on the models it received (``observers``)."""
         if not self.mia:
             return None
+        victims = list(victims)
         accs = []
         members: list[np.ndarray] = []
         non_members: list[np.ndarray] = []
@@ -155,7 +164,47 @@ class AttackLab:
             found = audit(scores, inside, delta=self.audit_delta).to_dict()
             self.audits.append(found)
             out["audit_epsilon"] = found["epsilon"]
+        if views:
+            out["observers"] = {view.name: self._observer(view, victims) for view in views}
         return out
+
+    def _observer(self, view: View, victims: Sequence[Victim]) -> dict[str, Any]:
+        """MPE on the models one placed observer received: every observed victim's members and
+        non-members scored under the sender's latest model it holds, pooled under one threshold;
+        its oracle accuracy; the ε audit of the observed victims' canaries."""
+        members: list[np.ndarray] = []
+        non_members: list[np.ndarray] = []
+        accs: list[float] = []
+        canary_scores: list[np.ndarray] = []
+        canary_in: list[np.ndarray] = []
+        for v in victims:
+            scores = view.scores.get(v.node)
+            if scores is None:
+                continue
+            probabilistic = attack_model(v.model_name).probabilistic
+            m = item_mpe(scores, v.train_items, probabilistic)
+            n = item_mpe(scores, v.held_out, probabilistic)
+            accs.append(best_threshold_accuracy(m, n)[1])
+            members.append(m)
+            non_members.append(n)
+            if len(v.canaries):
+                canary_scores.append(-item_mpe(scores, v.canaries, probabilistic))
+                canary_in.append(v.canary_in)
+        row: dict[str, Any] = {
+            "observed": len(accs),
+            "coverage": len(accs) / len(victims) if victims else 0.0,
+            "unreadable": view.unreadable,
+            "accuracy": float(np.mean(accs)) if accs else 0.0,
+        }
+        made = _roc_row(members, non_members, -1.0)
+        if made is not None:
+            row.update(made[0])
+            self._observer_roc[view.name] = made[1]
+        if canary_scores:
+            found = audit(np.concatenate(canary_scores), np.concatenate(canary_in), delta=self.audit_delta)
+            row["audit"] = found.to_dict()
+        self.observers.setdefault(view.name, []).append(row)
+        return row
 
     def _pooled(
         self,
@@ -171,16 +220,9 @@ class AttackLab:
             rows.append({})
             return None
         sign = 1.0 if calibrated else -1.0
-        curve = roc(sign * np.concatenate(members), sign * np.concatenate(non_members))
-        lows = [tpr_at(curve, f) for f in LOW_FPRS]
-        row = {
-            "auc": auc(curve),
-            "balanced_accuracy": balanced_accuracy(curve),
-            "tpr_at_fpr": {fpr_key(t.fpr): t.tpr for t in lows},
-            "resolved": {fpr_key(t.fpr): t.resolved for t in lows},
-            "members": curve.members,
-            "non_members": curve.non_members,
-        }
+        made = _roc_row(members, non_members, sign)
+        assert made is not None
+        row, curve = made
         rows.append(row)
         if calibrated:
             self._last_calibrated = curve
@@ -219,6 +261,39 @@ class AttackLab:
             }
         if self.audits:  # the last round's models are the run's: its audit is the run's
             out["audit"] = {**self.audits[-1], "by_round": [a["epsilon"] for a in self.audits]}
+        if self.observers:
+            out["observers"] = {name: self._observer_summary(name, r) for name, r in self.observers.items()}
+        return out
+
+    def _observer_summary(self, name: str, per_round: list[dict[str, Any]]) -> dict[str, Any]:
+        """A placed observer's run: per MIA round its AUC, TPRs and how many users it had a
+        model of; the last round's ROC and ε audit (the models it holds at the end are the run's)."""
+        keys = [fpr_key(f) for f in LOW_FPRS]
+        scored = [r for r in per_round if "auc" in r]
+        last = per_round[-1]
+        out: dict[str, Any] = {
+            "observed": [r["observed"] for r in per_round],
+            "coverage": last["coverage"],
+            "unreadable": last["unreadable"],
+            "accuracy": [r["accuracy"] for r in per_round],
+            "auc": [r.get("auc") for r in per_round],
+            "tpr_at_fpr": {k: [r["tpr_at_fpr"][k] if "auc" in r else None for r in per_round] for k in keys},
+        }
+        if scored:
+            out.update(
+                final_auc=last.get("auc"),
+                max_auc=max(r["auc"] for r in scored),
+                max_tpr_at_fpr={k: max(r["tpr_at_fpr"][k] for r in scored) for k in keys},
+                resolved=scored[-1]["resolved"],
+                members=scored[-1]["members"],
+                non_members=scored[-1]["non_members"],
+            )
+        curve = self._observer_roc.get(name)
+        if curve is not None:
+            out["final_roc"] = points(curve)
+        audits = [r["audit"] for r in per_round if "audit" in r]
+        if audits and "audit" in last:
+            out["audit"] = {**last["audit"], "by_round": [a["epsilon"] for a in audits]}
         return out
 
     def evaluate(self, round_no: int, nodes: Iterable[Hosted]) -> dict[str, float] | None:
@@ -330,6 +405,26 @@ class AttackLab:
                 if len(out) >= limit:
                     break
         return out
+
+
+def _roc_row(
+    members: list[np.ndarray], non_members: list[np.ndarray], sign: float
+) -> tuple[dict[str, Any], Roc] | None:
+    """The one-threshold figures of ``sign`` x the scores (higher = member), or None without a
+    member or a non-member."""
+    if not any(len(m) for m in members) or not any(len(n) for n in non_members):
+        return None
+    curve = roc(sign * np.concatenate(members), sign * np.concatenate(non_members))
+    lows = [tpr_at(curve, f) for f in LOW_FPRS]
+    row = {
+        "auc": auc(curve),
+        "balanced_accuracy": balanced_accuracy(curve),
+        "tpr_at_fpr": {fpr_key(t.fpr): t.tpr for t in lows},
+        "resolved": {fpr_key(t.fpr): t.resolved for t in lows},
+        "members": curve.members,
+        "non_members": curve.non_members,
+    }
+    return row, curve
 
 
 def proxy_summary(

@@ -16,6 +16,9 @@ runs and returns their effects unchanged, so its protocol traffic is exactly an 
   colluder sends them to its group's read member (``aia_send_to``), inside the CIA's multicast
   when it sends one, else alone, as ``CollusionMessage(u, {"aia": features})``; the read member
   pools what its ``aia_partners`` send;
+- membership inference (``mia``, with ``--mia`` and a placement): the catalogue scores of every
+  model it receives, kept per sender (adversary/mia_observer.py); a colluding group's members
+  each keep their own and the scorer pools them by the group's name;
 - under Share less (or ``fictive_user``), a refresh of the fictive user e_A against its own
   current model (with a head kept home, of the head it scores with: models.OwnHead) every
   ``refresh_every`` wake-ups of a gossip node, and every round at the FedAvg server (right after
@@ -34,6 +37,7 @@ import numpy as np
 from adversary.aia import MULTICAST_KEY, AttributeObserver
 from adversary.cia import CIAObserver
 from adversary.messages import CollusionMessage
+from adversary.mia_observer import MembershipWatch
 from adversary.models import AttackModel
 from learning.params import Array, Checked, Index, l2_norm
 from p2pcore.effects import Effect, NodeId, Send
@@ -63,8 +67,10 @@ class AdversaryNode(GossipNode):
         aia: AttributeObserver | None = None,
         aia_partners: Sequence[NodeId] = (),
         aia_send_to: Sequence[NodeId] = (),
+        mia: MembershipWatch | None = None,
     ) -> None:
         super().__init__(protocol)
+        self.mia = mia  #: the MPE attack on what this node receives (``--mia`` with a placement)
         if multicast not in ("v", "theta"):
             raise ValueError("multicast must be 'v' or 'theta'")
         self.multicast_theta = multicast == "theta"
@@ -137,6 +143,8 @@ class AdversaryNode(GossipNode):
         features = None
         if self.aia is not None and is_observation(message):  # before the merge may reuse its arrays
             features = self.aia.observe(int(sender), message.params)
+        if self.mia is not None and is_observation(message):
+            self.mia.observe(int(sender), message.params, now)
         carried = features if self.aia_pool else None  # what this node's multicasts carry
         if self.observer is not None and is_observation(message):
             theta = self.observer.keep(message.params) if self.multicast_theta and self.send_to else None
@@ -174,6 +182,8 @@ class AdversaryNode(GossipNode):
         out = {**super().state(), "observer": None if self.observer is None else self.observer.state()}
         if self.aia is not None:  # a checkpoint of a CIA-only node stays as it was
             out["aia"] = self.aia.state()
+        if self.mia is not None:
+            out["mia"] = self.mia.state()
         return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -182,6 +192,8 @@ class AdversaryNode(GossipNode):
             self.observer.restore(state["observer"])
         if self.aia is not None and state.get("aia") is not None:
             self.aia.restore(state["aia"])
+        if self.mia is not None and state.get("mia") is not None:
+            self.mia.restore(state["mia"])
 
     def collusion_template(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A partner's multicast carries the target rows of the model (v_u or Θ_u alike), and in a
@@ -195,9 +207,12 @@ class AdversaryNode(GossipNode):
         return out or None
 
     def observed_users(self) -> int:
-        """The users the CIA keeps a model of (without it: attribute inference's)."""
+        """The users the CIA keeps a model of (without it: attribute inference's, else the
+        membership watch's)."""
         if self.observer is None:
-            return len(self.aia.features) if self.aia is not None else 0
+            if self.aia is not None:
+                return len(self.aia.features)
+            return len(self.mia.rows) if self.mia is not None else 0
         return len(self.observer.v)
 
     def _refresh(self) -> None:
@@ -220,8 +235,10 @@ class ForwardingColluder(GossipNode):
         rows: Index,
         observers: Sequence[NodeId],
         aia: AttributeObserver | None = None,
+        mia: MembershipWatch | None = None,
     ) -> None:
         super().__init__(protocol)
+        self.mia = mia  #: the MPE attack on what it receives: its group's view pools it
         self.model = model
         self.rows = np.asarray(rows, dtype=np.int64)
         self.send_to = tuple(p for p in observers if p != protocol.node_id)
@@ -232,6 +249,8 @@ class ForwardingColluder(GossipNode):
         if isinstance(message, CollusionMessage):
             return []  # nobody sends to a forwarder; a stray multicast changes nothing
         forwards: list[Effect] = []
+        if self.mia is not None and is_observation(message):
+            self.mia.observe(int(sender), message.params, now)
         if self.send_to and is_observation(message):  # kept before the merge, which may reuse arrays
             kept = self.model.keep(message.params, self.rows)
             if self.aia is not None:
@@ -240,6 +259,17 @@ class ForwardingColluder(GossipNode):
             forwards.extend(Send(p, forward) for p in self.send_to)
             self.multicasts_sent += len(self.send_to)
         return [*super().on_message(sender, message, now, rng), *forwards]
+
+    def state(self) -> dict[str, Any]:
+        out = super().state()
+        if self.mia is not None:
+            out["mia"] = self.mia.state()
+        return out
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        super().restore(state)
+        if self.mia is not None and state.get("mia") is not None:
+            self.mia.restore(state["mia"])
 
 
 def _cia_part(params: Mapping[str, Array]) -> Mapping[str, Array]:

@@ -225,8 +225,23 @@ def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tupl
         points = [(f, t) for f, t in pooled["final_roc"] if f > 0]
         floor = 1.0 / max(pooled["non_members"], 1)  # below one false positive the FPR is not measured
         ax.loglog(
-            [f for f, _ in points], [max(t, 1e-5) for _, t in points], "o-", ms=3, label="MPE, one threshold"
+            [f for f, _ in points],
+            [max(t, 1e-5) for _, t in points],
+            "o-",
+            ms=3,
+            label="MPE, one threshold (omniscient)",
         )
+        observers = (result.get("mia") or {}).get("observers") or {}
+        for name, o in list(observers.items())[:6]:  # placed observers: on the models they received
+            if o.get("final_roc"):
+                seen = [(f, t) for f, t in o["final_roc"] if f > 0]
+                ax.loglog(
+                    [f for f, _ in seen],
+                    [max(t, 1e-5) for _, t in seen],
+                    ".--",
+                    ms=3,
+                    label=f"{name} (AUC {o['final_auc']:.3f}, {o['observed'][-1]} users)",
+                )
         grid = [f for f, _ in points]
         ax.loglog(grid, grid, ":", color="tab:gray", label="guessing (TPR = FPR)")
         ax.axvspan(

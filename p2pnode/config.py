@@ -85,12 +85,12 @@ _POSITIVE: Check = (lambda v: v > 0, "must be > 0")
 _CIA: Check = (lambda c: c.attack.cia, "--attack cia")
 _AIA: Check = (lambda c: c.attack.aia, "--attack aia")
 _ATTACK: Check = (
-    lambda c: c.attack.cia or c.attack.aia or bool(c.attack.plugin),
-    "--attack cia or aia, or --attack-plugin",
+    lambda c: c.attack.cia or c.attack.aia or c.attack.mia or bool(c.attack.plugin),
+    "--attack cia or aia, --mia, or --attack-plugin",
 )
 _COLLUDERS: Check = (
-    lambda c: (c.attack.cia or c.attack.aia) and c.attack.colluders > 0,
-    "--attack cia or aia with --colluders F",
+    lambda c: (c.attack.cia or c.attack.aia or c.attack.mia) and c.attack.colluders > 0,
+    "--attack cia or aia, or --mia, with --colluders F",
 )
 _DP: Check = (lambda c: c.learning.dp, "--dp-noise or --dp-epsilon")
 _SHARE_LESS: Check = (lambda c: c.learning.share_less, "--share-less")

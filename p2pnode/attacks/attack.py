@@ -17,6 +17,7 @@ from adversary.aia import AttributeObserver
 from adversary.calibrated import population_likelihood, train_reference
 from adversary.cia import CIAObserver, kept_rows
 from adversary.evaluation import AttackLab, Reference, Victim
+from adversary.mia_observer import MembershipWatch
 from adversary.models import OwnHead, attack_model
 from adversary.node import AdversaryNode, ForwardingColluder
 from adversary.plan import (
@@ -129,7 +130,27 @@ def victims(nodes: Iterable[NodeRuntime]) -> Iterator[Victim]:
                 d.canary_items,
                 d.canary_in,
                 user=d.user,
+                node=int(runtime.node_id),
             )
+
+
+def observer_gauges(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A placed observer's MIA figures (``AttackLab.evaluate_mia``'s ``observers``) in the shape
+    ``NodeRuntime.publish_mia`` takes: its oracle accuracy, the pooled figures, the audit's ε."""
+    out: dict[str, Any] = {"accuracy": row["accuracy"], "observed": row["observed"]}
+    if "auc" in row:
+        out["pooled"] = row
+    if "audit" in row:
+        out["audit_epsilon"] = row["audit"]["epsilon"]
+    return out
+
+
+def watches(nodes: Iterable[NodeRuntime]) -> Iterator[MembershipWatch]:
+    """The hosted placed observers' MPE watches (:func:`mia_names`)."""
+    for runtime in nodes:
+        watch = getattr(runtime.node, "mia", None)
+        if isinstance(watch, MembershipWatch):
+            yield watch
 
 
 def explicit_target(prep: Prepared) -> Index | None:
@@ -211,7 +232,8 @@ def _category_target(wanted: str, categories: Sequence[str]) -> Index:
 
 def wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) -> GossipNode:
     """The pure node for ``node_id``: honest, or an AdversaryNode running the CIA, attribute
-    inference (:func:`aia_roles`), or both; and on the nodes :func:`plugin_nodes` names, the
+    inference (:func:`aia_roles`), membership inference on what it receives (:func:`mia_names`),
+    or several; and on the nodes :func:`plugin_nodes` names, the
     user's own attack (``--attack-plugin``, adversary/plugin.py)."""
     node = _wrap(prep, node_id, protocol, learner)
     cfg = prep.config
@@ -284,16 +306,22 @@ def _wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) 
         )
     aia_partners = role.partners if role is not None else ()
     aia_send_to = role.send_to if role is not None else ()
+    mia_name = mia_names(prep).get(node_id)
+    mia = None if mia_name is None else MembershipWatch(attack_model(cfg.model), mia_name)
     if spec is None:
-        if aia is None:
+        if aia is None and mia is None:
             return GossipNode(protocol)
-        return AdversaryNode(protocol, None, aia=aia, aia_partners=aia_partners, aia_send_to=aia_send_to)
+        return AdversaryNode(
+            protocol, None, aia=aia, aia_partners=aia_partners, aia_send_to=aia_send_to, mia=mia
+        )
     model = attack_model(cfg.model)
     model.fused = cfg.attack.fictive_backend == "fused"  # read by GMF's fictive user alone
     if cfg.learning.adversarial or cfg.learning.local_head:  # the head stays home: score with one's own
         model = OwnHead(model)
     if spec.forwarder:
-        return ForwardingColluder(protocol, model, kept_rows(spec.targets), spec.send_to or (), aia=aia)
+        return ForwardingColluder(
+            protocol, model, kept_rows(spec.targets), spec.send_to or (), aia=aia, mia=mia
+        )
     fictive = cfg.learning.share_less or cfg.attack.fictive_user  # Share less models have no user
     observer = CIAObserver(
         model,
@@ -318,6 +346,7 @@ def _wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) 
         aia=aia,
         aia_partners=aia_partners,
         aia_send_to=aia_send_to,
+        mia=mia,
     )
 
 
@@ -332,16 +361,34 @@ class AiaRole:
 
 
 def aia_roles(prep: Prepared) -> dict[int, AiaRole]:
-    """Who infers attributes from what they receive: the FedAvg server (004's adversary); in
-    gossip each ``--attackers`` node alone, or with ``--colluders`` each group, whose members send
-    the features of every model they receive to the group's first member (the CIA's read member),
-    which pools them (named ``colluders G`` by group: the read member changes with the seed).
-    With ``--attackers all`` (the default) and no colluders: nobody (the
-    omniscient observer, which every ``--attack aia`` run has, is their upper bound)."""
-    cfg = prep.config
-    if not cfg.attack.aia:
+    """Who infers attributes from what they receive (``--attack aia``): the placed observers of
+    :func:`observer_roles`. The omniscient observer, which every ``--attack aia`` run has, is
+    their upper bound."""
+    return observer_roles(prep) if prep.config.attack.aia else {}
+
+
+def mia_names(prep: Prepared) -> dict[int, str]:
+    """Who runs the MPE attack on what they receive (``--mia``), by the name their figures go
+    under: the placed observers of :func:`observer_roles`; every member of a colluding group
+    under the group's name (the scorer pools them). Beside the omniscient observer."""
+    if not prep.config.attack.mia:
         return {}
-    if "aia_roles" not in prep.cache:
+    roles = observer_roles(prep)
+    names = {u: r.name for u, r in roles.items() if r.keep}
+    for u, r in roles.items():
+        if not r.keep:
+            names[u] = names[r.send_to[0]]
+    return names
+
+
+def observer_roles(prep: Prepared) -> dict[int, AiaRole]:
+    """The placed observers of the attacks that read what a node receives: the FedAvg server (004's
+    adversary); in gossip each ``--attackers`` node alone, or with ``--colluders`` each group,
+    whose members send what they receive to the group's first member (the CIA's read member),
+    which pools it (named ``colluders G`` by group: the read member changes with the seed).
+    With ``--attackers all`` (the default) and no colluders: nobody."""
+    cfg = prep.config
+    if "observer_roles" not in prep.cache:
         a = cfg.attack
         roles: dict[int, AiaRole] = {}
         if cfg.protocol == "fedavg":
@@ -357,6 +404,6 @@ def aia_roles(prep: Prepared) -> dict[int, AiaRole]:
             except PlanError as exc:
                 raise ConfigError(str(exc)) from None
             roles = {u: AiaRole(True, f"node {u}") for u in ids}
-        prep.cache["aia_roles"] = roles
-    out: dict[int, AiaRole] = prep.cache["aia_roles"]
+        prep.cache["observer_roles"] = roles
+    out: dict[int, AiaRole] = prep.cache["observer_roles"]
     return out

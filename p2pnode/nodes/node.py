@@ -398,6 +398,8 @@ class NodeRuntime:
         """Publish the membership attack's latest figures (``AttackLab.evaluate_mia``) on /metrics."""
         gauge = self._metrics.mia
         gauge.labels(observer, "oracle_accuracy").set(row["accuracy"])
+        if "observed" in row:  # a placed observer: the users it holds a model of
+            gauge.labels(observer, "observed").set(row["observed"])
         pooled = row.get("pooled")
         if isinstance(pooled, Mapping):
             gauge.labels(observer, "auc").set(pooled["auc"])

@@ -476,4 +476,26 @@ def mia_line(mia: dict[str, Any]) -> str:
             f"ε ≥ {found['epsilon']:.2f} at {100 * (1 - found['beta']):.0f}% confidence, "
             f"δ {found['delta']:g} ({found['correct']} of {found['guesses']} guesses right)"
         )
+    observers = mia.get("observers")
+    if isinstance(observers, dict) and observers:
+        line += "\nMIA by placed observers (MPE on the models they received, one threshold): " + "; ".join(
+            observer_part(name, o) for name, o in list(observers.items())[:4]
+        )
+        if len(observers) > 4:
+            line += f"; {len(observers) - 4} more in --json"
     return line
+
+
+def observer_part(name: str, o: dict[str, Any]) -> str:
+    """One placed observer's figures for the summary line."""
+    users = o["observed"][-1] if o["observed"] else 0
+    if o.get("final_auc") is None:
+        unreadable = o["unreadable"]
+        lacked = f"{unreadable} models lacked the user row or head"
+        return f"{name}: nothing it could score ({users} users; {lacked})"
+    tpr = o["tpr_at_fpr"]["1e-02"][-1]
+    part = f"{name}: AUC {o['final_auc']:.3f}, TPR {100 * tpr:.2f}% at 1% FPR, {users} users"
+    found = o.get("audit")
+    if isinstance(found, dict):
+        part += f", ε ≥ {found['epsilon']:.2f}"
+    return part

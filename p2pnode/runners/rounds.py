@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from adversary.mia_observer import views
 from adversary.node import AdversaryNode
 from learning.early_stop import EarlyStop, validation_figure
-from p2pnode.attacks.attack import lab_for, plugin_results, victims
+from p2pnode.attacks.attack import lab_for, observer_gauges, plugin_results, victims, watches
 from p2pnode.attacks.attributes import aia_lab_for, shared_models
 from p2pnode.config import RunConfig
 from p2pnode.nodes.node import NodeRuntime
@@ -85,12 +86,14 @@ class RoundLog:
         cia = self.lab.evaluate(round_no, nodes)
         if cia is not None:
             stats["cia"] = cia
-        mia = self.lab.evaluate_mia(round_no, victims(nodes))
+        mia = self.lab.evaluate_mia(round_no, victims(nodes), views(watches(nodes)))
         if mia is not None:
             stats["mia"] = mia
             first_node = next(iter(self.nodes.values()), None)
             if first_node is not None:  # one registry a process: any node publishes it
                 first_node.publish_mia("omniscient", mia)
+                for name, row in mia.get("observers", {}).items():
+                    first_node.publish_mia(name, observer_gauges(row))
         if self.aia is not None and (
             round_no % self.config.attack.aia_every == 0
             or round_no == self.config.rounds

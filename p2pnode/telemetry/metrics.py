@@ -129,7 +129,9 @@ class Metrics:
             "Membership inference (--mia, MPE) at the last evaluation, over this process's nodes: "
             "oracle_accuracy (per-victim threshold, 002 eq. 6), auc, balanced_accuracy and "
             "tpr_at_fpr_1e-03 / _1e-02 (one threshold for all), audit_epsilon (--canaries: the ε lower "
-            "bound at 95%)",
+            "bound at 95%); observer: omniscient (every hosted node's model), or a placed one (the "
+            "FedAvg server, a node, a colluding group: on the models it received; observed: how many "
+            "users it holds a model of)",
             ["observer", "figure"],
             registry=r,
         )

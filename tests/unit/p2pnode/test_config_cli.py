@@ -208,7 +208,7 @@ NEEDS = {  #: rules across fields
 BRINGS = {
     "--attack cia": ["--attack", "cia"],
     "--attack aia": ["--attack", "aia"],
-    "--attack cia or aia with --colluders F": ["--attack", "cia", "--colluders", "0.2"],
+    "--attack cia or aia, or --mia, with --colluders F": ["--attack", "cia", "--colluders", "0.2"],
     "--dp-noise or --dp-epsilon": ["--dp-noise", "1"],
     "--share-less": ["--share-less"],
     "--model gmf": [],
@@ -229,7 +229,7 @@ BRINGS = {
     "--defence pard or uc-fedrec": ["--defence", "pard"],
     "--eval sampled": [],
     "--protocol samo or fedavg, and no --merge-plugin": ["--protocol", "samo"],
-    "--attack cia or aia, or --attack-plugin": ["--attack", "cia"],
+    "--attack cia or aia, --mia, or --attack-plugin": ["--attack", "cia"],
     "--knn userknn|reuse|expect|gain": ["--knn", "gain"],
     "--knn with --knn-dp tau": ["--knn", "gain"],
     "--attack cia on --model gmf with --share-less or --fictive-user": ["--attack", "cia", "--share-less"],
