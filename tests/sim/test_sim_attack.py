@@ -251,3 +251,25 @@ def test_the_colluder_route_takes_only_a_partner_and_finite_near_rows_of_network
     assert len(node.observer.v) == before  # nothing refused touched the observer
     assert post(partner, 5, scale=1.1) == "taken"
     assert 5 in node.observer.v
+
+
+def test_placed_observers_read_membership_off_what_they_received() -> None:
+    """The FedAvg server holds every client's update: it reads what the omniscient observer
+    reads of the clients, within a few points (it scores the upload, the omniscient observer the
+    model after the server's next mean). A colluding group in gossip holds only the senders it
+    heard from, more of them each round, and reads them under models older than their own."""
+    fed = simulate(synthetic(protocol="fedavg", rounds=3).replace(**{"attack.kind": "", "attack.mia": True}))
+    server = fed["mia"]["observers"]["server"]
+    assert server["observed"] == [100] * 3 and server["coverage"] == 1.0 and server["unreadable"] == 0
+    assert abs(server["final_auc"] - fed["mia"]["pooled"]["auc"][-1]) < 0.1
+    assert fed["history"][-1]["mia"]["observers"]["server"]["auc"] == server["final_auc"]
+    gossip = simulate(
+        synthetic(rounds=5).replace(**{"attack.kind": "", "attack.mia": True, "attack.colluders": 0.1})
+    )
+    group = gossip["mia"]["observers"]["colluders 0"]
+    seen = group["observed"]
+    assert seen == sorted(seen) and 0 < seen[0] < seen[-1] < 100, seen  # it hears from more each round
+    assert group["members"] > 0 and group["final_roc"]
+    assert set(gossip["mia"]["observers"]) == {"colluders 0"}  # one group: one observer, pooled
+    adversaries = [row for row in gossip["per_node"] if row["adversary"]]
+    assert len(adversaries) == 10  # each member keeps its own watch
