@@ -80,6 +80,7 @@ EXPERIMENTS = (
         "exposure",
         "dp-selective",
         "dp-audit",
+        "mia-roc",
     ),
 )
 

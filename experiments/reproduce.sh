@@ -23,7 +23,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # one BLAS thread: faster on sh
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   names=(mixing table2 table3 samo-vs-base static-vs-dynamic table8 fig3 table7 table6 table4 table5 fig5
-    colluder-probes fl-probes dp-probes eq4-readings churn aia-fl aia-gossip pard-table3 pard-planted pard-ablation pard-eta pard-lambda defences-gossip eval-full reuseknn knn-p2p exposure dp-selective dp-audit)
+    colluder-probes fl-probes dp-probes eq4-readings churn aia-fl aia-gossip pard-table3 pard-planted pard-ablation pard-eta pard-lambda defences-gossip eval-full reuseknn knn-p2p exposure dp-selective dp-audit mia-roc)
 fi
 clock() { printf '%dh%02dm%02ds' $(($1 / 3600)) $(($1 % 3600 / 60)) $(($1 % 60)); }
 timings=()
