@@ -47,7 +47,8 @@ from p2pnode.runners.report import metric_for, summary
 from p2pnode.runners.rounds import RoundLog, RoundRunner
 from p2pnode.telemetry.exposure import ExposureLedger
 from p2pnode.telemetry.metrics import Metrics
-from p2pnode.transport.http import HttpTransport, listen, make_app, stop_listening
+from p2pnode.transport.admission import Admission
+from p2pnode.transport.http import ADMISSION, HttpTransport, listen, make_app, stop_listening
 from p2pnode.trust.auth import KeyHolder, process_keys
 from p2pnode.trust.identity import IdentityError, new_challenge
 from p2pnode.trust.limits import Limits, client_timeout
@@ -207,6 +208,19 @@ class NodeProcess:
             "nodes": nodes,
         }
 
+    def cache_sizes(self, admission: Admission) -> dict[str, int]:
+        """Every table the process keeps about its peers, by name (``p2pnode_cache_entries``):
+        the verifier's nonces, holders and credentials, admission's buckets and per-address
+        counts, the client's per-address state, the swap judge's owners."""
+        out = dict(admission.sizes())
+        if self.keys is not None:
+            out.update(self.keys.verifier.sizes())
+        if self.transport is not None:
+            out.update(self.transport.sizes())
+        if self.judge is not None:
+            out.update(self.judge.sizes())
+        return out
+
     def members(self) -> dict[str, Any]:
         """The ``/v1/members`` page: this process's address, nodes and the settings every
         process of the network must share (a joining process compares them)."""
@@ -271,6 +285,8 @@ class NodeProcess:
             self.spec.tls is not None,
             address=self.spec.address,
         )
+        admission = app[ADMISSION]
+        self.metrics.watch_caches(lambda: self.cache_sizes(admission))
         server_ssl = server_context(self.spec.tls) if self.spec.tls is not None else None
         try:
             self.runner, self.listener = await listen(
@@ -377,13 +393,16 @@ class NodeProcess:
     def _learned(self, node: int, address: str, first_hand: bool) -> None:
         """An address a Cyclon entry brought (THREAT_MODEL.md). A node may advertise only its own
         address: the entry a node sends about itself (authenticated as that node, and under mutual
-        TLS by its certificate) may re-point it; an entry relayed about another node only fills
-        an address this process does not know. Hosted nodes are never re-pointed. Ids outside the
+        TLS by its certificate) may re-point it once its current address stops answering
+        (``HttpTransport.move``); an entry relayed about another node only fills an address this
+        process does not know. Hosted nodes are never re-pointed. Ids outside the
         network were refused when the entry was decoded."""
         _, _, hostport = address.partition("@")
         if not hostport or hostport == "sim" or node in self.hosted:
             return
-        if first_hand or node not in self.addresses:
+        if first_hand and self.transport is not None:
+            self.transport.move(node, hostport)  # while its address answers, the node stays there
+        elif first_hand or node not in self.addresses:
             self.addresses[node] = hostport
 
     def _in_network(self, node: int) -> bool:

@@ -9,7 +9,7 @@ prometheus_client metrics, set where they change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -186,10 +186,17 @@ class Metrics:
         #: the per-message counters, kept by each node as plain ints and read at scrape time
         self.nodes: dict[str, NodeReadings] = {}
         r.register(_NodeCollector(self.nodes))
+        #: the process's caches and tables, by name, read at scrape time (:meth:`watch_caches`)
+        self.caches: list[Callable[[], Mapping[str, int]]] = []
+        r.register(_CacheCollector(self.caches))
 
     def watch(self, label: str, readings: NodeReadings) -> None:
         """Export ``readings`` (a hosted node's counters) under ``node=label``."""
         self.nodes[label] = readings
+
+    def watch_caches(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        """Export ``sizes()`` (cache name -> entries) as ``p2pnode_cache_entries{cache}``."""
+        self.caches.append(sizes)
 
 
 @dataclass
@@ -233,6 +240,28 @@ _CHANNELS = (
     ("collude", "collude_sent"),
     ("knn", "knn_sent"),
 )
+
+
+class _CacheCollector(Collector):
+    """``p2pnode_cache_entries``: the entries of every table the process keeps about its peers
+    (nonces, credentials, rate buckets, per-address state), so that a soak can see one grow."""
+
+    def __init__(self, sources: list[Callable[[], Mapping[str, int]]]) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        if not self.sources:
+            return
+        family = GaugeMetricFamily(
+            "p2pnode_cache_entries", "Entries of the process's caches and per-peer tables", labels=["cache"]
+        )
+        for sizes in self.sources:
+            for name, n in sizes().items():
+                family.add_metric([name], n)
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
 
 
 class _NodeCollector(Collector):

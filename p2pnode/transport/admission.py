@@ -77,6 +77,11 @@ class Admission:
         self.rate = RateLimiter(limits.rate_per_s, limits.burst, limits.max_senders)
         self.shedder = LagShedder(limits.max_lag_s)
 
+    def sizes(self) -> dict[str, int]:
+        """The entries of the tables admission keeps (``p2pnode_cache_entries``); each is bounded
+        (the rate buckets by ``max_senders``, the others by what is open or in flight)."""
+        return {"rate-buckets": len(self.rate), "member-inflight": len(self.members), **self.guard.sizes()}
+
     def refuse(self, dest: int, outcome: Outcome) -> Outcome:
         """Count ``outcome``'s reason against ``dest`` and return it."""
         self.host.refuse(dest, outcome.reason)

@@ -230,6 +230,15 @@ class Verifier:
         else:
             self.trust = Trust(keyring.cluster, keyring.authorities, keyring.revoked)
 
+    def sizes(self) -> dict[str, int]:
+        """Its caches' entries (``p2pnode_cache_entries``): nonces seen (at most ``max_nonces``),
+        sender ids' holders (at most one per id), verified credentials (at most the trust's
+        ``max_cached``)."""
+        out = {"nonces": len(self._nonces), "holders": len(self._holders)}
+        if self.trust is not None:
+            out["credentials"] = self.trust.cached()
+        return out
+
     def holder(self, sender: int) -> int | None:
         """The serial of the credential ``sender`` last signed a request with (None: none seen,
         or no identities)."""

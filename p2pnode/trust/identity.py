@@ -296,6 +296,10 @@ class Trust:
     max_cached: int = 4096
     _cache: OrderedDict[str, Credential] = field(default_factory=OrderedDict)
 
+    def cached(self) -> int:
+        """How many verified credentials the cache holds (at most ``max_cached``)."""
+        return len(self._cache)
+
     def verified(self) -> list[Credential]:
         """The credentials verified lately (the cache), newest last."""
         return list(self._cache.values())

@@ -103,6 +103,9 @@ class CappedCounts:
         self.counts[key] = n + 1
         return True
 
+    def __len__(self) -> int:
+        return len(self.counts)
+
     def give_back(self, key: str) -> None:
         n = self.counts.get(key, 0) - 1
         if n > 0:
@@ -126,6 +129,11 @@ class AddressGuard:
 
     def connect(self, address: str) -> bool:
         return self._open.take(address)
+
+    def sizes(self) -> dict[str, int]:
+        """Its tables' entries (``p2pnode_cache_entries``): addresses with a connection open, and
+        with a request in flight."""
+        return {"address-connections": len(self._open), "address-inflight": len(self._inflight)}
 
     def disconnect(self, address: str) -> None:
         self._open.give_back(address)
@@ -212,6 +220,9 @@ class RateLimiter:
         self.max_keys = max_keys
         self._buckets: OrderedDict[tuple[int, int], tuple[float, float]] = OrderedDict()
 
+    def __len__(self) -> int:
+        return len(self._buckets)
+
     def allow(self, sender: int, dest: int, now_s: float) -> bool:
         key = (sender, dest)
         tokens, last = self._buckets.pop(key, (self.burst, now_s))
@@ -223,6 +234,3 @@ class RateLimiter:
         if len(self._buckets) > self.max_keys:
             self._buckets.popitem(last=False)
         return ok
-
-    def __len__(self) -> int:
-        return len(self._buckets)

@@ -111,6 +111,10 @@ class SwapJudge:
             sampler.watch = self.moved
         self.recount()
 
+    def sizes(self) -> dict[str, int]:
+        """Its table's entries (``p2pnode_cache_entries``): one per node id of the population."""
+        return {"swap-owners": len(self._owners)}
+
     def owner(self, node: int) -> Hashable | None:
         if node in self._owners:
             return self._owners[node]
