@@ -71,6 +71,9 @@ SILENT_SAID = 64  #: at most this many addresses said gone at once (a log line e
 #: member's relayed entries can name any number of addresses nobody serves (measured by
 #: bench.soak: 477 in 20 s), and a forgotten one only starts its count again
 SILENT_KEPT = 4096
+#: at most this many "stopped answering" lines a minute; the others are counted into the next
+SILENT_LINES = 8
+SILENT_INTERVAL_S = 60.0
 
 
 def _ids(nodes: list[int]) -> str:
@@ -148,6 +151,8 @@ class HttpTransport:
         self._said_silent: set[str] = set()  #: addresses said to have stopped answering
         #: first-hand addresses waiting for a node's current address to stop answering (:meth:`move`)
         self._moves: dict[int, str] = {}
+        self._silent_lines: list[float] = []  #: when the last "stopped answering" lines were said
+        self._unsaid_silent = 0  #: addresses gone silent since, not said (over SILENT_LINES)
 
     def move(self, node: int, address: str) -> bool:
         """A node's own (first-hand) entry names ``address`` for it: taken at once where the
@@ -391,12 +396,24 @@ class HttpTransport:
             for dst in [d for d, a in self.addresses.items() if a == address and d in self._moves]:
                 self.addresses[dst] = self._moves.pop(dst)
         if n == SILENT_AFTER and address not in self._said_silent and len(self._said_silent) < SILENT_SAID:
+            now = time.monotonic()
+            self._silent_lines = [t for t in self._silent_lines if now - t < SILENT_INTERVAL_S]
+            if len(self._silent_lines) >= SILENT_LINES:  # a member's entries may name many at once
+                self._unsaid_silent += 1
+                return
+            self._silent_lines.append(now)
             self._said_silent.add(address)
             nodes = sorted(d for d, a in self.addresses.items() if a == address)
+            more = (
+                f" ({self._unsaid_silent} more addresses stopped answering, not said)"
+                if self._unsaid_silent
+                else ""
+            )
+            self._unsaid_silent = 0
             log.warning(
                 "%s stopped answering (%d sends in a row, the last %s): its node(s) %s are skipped "
-                "as suspected and probed now and then", address, n, outcome.reason or "unreachable",
-                _ids(nodes),
+                "as suspected and probed now and then%s", address, n, outcome.reason or "unreachable",
+                _ids(nodes), more,
             )  # fmt: skip
 
     def _not_holder(self, address: str, dsts: tuple[int, ...]) -> Outcome:
