@@ -209,7 +209,11 @@ def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
     The pooled one-threshold figures (``pooled``: AUC, TPR at low FPR) are left out: a ROC curve
     over the whole network needs every process's scores, which a summary does not carry, and no
-    weighting of the processes' curves gives it. A launch reports them per process only."""
+    weighting of the processes' curves gives it. A launch reports them per process only.
+
+    A placed observer's figures (``observers``: the FedAvg server, an ``--attackers`` node) come
+    from the one process that hosts it, whole; a colluding group whose members sit in several
+    processes pools within each, so its name, found in more than one process, is left out."""
     if not parts:
         return None
     by_round = [
@@ -218,13 +222,20 @@ def merge_mia(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     common = sorted(set.intersection(*(set(b) for b in by_round)))
     nodes = [sum(b[r][1] for b in by_round) for r in common]
     acc = [sum(b[r][0] * b[r][1] for b in by_round) / max(n, 1) for r, n in zip(common, nodes, strict=True)]
-    return {
+    out: dict[str, Any] = {
         "rounds": common,
         "accuracy": acc,
         "nodes": nodes,
         "max": max(acc, default=0.0),
         "final": acc[-1] if acc else 0.0,
     }
+    named = [name for p in parts for name in (p.get("observers") or {})]
+    whole = {
+        name: o for p in parts for name, o in (p.get("observers") or {}).items() if named.count(name) == 1
+    }
+    if whole:
+        out["observers"] = whole
+    return out
 
 
 def _pace(results: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -19,6 +19,15 @@ def test_mia_accuracy_is_weighted_by_hosted_nodes_over_common_rounds() -> None:
     assert merge_mia([]) is None
 
 
+def test_a_placed_observer_comes_whole_from_its_process_and_a_split_group_is_left_out() -> None:
+    server = {"observed": [40], "final_auc": 0.7}
+    a = {"rounds": [1], "accuracy": [0.9], "nodes": [3], "observers": {"server": server, "colluders 0": {}}}
+    b = {"rounds": [1], "accuracy": [0.5], "nodes": [1], "observers": {"colluders 0": {}}}
+    merged = merge_mia([a, b])
+    assert merged is not None and merged["observers"] == {"server": server}
+    assert "observers" not in (merge_mia([{k: v for k, v in a.items() if k != "observers"}]) or {})
+
+
 def part(
     rounds: list[int],
     accs: list[list[float]],
