@@ -283,7 +283,7 @@ async def _run(
             + ("; Prometheus: monitoring/prometheus.yml there" if not temporary else "")
             + (f"; churn: processes 1-{len(parts) - 1} come and go, process 0 stays" if churn else "")
         )
-    shown = {"round": 0}  #: the last round the watcher printed
+    shown: dict[str, Any] = {"round": 0}  #: the last round the watcher printed
     t0 = time.perf_counter()
     watcher = asyncio.create_task(
         _watch(addresses, config, progress, shown, procs if churn else None, on_round)
@@ -485,7 +485,7 @@ def _say_stretch(
     statuses: Sequence[dict[str, Any]],
     config: RunConfig,
     progress: Callable[[str], None],
-    shown: dict[str, int],
+    shown: dict[str, Any],
 ) -> None:
     """One line, once, when a process's rounds take 1.5 times their tick or more (its clock
     holds back while it runs behind): this machine cannot keep the tick; the tick that would."""
@@ -506,7 +506,7 @@ async def _watch(
     addresses: list[str],
     config: RunConfig,
     progress: Callable[[str], None] | None,
-    shown: dict[str, int],
+    shown: dict[str, Any],
     up: dict[int, asyncio.subprocess.Process] | None = None,
     on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> None:
@@ -558,10 +558,11 @@ async def _watch(
                 continue
             bounds = [s["cia"]["upper_bound"] for s in statuses if (s.get("cia") or {}).get("upper_bound")]
             elapsed = time.perf_counter() - t0
+            first = shown.setdefault("first", (rnd, elapsed))  # the pace is read from here on
             progress(
                 f"round {rnd:>4}/{config.rounds}  {metric_for(config).label} {hr:.3f}  "
                 f"models {models:>7}  MB {nbytes / 1e6:9.1f}  {elapsed:7.1f}s"
-                + time_left(rnd, config.rounds, elapsed)
+                + time_left(rnd, config.rounds, elapsed, first)
                 + (f"  CIA AAC {sum(cia) / len(cia):.3f}" if cia else "")
                 + (f" (bound {sum(bounds) / len(bounds):.3f})" if cia and bounds else "")
                 + (f"  failed sends {failures}" if failures else "")

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from learning.interactions import DataError
 from learning.synthetic import POI_SHAPES
 from p2pcore.plugin import PluginError
 from p2pnode.config import (
+    OFF_AT_ZERO,
     PRESETS,
     ConfigError,
     Flag,
@@ -58,7 +60,20 @@ GROUPS = {
     "aia": "attribute inference (--attack aia; paper 004 §II-B, adversary/aia.py)",
     "knn": "peer-to-peer KNN service (--knn; paper 003, protocols/knn.py)",
 }
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
+
+
+def finite(text: str) -> float:
+    """A float flag's value: a number, and finite (no setting means inf or nan)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+_TYPES: dict[str, Any] = {"int": int, "float": finite, "str": str}
 
 
 def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = False) -> None:
@@ -230,6 +245,11 @@ def config_from_args(
         cfg = nodes_of_dataset(cfg)  # before the rules that depend on nodes (colluders, target-k)
     cfg = cfg.validate()
     for name, flag in given:  # a flag that would change nothing is a mistake: say which one is missing
+        if name in OFF_AT_ZERO and getattr(cfg.learning, name) == 0:
+            raise ConfigError(
+                f"{flag.flag_name(name)} 0 means no DP-SGD: leave the flag out for a run without DP "
+                "(a DP run needs a value > 0)"
+            )
         if flag.needs is not None and not flag.needs[0](cfg):
             raise ConfigError(f"{flag.flag_name(name)} has no effect without {flag.needs[1]}")
     return cfg
@@ -386,9 +406,10 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None =
             print("".join(traceback.format_exception(cause)), end="", file=sys.stderr)
         print(f"p2pnode: error: {exc}", file=sys.stderr)
         return 1
-    except RuntimeError as exc:
+    except RuntimeError as exc:  # a process that could not start says whether it was the user's mistake
         print(f"p2pnode: error: {exc}", file=sys.stderr)
-        return 1
+        status = getattr(exc, "exit_status", 1)
+        return status if isinstance(status, int) else 1
 
 
 def progress_printer(args: argparse.Namespace) -> Any:

@@ -23,6 +23,7 @@ from p2pcore.churn import CHURN_MODELS, ChurnModel
 from p2pnode.data.tables import NAMED_BOXES, TableOptions, parse_bbox, parse_columns
 
 PROTOCOLS = ("base", "samo", "fedavg")
+FLOAT32_MAX = 3.4028234663852886e38
 ATTACKS = ("cia", "aia", "cia,aia")
 SAMPLINGS = ("static", "peerswap", "cyclon", "pers")
 MODELS = ("gmf", "prme", "ncf")
@@ -127,6 +128,13 @@ _GOSSIP: Check = (
     "a gossip protocol (FedAvg clients talk to the server)",
 )
 _SHARE: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
+#: the models are float32: a rate past its largest value is inf in the first step
+_LR: Check = (
+    lambda v: 0 < v <= FLOAT32_MAX,
+    f"must be > 0 and at most {FLOAT32_MAX:.3g} (the models' float32)",
+)
+#: a flag whose value 0 means "off" given as 0 changes nothing: say so rather than run without it
+OFF_AT_ZERO = ("dp_noise", "dp_epsilon")
 _SAMPLED: Check = (lambda c: c.learning.evaluation == "sampled", "--eval sampled")
 _FILE: Check = (lambda c: c.dataset not in ("ml-100k", "synthetic"), "--dataset FILE")
 
@@ -159,7 +167,7 @@ class LearningConfig:
     """Local model and training (GMF defaults from NCF; docs/design.md, Learning)."""
 
     factors: int = opt(32, "GMF embedding size", group="learning", check=_min(1), needs=_GMF)
-    lr: float = opt(0.001, "Adam learning rate", group="learning", check=_POSITIVE)
+    lr: float = opt(0.001, "Adam learning rate", group="learning", check=_LR)
     batch_size: int = opt(256, "minibatch size of a local update", group="learning", check=_min(1))
     negatives: int = opt(4, "sampled negatives per positive", group="learning", check=_min(1))
     local_epochs: int = opt(1, "epochs over the local data per local update", group="learning", check=_min(1))
@@ -945,7 +953,7 @@ class RunConfig:
         0.1, "PeerSwap view changes per node per round (p ~ Exp(rate))", check=_min(0), needs=_PEERSWAP
     )
     exploration: float = opt(0.4, "pers: share of sends to the random view", check=_SHARE, needs=_PERS)
-    seed: int = opt(0, "seed of everything random")
+    seed: int = opt(0, "seed of everything random", check=_min(0))
     dataset: str = opt(
         "ml-100k",
         "ml-100k, synthetic, or a file: Foursquare TSMC2014, SNAP Gowalla, or CSV/TSV (p2pnode data list)",
@@ -1516,9 +1524,22 @@ def changes_from_mapping(raw: Mapping[str, Any], base: Any, source: str = "confi
                 if sk2 not in names:
                     raise ConfigError(f"{source}: unknown key {key}.{sk}{_nearest(sk2, names, k + '.')}")
                 changes[f"{k}.{sk2}"] = _coerce(sv, getattr(sub, sk2), f"{key}.{sk}", source)
+                _check_key(names[sk2], changes[f"{k}.{sk2}"], f"{key}.{sk}", source)
         else:
             changes[k] = _coerce(value, sub, key, source)
+            _check_key(sections[k], changes[k], key, source)
     return changes
+
+
+def _check_key(f: dataclasses.Field[Any], value: Any, key: str, source: str) -> None:
+    """A file's or a mapping's value against its field's own check, named as the file wrote it
+    (``c.toml: rounds must be >= 1, got -3``), not as the flag it did not use."""
+    flag: Flag | None = f.metadata.get("flag")
+    check: Check | None = flag.check if flag else f.metadata.get("check")
+    if flag is not None and flag.choices and check is None:
+        check = (lambda v: v in flag.choices, f"must be one of {', '.join(flag.choices)}")
+    if check is not None and not check[0](value):
+        raise ConfigError(f"{source}: {key} {check[1]}, got {value!r}")
 
 
 def nested(dotted: Mapping[str, Any]) -> dict[str, Any]:
@@ -1554,6 +1575,8 @@ def _coerce(value: Any, default: Any, name: str, source: str) -> Any:
     if isinstance(default, float):
         if type(value) not in (int, float):
             raise ConfigError(f"{source}: {name} must be a number")
+        if not math.isfinite(value):  # TOML reads inf and nan: no setting means either
+            raise ConfigError(f"{source}: {name} must be a finite number, got {value}")
         return float(value)
     if isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{source}: {name} must be a string")
@@ -1604,7 +1627,7 @@ def check_fields(tree: Any) -> None:
         if flag is not None and flag.choices and check is None:
             _check(value in flag.choices, name, f"must be one of {', '.join(flag.choices)}, got {value!r}")
         elif check is not None:
-            _check(check[0](value), name, check[1])
+            _check(check[0](value), name, f"{check[1]}, got {value!r}")
 
 
 def _check(ok: bool, name: str, what: str) -> None:

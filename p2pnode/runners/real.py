@@ -30,7 +30,7 @@ from aiohttp import web
 
 from p2pcore.plugin import PluginError
 from p2pnode.clock import ElasticClock
-from p2pnode.config import RunConfig, network_differences, network_settings
+from p2pnode.config import ConfigError, RunConfig, network_differences, network_settings
 from p2pnode.data import checkpoint
 from p2pnode.nodes.host import Host, body_limit
 from p2pnode.nodes.prepare import Prepared, prepare
@@ -75,6 +75,15 @@ def hold_tick(tick_s: float, stretch: float) -> float:
 class StartupError(RuntimeError):
     """The process could not join the network (peers unreachable, ids clash, ...)."""
 
+    exit_status = 1  #: the command's exit status: 1, or 2 where the processes' settings disagree
+
+
+class MismatchError(StartupError):
+    """The processes were started with settings that cannot make one network (another
+    network's settings, a node hosted twice): the user's mistake, exit status 2."""
+
+    exit_status = 2
+
 
 @dataclass(frozen=True)
 class ProcessSpec:
@@ -109,17 +118,20 @@ class NodeProcess:
         self.config = config.validate()
         self.spec = spec
         if self.config.stop_at:  # each process would stop on its own nodes' utility alone
-            raise StartupError("the early stop (stop_at) is simulated only")
-        self.prep = prep or prepare(self.config)
-        for u in spec.users:
+            raise ConfigError("the early stop (stop_at) is simulated only")
+        for u in spec.users:  # before the data is read: a user's mistake is said at once
             if not 0 <= u < self.config.nodes:
-                raise StartupError(f"user {u} is outside the network's 0..{self.config.nodes - 1}")
+                raise ConfigError(
+                    f"--users: user {u} is outside the network's 0..{self.config.nodes - 1} (--nodes "
+                    f"{self.config.nodes})"
+                )
+        if spec.server and self.config.protocol != "fedavg":
+            raise ConfigError("--server hosts the FedAvg server; it needs --protocol fedavg")
+        self.prep = prep or prepare(self.config)
         self.metrics = Metrics()
         self.host = Host(self.metrics, body_limit(self.prep.model_bytes))
         if self.config.protocol != "fedavg":  # who merged whose models (p2pnode/telemetry/exposure.py)
             self.host.ledger = ExposureLedger(self.config.nodes)
-        if spec.server and self.config.protocol != "fedavg":
-            raise StartupError("--server hosts the FedAvg server; it needs --protocol fedavg")
         self.hosted = (*spec.users, server_id(self.config)) if spec.server else spec.users
         self.addresses: dict[int, str] = {u: spec.address for u in self.hosted}
         self.transport: HttpTransport | None = None
@@ -447,7 +459,7 @@ class NodeProcess:
                         theirs = body.get("settings")
                         differ = network_differences(mine, theirs) if isinstance(theirs, dict) else []
                         if differ:
-                            raise StartupError(
+                            raise MismatchError(
                                 f"{peer} runs another network: {'; '.join(differ)} "
                                 "(start every process of a network with the same settings)"
                             )
@@ -458,9 +470,18 @@ class NodeProcess:
                                     f"{peer} could not prove a credential of this cluster's authority"
                                 )
                             listed = self._claims(peer, listed, "its credential does not name", cred.names)
-                        # a page lists another process's nodes (a member's lie, or a stale page):
-                        # never this process's own, which would stop it from starting (THREAT_MODEL.md),
-                        # nor ids outside the network
+                        twice = sorted(set(listed) & set(self.hosted))
+                        if twice and (self.keys is None or trust is not None):
+                            # open, or proved by the peer's credential: two processes started
+                            # with overlapping --users (or credentials), not a member's lie
+                            raise MismatchError(
+                                f"{len(twice)} node(s) are hosted both here and by {peer} (first: "
+                                f"{twice[:5]}): give each process its own --users"
+                                + (" and its own identity" if trust is not None else "")
+                            )
+                        # with the cluster key alone a page may list another process's nodes (a
+                        # member's lie): never this process's own, which would stop it from
+                        # starting (THREAT_MODEL.md), nor ids outside the network
                         listed = self._claims(peer, listed, "hosted here", lambda u: u not in self.hosted)
                         listed = self._claims(peer, listed, "outside the network", self._in_network)
                         for u in listed:

@@ -219,13 +219,22 @@ def epsilon_by_node(nodes: Iterable[NodeRuntime]) -> dict[str, float]:
     return out
 
 
-def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seconds: float) -> str:
+def progress_line(
+    stats: dict[str, Any],
+    metric: Metric,
+    total_rounds: int | None,
+    seconds: float,
+    since: tuple[int, float] | None = None,
+) -> str:
+    """One round's line. ``total_rounds`` None: a daemon run until stopped (no total, no time
+    left); ``since``: the first evaluated round and its time, from which the pace is read."""
     value = stats[metric.key]
+    of = f"/{total_rounds}" if total_rounds is not None else ""
     return (
-        f"round {stats['round']:>4}/{total_rounds}  {metric.label} {value:.3f}  "
+        f"round {stats['round']:>4}{of}  {metric.label} {value:.3f}  "
         f"models {stats['model_messages']:>7} ({stats['delta_messages']} delta)  "
         f"MB {stats['bytes'] / 1e6:9.1f}  merges {stats['merges']:>7}  {seconds:7.1f}s"
-        + time_left(stats["round"], total_rounds, seconds)
+        + time_left(stats["round"], total_rounds, seconds, since)
         + (
             f"  CIA AAC {stats['cia']['aac']:.3f} (bound {stats['cia']['upper_bound']:.3f})"
             if "cia" in stats
@@ -236,11 +245,21 @@ def progress_line(stats: dict[str, Any], metric: Metric, total_rounds: int, seco
     )
 
 
-def time_left(round_no: int, total_rounds: int, seconds: float) -> str:
-    """The time the remaining rounds will take at the pace so far (none after the last)."""
-    if round_no <= 0 or round_no >= total_rounds:
+def time_left(
+    round_no: int, total_rounds: int | None, seconds: float, since: tuple[int, float] | None = None
+) -> str:
+    """The time the remaining rounds will take at the pace since the first evaluated round
+    (``since``: its round and time; the first round carries the start-up, which the rest do
+    not, so no estimate is made from it alone); none after the last round or without a total."""
+    if total_rounds is None or round_no <= 0 or round_no >= total_rounds:
         return ""
-    return f" (~{seconds / round_no * (total_rounds - round_no):.0f}s left)"
+    if since is None:  # the pace of every round so far
+        return f" (~{seconds / round_no * (total_rounds - round_no):.0f}s left)"
+    first_round, first_seconds = since
+    if round_no <= first_round:
+        return ""
+    pace = (seconds - first_seconds) / (round_no - first_round)
+    return f" (~{pace * (total_rounds - round_no):.0f}s left)"
 
 
 def _churn_text(churn: dict[str, int]) -> str:

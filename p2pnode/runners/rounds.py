@@ -58,6 +58,9 @@ class RoundLog:
         #: the dataset's own user ids (``u17``), by node id, for outputs that name users
         self.raw_users: tuple[str, ...] | None = tuple(prep.data.raw_user_ids) if prep.data else None
         self.progress = progress
+        #: the rounds the run has (None: a daemon until stopped; the round runner sets it)
+        self.total: int | None = config.rounds
+        self._first: tuple[int, float] | None = None  #: the first evaluation's round and time
         self.wall_time = wall_time  #: stamp each evaluation with the wall clock (real runs)
         self.extra = extra  #: the driver's own figures for each evaluation (the simulator's churn)
         self.history: list[dict[str, Any]] = []
@@ -114,7 +117,9 @@ class RoundLog:
         if best:
             self.best = stats
         if self.progress is not None:
-            self.progress(progress_line(stats, self.metric, self.config.rounds, seconds))
+            self.progress(progress_line(stats, self.metric, self.total, seconds, self._first))
+        if self._first is None:
+            self._first = (round_no, seconds)
         return stats
 
     def global_model(self) -> Mapping[str, Any] | None:
@@ -281,6 +286,7 @@ class RoundRunner:
     ) -> None:
         self.log = log
         self.rounds = rounds
+        log.total = rounds
         self.round = start
         self.hooks = hooks
 

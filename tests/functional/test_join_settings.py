@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from p2pnode.runners.real import NodeProcess, ProcessSpec, StartupError
+from p2pnode.runners.real import MismatchError, NodeProcess, ProcessSpec, StartupError
 from tests.functional.helpers import free_ports
 from tests.functional.test_http_nodes import cfg
 
@@ -33,5 +33,24 @@ async def test_a_process_with_other_network_settings_is_refused_at_join_naming_e
         same = NodeProcess(config, ProcessSpec(tuple(range(6, 12)), "127.0.0.1", port, (a_addr,)))
         await same.start()
         await same.shutdown()
+    finally:
+        await a.shutdown()
+
+
+async def test_two_open_processes_started_with_overlapping_users_refuse_to_run_both() -> None:
+    a_addr, b_addr = (f"127.0.0.1:{p}" for p in free_ports(2))
+    config = cfg(nodes=12, rounds=1000, sampling="cyclon")
+    a = NodeProcess(config, ProcessSpec(tuple(range(8)), "127.0.0.1", int(a_addr.split(":")[1]), ()))
+    await a.start()
+    try:
+        port = int(b_addr.split(":")[1])
+        b = NodeProcess(config, ProcessSpec(tuple(range(5, 12)), "127.0.0.1", port, (a_addr,)))
+        # both used to run, each hosting nodes 5-7, with one WARNING line to show for it
+        with pytest.raises(MismatchError) as refused:
+            await b.start()
+        line = str(refused.value)
+        assert line.startswith(f"3 node(s) are hosted both here and by {a_addr} (first: [5, 6, 7])")
+        assert refused.value.exit_status == 2  # the user's mistake, as for a bad flag
+        await b.shutdown()
     finally:
         await a.shutdown()

@@ -27,7 +27,7 @@ def test_flags_override_file_and_preset(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("rounds = 0", "--rounds"),
+        ("rounds = 0", "c.toml: rounds must be >= 1, got 0"),
         ("bogus = 1", "unknown key"),
         ("[learning]\nlr = 'x'", "learning.lr must be a number"),
         ("rounds = [", "c.toml"),
@@ -446,3 +446,80 @@ def test_the_example_config_in_docs_is_the_readmes_main_job() -> None:
     assert cfg == config_from_args(
         build_parser().parse_args(["simulate", *main_job.split(), "--fictive-user"])
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--dp-epsilon", "0"], "--dp-epsilon 0 means no DP-SGD"),  # used to run without DP
+        (["--dp-noise", "0"], "--dp-noise 0 means no DP-SGD"),
+        (["--lr", "inf"], "argument --lr: expected a finite number, got 'inf'"),
+        (["--lr", "nan"], "argument --lr: expected a finite number, got 'nan'"),
+        (["--lr", "1e308"], "--lr must be > 0 and at most 3.4e+38 (the models' float32), got 1e+308"),
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),  # used to say only "expected non-negative integer"
+    ],
+)
+def test_values_that_would_run_a_silently_wrong_job_are_refused_naming_the_flag(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = lab_main(["simulate", "--nodes", "10", "--rounds", "1", *argv])
+    except SystemExit as exc:  # argparse's own refusals
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2 and said in err, err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("rounds = -3", "c.toml: rounds must be >= 1, got -3"),  # used to say "--rounds must be >= 1"
+        ("[learning]\nlr = -0.5", "c.toml: learning.lr must be > 0"),
+        ("[learning]\nlr = inf", "c.toml: learning.lr must be a finite number, got inf"),
+        ('protocol = "gossip"', "c.toml: protocol must be one of base, samo, fedavg, got 'gossip'"),
+    ],
+)
+def test_a_files_bad_value_is_named_by_its_key_in_the_file(tmp_path: Path, text: str, said: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_toml(f)
+    assert str(refused.value).startswith(str(f)) and said.split(": ", 1)[1] in str(refused.value)
+
+
+def test_users_outside_the_network_are_the_users_mistake_said_before_the_data_is_read() -> None:
+    from p2pnode.runners.real import NodeProcess, ProcessSpec
+
+    config = RunConfig(nodes=50, rounds=1, dataset="synthetic")
+    with pytest.raises(ConfigError, match=r"--users: user 50 is outside the network's 0..49"):
+        NodeProcess(config, ProcessSpec(tuple(range(100)), "127.0.0.1", 1, ()))
+    assert lab_main(["run", "--users", "0-99", "--nodes", "50", "--listen", "127.0.0.1:1"]) == 2  # was 1
+
+
+def test_the_time_left_is_read_from_the_rounds_after_the_first_and_a_daemon_has_none() -> None:
+    from p2pnode.runners.report import time_left
+
+    # round 1 took 10 s with the start-up, each later one 1 s: at round 2, 18 rounds at 1 s remain
+    assert time_left(1, 20, 10.0, (1, 10.0)) == ""  # nothing to read a pace from yet
+    assert time_left(2, 20, 11.0, (1, 10.0)) == " (~18s left)"  # was "~99s left"
+    assert time_left(20, 20, 29.0, (1, 10.0)) == ""
+    assert time_left(21, None, 30.0, (1, 10.0)) == ""  # `run` without --rounds: no total to count to
+
+
+def test_a_daemons_round_line_counts_up_without_a_total() -> None:
+    from p2pnode.runners.report import metric_for, progress_line
+
+    stats = {
+        "round": 21,
+        "hit_ratio_at_20": 0.5,
+        "model_messages": 9,
+        "delta_messages": 0,
+        "bytes": 1e6,
+        "merges": 9,
+    }
+    metric = metric_for(RunConfig())
+    assert progress_line(stats, metric, None, 30.0, (1, 10.0)).startswith(
+        "round   21  HR@20 0.500"
+    )  # was "21/20"
+    assert progress_line(stats, metric, 40, 30.0, (1, 10.0)).startswith("round   21/40  HR@20")
+    assert "(~19s left)" in progress_line(stats, metric, 40, 30.0, (1, 10.0))
