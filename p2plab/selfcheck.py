@@ -172,7 +172,7 @@ def compare(
             (slow if reason in OVERLOAD else findings).append(said)
     tick = config.tick_seconds
     if real.stretch > STRETCHED:
-        slow.insert(0, f"rounds took {real.stretch:.1f}x their {100 * tick:g} s tick")
+        slow.insert(0, f"rounds took {real.stretch:.1f}x their {100 * tick:g} s (100 ticks of {tick:g} s)")
     if real.late > LATE:
         slow.append(f"{real.late:.0%} of rounds started late")
     seeds = len(ref)

@@ -8,14 +8,16 @@ A plug-in is named either by an entry point of an installed package, in the grou
     norms = "mylab.attacks:NormWatcher"
 
 or by an import path ``module:attribute`` (``mylab.attacks:NormWatcher``) of a module on
-``sys.path`` (the working directory or ``PYTHONPATH``). Every process of a real run imports it
-itself, so it must be importable on every host. ``docs/plugins.md`` has a worked example of each
-kind.
+``sys.path`` (``PYTHONPATH``, an installed package) or in the working directory. Every process
+of a real run imports it itself, so it must be importable on every host. ``docs/plugins.md``
+has a worked example of each kind.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
@@ -53,6 +55,23 @@ def _model(name: str) -> Any:
     return found
 
 
+def _import(module_name: str) -> Any:
+    """The module, from ``sys.path`` or else from the working directory, as ``python -m``
+    would find it (an installed entry point runs ``p2pnode`` with its own folder on the path,
+    not the one the user stands in). The working directory goes last: it never shadows an
+    installed module."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        importlib.invalidate_caches()
+        return importlib.import_module(module_name)
+
+
 @cache
 def _load(kind: str, name: str) -> Any:
     group = GROUPS[kind]
@@ -74,7 +93,7 @@ def _load(kind: str, name: str) -> Any:
             raise ConfigError(f"{flag} {name}: loading {found[0].value} failed: {exc!r}") from None
     module_name, _, attribute = name.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ModuleNotFoundError as exc:
         raise ConfigError(f"{flag} {name}: no module {exc.name!r} on the Python path") from None
     except Exception as exc:

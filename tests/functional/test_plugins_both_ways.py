@@ -121,3 +121,28 @@ def test_a_plugin_that_fails_ends_the_run_with_its_error_both_ways(userlab: Path
     # a real process stops at once rather than answer 500s and end with a summary of nothing
     with pytest.raises(RuntimeError, match=r"exited with 1:[\s\S]*observe\(\) raised ZeroDivisionError"):
         p2pnode.launch(progress=False, processes=1, tick_seconds=0.004, no_self_check=True, **SMALL, **broken)
+
+
+def test_the_plugin_docs_commands_run_as_written_from_the_examples_folder(tmp_path: Path) -> None:
+    """docs/plugins.md's first bash block, line by line, in a copy of docs/examples with nothing
+    on PYTHONPATH: the working directory is where the module is found (it used to say "no
+    module 'myplugins' on the Python path")."""
+    import re
+    import subprocess
+
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert block is not None
+    lines = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+    assert lines[0] == "cd docs/examples"
+    commands = [line for line in lines[1:] if line]
+    assert len(commands) == 3 and all(c.startswith("p2pnode ") for c in commands)
+    here = tmp_path / "examples"
+    shutil.copytree(ROOT / "docs" / "examples", here, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for command in commands:
+        done = subprocess.run(command.split(), cwd=here, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr
+    assert (here / "run1" / "report.md").exists()  # the launch's --out, where the docs put it

@@ -42,7 +42,7 @@ def test_a_slow_machine_is_told_apart_from_a_divergence_with_the_tick_that_would
     verdict = compare(slow, SIM, CONFIG, processes=2, delays="with this run's delays: x")
     assert not verdict.diverged and not verdict.findings
     assert verdict.slow == (
-        "rounds took 1.8x their 1 s tick",
+        "rounds took 1.8x their 1 s (100 ticks of 0.01 s)",
         "'busy' refusals 0.050 a node-round (simulator 0.000)",
     )
     assert "on a slow machine" in verdict.line and "(3 seeds, with this run's delays: x)" in verdict.line
