@@ -273,7 +273,7 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
     chance = stats.get(f"{metric.key}_random", metric.random)
     where = " over the full catalogue" if metric.full else ""
     return (
-        f"done: {stats['nodes']} nodes, {stats['round']} rounds, {metric.label} {value:.3f} "
+        f"done: {stats['nodes']} nodes, {stats['round']} rounds{_defence_text(stats)}, {metric.label} {value:.3f} "
         f"(random {chance:.3f}{_popularity_text(stats, metric)}{where}){_ranking_text(stats, metric)}, "
         f"{stats['messages']} messages ({stats['model_messages']} models, "
         f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "
@@ -293,6 +293,36 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
         + (knn_line(stats["knn"]) if isinstance(stats.get("knn"), dict) else "")
         + (f"\n{stats['self_check']['line']}" if isinstance(stats.get("self_check"), dict) else "")
     )
+
+
+def defences(config: dict[str, Any]) -> list[str]:
+    """The privacy defences a run's configuration (``RunConfig.to_dict``) turns on, by name."""
+    lc = config.get("learning", {})
+    on = []
+    if lc.get("defence") == "pard":
+        on.append(f"PARD (λ_ir {lc.get('pard_lambda_ir')}, λ_re {lc.get('pard_lambda_re')})")
+    elif lc.get("defence") == "uc-fedrec":
+        on.append("UC-FedRec")
+    if lc.get("share_less"):
+        on.append("Share less")
+    if lc.get("local_head"):
+        on.append("the head kept home")
+    if lc.get("personal_user"):
+        on.append("the user row kept")
+    if lc.get("dp_epsilon"):
+        on.append(f"DP-SGD (target ε {lc['dp_epsilon']:g}, C {lc.get('dp_clip')})")
+    elif lc.get("dp_noise"):
+        on.append(f"DP-SGD (σ {lc['dp_noise']:g}, C {lc.get('dp_clip')})")
+    if lc.get("upload_noise"):
+        on.append(f"upload noise {lc['upload_noise']:g}")
+    return on
+
+
+def _defence_text(stats: dict[str, Any]) -> str:
+    """`` under PARD (...)``: a run with a defence says so where its figures begin."""
+    config = stats.get("config")
+    on = defences(config) if isinstance(config, dict) else []
+    return f" under {' + '.join(on)}" if on else ""
 
 
 def _selective_text(sel: dict[str, Any]) -> str:

@@ -523,3 +523,46 @@ def test_a_daemons_round_line_counts_up_without_a_total() -> None:
     )  # was "21/20"
     assert progress_line(stats, metric, 40, 30.0, (1, 10.0)).startswith("round   21/40  HR@20")
     assert "(~19s left)" in progress_line(stats, metric, 40, 30.0, (1, 10.0))
+
+
+def test_a_head_kept_home_refuses_only_what_the_readme_says_it_refuses() -> None:
+    """README: in gossip the CIA and a fictive user score with the observer's own head; only the
+    FedAvg server's CIA (no head at the server) and the AIA's head-bound options are refused.
+    The README used to say the CIA and a fictive user were refused with --local-head."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    bullet = readme[readme.index("`--local-head`: the model's head") :].split("\n- ")[0]
+    assert "--attack cia` with `--protocol fedavg` is\n  refused" in bullet
+
+    def config(*argv: str) -> RunConfig:
+        return config_from_args(
+            build_parser().parse_args(["simulate", "--nodes", "60", "--local-head", *argv])
+        )
+
+    assert config("--attack", "cia", "--fictive-user").attack.fictive_user  # gossip: the own head
+    for refused in (
+        ("--attack", "cia", "--protocol", "fedavg"),
+        ("--attack", "aia", "--aia-items", "inferred"),
+        ("--attack", "aia", "--aia-items", "oracle", "--aia-user", "fictive"),
+    ):
+        with pytest.raises(ConfigError):
+            config(*refused)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["--defence", "pard", "--model", "ncf"],
+            " under PARD (λ_ir 0.5, λ_re 0.3), ",
+        ),  # used to read as a plain run
+        (["--share-less", "--local-head"], " under Share less + the head kept home, "),
+        (["--dp-epsilon", "10"], " under DP-SGD (target ε 10, C 2.0), "),
+        ([], "1 rounds, HR@20"),
+    ],
+)
+def test_the_summary_line_names_the_defence_the_run_had(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert lab_main(["simulate", "--nodes", "12", "--rounds", "1", "--quiet", *argv]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("done: 12 nodes, 1 rounds") and said in line, line
