@@ -6,6 +6,7 @@ metrics. Peer messages come in through ``accept`` once the host decoded and chec
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -283,6 +284,8 @@ class NodeRuntime:
             "incarnation": self.incarnation,
             "rng": [version, list(internal), gauss],
             "observer": node["observer"],
+            #: its traffic counts, so a resumed run's models and bytes carry on as its merges do
+            "counters": dataclasses.asdict(self.counters),
             **({"aia": node["aia"]} if node.get("aia") is not None else {}),  # attribute inference's
             **({"knn": self.node.knn.state()} if self.node.knn is not None else {}),  # its DataUsage
             **self._public_state(),
@@ -325,6 +328,7 @@ class NodeRuntime:
         if attacked != (self.node.observed_users() is not None):
             raise ValueError("checkpoint and configuration disagree on whether this node attacks")
         public = self._public_rows(state)  # checked before anything is restored
+        counters = _counters(state.get("counters"))
         if ("knn" in state) != (self.node.knn is not None):
             raise ValueError("checkpoint and configuration disagree on whether this node runs --knn")
         if self.node.knn is not None:  # parsed whole before it changes anything, as the rows above
@@ -340,6 +344,9 @@ class NodeRuntime:
         self.rng.setstate((int(version), tuple(int(x) for x in internal), gauss))
         self.round = int(state["round"])
         self._m_round.set(self.round)
+        if counters is not None:  # a checkpoint from before they were kept starts them at 0
+            for f in dataclasses.fields(counters):  # in place: /metrics reads this same object
+                setattr(self.counters, f.name, getattr(counters, f.name))
 
     def _handle(self, event: Event) -> list[Effect]:
         """The pure node's answer to ``event``. A user's plug-in that fails (``PluginError``)
@@ -696,3 +703,22 @@ class NodeRuntime:
     def rejected(self) -> dict[str, int]:
         """Its refusals per reason, counted by its host (p2pnode.transport.refusals.Refusals)."""
         return self.counters.rejected
+
+
+def _counters(raw: Any) -> NodeCounters | None:
+    """A checkpoint's traffic counts, checked whole (non-negative integers, by name) before any
+    is taken; None where the checkpoint has none."""
+    if raw is None:
+        return None
+    names = {f.name for f in dataclasses.fields(NodeCounters)}
+    if not isinstance(raw, dict) or not set(raw) <= names:
+        raise ValueError("checkpoint's counters are not a node's counters")
+    rejected = raw.get("rejected", {})
+    plain = {k: v for k, v in raw.items() if k != "rejected"}
+    if not isinstance(rejected, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 0 for k, v in rejected.items()
+    ):
+        raise ValueError("checkpoint's refusal counts are not counts")
+    if not all(type(v) is int and v >= 0 for v in plain.values()):
+        raise ValueError("checkpoint's counters are not non-negative integers")
+    return NodeCounters(**plain, rejected=dict(rejected))

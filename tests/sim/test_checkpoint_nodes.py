@@ -38,6 +38,7 @@ def test_every_node_state_survives_a_checkpoint(changes: dict[str, object]) -> N
         assert la.version == lb.version and la.epsilon() == lb.epsilon()
         assert a.node.sampler.out_view() == b.node.sampler.out_view()
         assert a.node.protocol.stats == b.node.protocol.stats
+        assert a.counters == b.counters and a.counters.models_sent > 0  # the models carry on as merges do
         assert a.last_version == b.last_version
         assert a.rng.random() == b.rng.random()
         if hasattr(a.node, "observer"):
@@ -70,3 +71,20 @@ def test_a_checkpoint_from_another_configuration_is_refused() -> None:
         prme.host.nodes[0].restore_state(state)
     with pytest.raises(ValueError, match="node 0"):
         gmf.host.nodes[1].restore_state(state)
+
+
+def test_a_checkpoints_counters_are_checked_before_any_is_taken() -> None:
+    cfg = RunConfig(nodes=8, rounds=1, seed=1, dataset="synthetic")
+    sim = Simulation(cfg)
+    sim.run_round()
+    node = sim.host.nodes[0]
+    state = checkpoint.loads(checkpoint.dumps(node.checkpoint_state()))
+    fresh = Simulation(cfg).host.nodes[0]
+    for bad in ({"models_sent": -1}, {"models_sent": "9"}, {"nope": 1}, {"rejected": {"busy": 1.5}}):
+        with pytest.raises(ValueError, match="checkpoint's"):
+            fresh.restore_state({**state, "counters": {**state["counters"], **bad}})
+        assert fresh.round == 0 and fresh.counters.models_sent == 0  # refused whole: nothing taken
+    old = {k: v for k, v in state.items() if k != "counters"}  # a checkpoint from before they were kept
+    fresh = Simulation(cfg).host.nodes[0]
+    fresh.restore_state(old)
+    assert fresh.counters.models_sent == 0
