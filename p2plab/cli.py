@@ -468,8 +468,19 @@ def _reporting_handler(handle: cli.Handler) -> cli.Handler:
     report.md). The daemon's own ``python -m p2pnode`` draws nothing: plots are the lab's."""
 
     def handle_and_report(args: argparse.Namespace) -> int:
-        code = handle(args)
         out = getattr(args, "out", None)
+        if out is not None:  # an earlier run's figures would sit beside this one's (or be read as it)
+            from p2plab.run_report import clear_earlier_run
+
+            removed = clear_earlier_run(out)
+            if removed and not getattr(args, "quiet", False):
+                print(
+                    f"{out} held an earlier run: its {len(removed)} files and folders are replaced "
+                    "by this run's",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        code = handle(args)
         if code == 0 and out is not None:
             from p2plab.run_report import report_run, run_file
 

@@ -20,6 +20,37 @@ from p2pnode.config import ConfigError, RunConfig, from_mapping
 from p2pnode.runners.report import metric_for, summary
 
 RUN_FILES = ("result.json", "summary.json")
+#: every figure :func:`panels` may draw, by file name
+PANEL_FILES = ("utility.png", "cia.png", "churn.png", "aia.png", "mia_roc.png", "knn.png")
+#: what a simulate or launch run writes into its ``--out`` besides the panels (a launch's
+#: per-process folders and logs are ``proc<k>`` and ``proc<k>.log``)
+OUT_FILES = (*RUN_FILES, "report.md", "config.toml", "config.json")
+OUT_FOLDERS = ("monitoring",)
+
+
+def clear_earlier_run(folder: Path) -> list[str]:
+    """Remove what an earlier simulate or launch run wrote into ``folder`` (its summary, report,
+    figures, configuration and a launch's per-process folders), so that nothing of it is left
+    beside the new run's or read as the new run's; only when ``folder`` holds a finished run, and
+    only the names such a run writes (a user's own files stay). Returns the names removed."""
+    import re
+    import shutil
+
+    if not folder.is_dir() or run_file(folder) is None:
+        return []
+    removed = []
+    for entry in sorted(folder.iterdir()):
+        name = entry.name
+        if entry.is_file() and (
+            name in OUT_FILES or name in PANEL_FILES or re.fullmatch(r"proc\d+\.log", name)
+        ):
+            entry.unlink()
+        elif entry.is_dir() and (name in OUT_FOLDERS or re.fullmatch(r"proc\d+", name)):
+            shutil.rmtree(entry)
+        else:
+            continue
+        removed.append(name)
+    return removed
 
 
 def run_file(folder: Path) -> Path | None:

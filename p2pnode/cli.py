@@ -115,11 +115,22 @@ def output_flags(p: argparse.ArgumentParser, json: bool = True) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress lines: the final summary only")
 
 
+def out_folder(text: str) -> Path:
+    """``--out``'s value: a folder, new or existing; a file of that name is refused at once (it
+    used to end the run, after its rounds, with a traceback)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder: give a folder for the results")
+    if any(p.exists() and not p.is_dir() for p in path.parents):
+        raise argparse.ArgumentTypeError(f"{text}: a part of the path is a file, not a folder")
+    return path
+
+
 def out_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--out``: where a command writes what it makes."""
     p.add_argument(
         "--out",
-        type=Path,
+        type=out_folder,
         help="directory for result files (experiment run: default results/NAME; deploy: the "
         "controller's work folder, default deploy-runs/CLUSTER)",
     )

@@ -273,7 +273,8 @@ def summary(stats: dict[str, Any], metric: Metric) -> str:
     chance = stats.get(f"{metric.key}_random", metric.random)
     where = " over the full catalogue" if metric.full else ""
     return (
-        f"done: {stats['nodes']} nodes, {stats['round']} rounds{_defence_text(stats)}, {metric.label} {value:.3f} "
+        f"done: {stats['nodes']} nodes, {stats['round']} rounds{_defence_text(stats)}, "
+        f"{metric.label} {value:.3f} "
         f"(random {chance:.3f}{_popularity_text(stats, metric)}{where}){_ranking_text(stats, metric)}, "
         f"{stats['messages']} messages ({stats['model_messages']} models, "
         f"{stats['delta_messages']} as deltas), {stats['bytes'] / 1e6:.1f} MB, "

@@ -49,6 +49,13 @@ def test_simulate_and_launch_write_the_panels_result_plot_draws(tmp_path: Path) 
     assert check["probe_rounds"] == 2 and len(check["simulator"]) == 3
     assert check["line"].startswith("self-check: ") and check["line"] in (launched / "report.md").read_text()
     # (--no-self-check: tests/functional/test_plugins_both_ways.py launches with it)
+    # a launch without the attack into the simulate's folder: nothing of the earlier run is left
+    # beside it (its cia.png used to stay, and its result.json to be reported as the new run)
+    (sim / "notes.txt").write_text("the user's own")
+    plain = [*SMALL, "--quiet", "--tick-seconds", "0.004", "--no-self-check"]
+    assert lab_main(["launch", *plain, "--processes", "1", "--out", str(sim)]) == 0
+    assert pngs(sim) == drawn(sim) == {"utility.png"} and not (sim / "result.json").exists()
+    assert (sim / "summary.json").exists() and (sim / "notes.txt").read_text() == "the user's own"
 
 
 def test_run_writes_the_panels_of_its_own_nodes(tmp_path: Path) -> None:

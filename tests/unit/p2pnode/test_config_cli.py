@@ -566,3 +566,14 @@ def test_the_summary_line_names_the_defence_the_run_had(
     assert lab_main(["simulate", "--nodes", "12", "--rounds", "1", "--quiet", *argv]) == 0
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith("done: 12 nodes, 1 rounds") and said in line, line
+
+
+@pytest.mark.parametrize("command", ["simulate", "launch"])
+def test_out_naming_a_file_is_refused_before_the_run(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "run1"
+    f.write_text("x")
+    code = lab_main([command, "--nodes", "12", "--rounds", "1", "--out", str(f)])  # before any round
+    err = capsys.readouterr().err  # (it used to end the run, after its rounds, with a traceback)
+    assert code == 2 and f"{f} is a file, not a folder" in err and "Traceback" not in err
