@@ -60,6 +60,12 @@ def leave_one_out(data: Interactions, seed: int, n_negatives: int = TEST_NEGATIV
     items = data.items[order]
     times = data.timestamps[order]
     bounds = np.searchsorted(users, np.arange(data.n_users + 1))
+    untouched = fewest_untouched(data)
+    if n_negatives > untouched:  # said once, with the bound every user allows
+        raise DataError(
+            f"a user has only {untouched} items left to draw {n_negatives} test negatives from (a "
+            f"small catalogue: give --test-negatives at most {max(1, untouched)})"
+        )
     out: list[UserData] = []
     for u in range(data.n_users):
         lo, hi = int(bounds[u]), int(bounds[u + 1])
@@ -69,12 +75,6 @@ def leave_one_out(data: Interactions, seed: int, n_negatives: int = TEST_NEGATIV
             raise DataError(
                 f"user {data.raw_user_ids[u]} has {len(u_items)} distinct item(s); "
                 "leave-one-out needs at least 2"
-            )
-        if n_negatives > data.n_items - len(u_items):
-            raise DataError(
-                f"user {data.raw_user_ids[u]}: only {data.n_items - len(u_items)} items left "
-                f"to draw {n_negatives} test negatives from (a small catalogue: give --test-negatives "
-                f"at most {max(1, data.n_items - len(u_items))})"
             )
         test_item = int(seq[-1])
         keep = np.flatnonzero(seq != test_item)
@@ -95,6 +95,16 @@ def leave_one_out(data: Interactions, seed: int, n_negatives: int = TEST_NEGATIV
             )
         )
     return out
+
+
+def fewest_untouched(data: Interactions) -> int:
+    """The fewest items any user of ``data`` never interacted with: how many test negatives
+    every user can draw."""
+    if data.n_users == 0:
+        return data.n_items
+    pairs = np.unique(np.stack((data.users, data.items)), axis=1)
+    touched = np.bincount(pairs[0], minlength=data.n_users)
+    return int(data.n_items - touched.max())
 
 
 def _last_occurrences(seq: IntArray) -> IntArray:

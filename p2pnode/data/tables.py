@@ -658,7 +658,14 @@ def min_interactions(data: Interactions, minimum: int, path: Path) -> Interactio
     counts = np.bincount(pairs[0], minlength=data.n_users)
     keep_users = np.flatnonzero(counts >= max(minimum, 1))
     if len(keep_users) < 2:
+        ranked = np.sort(counts)[::-1]
+        if len(ranked) < 2 or ranked[1] < 2:  # no lower minimum makes a network of two users
+            raise DataError(
+                f"{path}: {len(ranked)} user(s), {int((counts >= 2).sum())} of them with 2 items or more: "
+                "a network needs at least 2 users with 2 items each (one to train on, one held out)"
+            )
         raise DataError(
-            f"{path}: only {len(keep_users)} user(s) have at least {minimum} items (lower --min-interactions)"
+            f"{path}: only {len(keep_users)} user(s) have at least {minimum} items (give "
+            f"--min-interactions at most {int(ranked[1])} to keep 2 users or more)"
         )
     return data.keep_users(keep_users)

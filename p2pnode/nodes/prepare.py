@@ -20,6 +20,7 @@ from learning.params import Params
 from learning.pard_learner import init_user_re
 from learning.split import (
     UserData,
+    fewest_untouched,
     hold_out_nonmembers,
     hold_out_validation,
     leave_one_out,
@@ -79,6 +80,7 @@ def prepare(config: RunConfig) -> Prepared:
     if config.nodes > data.n_users:
         raise DataError(f"--nodes {config.nodes} exceeds the {data.n_users} users of {data.name}")
     data = data.subset_users(config.nodes)
+    check_ranking(config, data)
     users = leave_one_out(data, config.seed, config.learning.test_negatives)
     if config.attack.mia_holdout:
         users = hold_out_nonmembers(users, config.attack.mia_holdout)
@@ -115,6 +117,38 @@ def prepare(config: RunConfig) -> Prepared:
         outs = random_regular_digraph(range(config.nodes), config.view_size, random.Random(config.seed))
         ins = in_views(outs)
     return Prepared(config, users, init, outs, ins, planted, data)
+
+
+def check_ranking(config: RunConfig, data: Interactions) -> None:
+    """Refuse, at start and in one line with the settings that would work, an evaluation the
+    data cannot back: more test negatives than a user has untouched items, or a K of HR@K that
+    is not below the candidates the held-out item is ranked among (every model would hit, and
+    the figure would tell nothing). The bounds are computed from the data."""
+    lc = config.learning
+    untouched = fewest_untouched(data)  # every user's candidates under --eval full: these + its test item
+    label = f"{'F1' if config.model == 'prme' else 'HR'}@{lc.top_k}"
+    if lc.evaluation == "full":
+        if lc.top_k >= untouched + 1:
+            raise DataError(
+                f"{label} ranks a user's held-out item among as few as {untouched + 1} items here (--eval "
+                f"full, {data.n_items} items): every model would hit; give --top-k at most {untouched}"
+            )
+        return
+    if lc.test_negatives > untouched:
+        advice = f"--test-negatives at most {max(1, untouched)}"
+        if lc.top_k > untouched:
+            advice += f" and --top-k at most {max(1, untouched)} (below the {untouched + 1} candidates)"
+        raise DataError(
+            f"a user of {data.name} has only {untouched} items it never touched to draw "
+            f"{lc.test_negatives} test negatives from (a small catalogue): give {advice}"
+        )
+    if lc.top_k >= lc.test_negatives + 1:
+        raise DataError(
+            f"{label} ranks the held-out item among {lc.test_negatives + 1} candidates (--test-negatives "
+            f"{lc.test_negatives} and itself): every model would hit; give --top-k at most "
+            f"{lc.test_negatives}"
+            + (f" or --test-negatives up to {untouched}" if untouched > lc.test_negatives else "")
+        )
 
 
 def nodes_of_dataset(cfg: RunConfig) -> RunConfig:

@@ -63,8 +63,15 @@ def test_bad_rows_name_the_line(tmp_path: Path, text: str, message: str) -> None
 def test_missing_file_and_too_strict_filter(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist"):
         load_table(tmp_path / "nope.csv")
-    with pytest.raises(DataError, match="lower --min-interactions"):
-        load_table(write(tmp_path, "d.csv", "a,1\na,2\nb,1\n"), min_interactions=3)
+    with pytest.raises(DataError, match="give --min-interactions at most 2 to keep 2 users or more"):
+        load_table(write(tmp_path, "d.csv", "a,1\na,2\na,3\nb,1\nb,2\n"), min_interactions=3)
+    # one user with 30 items: no minimum helps, and the line says what a network needs instead
+    # (it used to say "lower --min-interactions")
+    one = "".join(f"a,{i}\n" for i in range(30))
+    with pytest.raises(
+        DataError, match=r"1 user\(s\), 1 of them with 2 items or more: a network needs at least 2"
+    ):
+        load_table(write(tmp_path, "one.csv", one), min_interactions=5)
 
 
 def test_synthetic_is_seeded_and_returns_its_ground_truth() -> None:
@@ -137,3 +144,37 @@ def test_the_summary_lists_predicted_communities_by_the_files_own_user_ids() -> 
     text = cia_line(cia)
     assert "adversary 0 (user alice): eve 0.900, bob 0.800" in text
     assert "adversary 1 (user bob): nobody yet" in text and "and 2 more adversaries" in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        # the bound every user allows, said once (it used to name the first user's: 13, then 12, ...)
+        ({}, "has only 6 items it never touched to draw 100 test negatives from (a small "
+         "catalogue): give --test-negatives at most 6 and --top-k at most 6 (below the 7 candidates)"),
+        ({"learning.test_negatives": 6}, "HR@20 ranks the held-out item among 7 candidates "
+         "(--test-negatives 6 and itself): every model would hit; give --top-k at most 6"),
+        ({"learning.test_negatives": 3, "learning.top_k": 5},
+         "give --top-k at most 3 or --test-negatives up to 6"),
+        ({"learning.evaluation": "full"}, "among as few as 7 items here (--eval full, 12 items): "
+         "every model would hit; give --top-k at most 6"),
+    ],
+)  # fmt: skip
+def test_an_evaluation_the_data_cannot_back_is_refused_at_start_with_the_bound_that_works(
+    tmp_path: Path, flags: dict[str, object], said: str
+) -> None:
+    from p2pnode.config import RunConfig
+    from p2pnode.nodes.prepare import prepare
+
+    # 12 items; user a touched 6 of them, b 4, c 3: a has the fewest untouched (6)
+    rows = [("a", i) for i in range(6)] + [("b", i) for i in range(4, 8)] + [("c", i) for i in range(8, 11)]
+    rows += [("d", 11), ("d", 0)]
+    f = write(tmp_path, "d.csv", "".join(f"{u},{i}\n" for u, i in rows))
+    config = RunConfig(dataset=str(f), nodes=4, rounds=1).replace(**{"min_interactions": 2, **flags})
+    with pytest.raises(DataError) as refused:
+        prepare(config)
+    assert said in str(refused.value)
+    ok = config.replace(
+        **{"learning.test_negatives": 6, "learning.top_k": 3, "learning.evaluation": "sampled"}
+    )
+    assert len(prepare(ok).users) == 4  # the settings the line gave run
