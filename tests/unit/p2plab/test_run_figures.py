@@ -1,0 +1,64 @@
+"""The run report's figures stay readable at any size of run: attribute inference's observers
+are drawn as a mean and a range, one colour per attribute, with a legend that does not grow
+with the observers (p2plab/run_report.py)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.colors import to_hex
+
+from p2plab.run_report import ATTRIBUTE_COLOURS, draw_inference
+
+
+def evaluations(observers: int, rounds: tuple[int, ...] = (5, 10, 15, 20)) -> list[dict[str, Any]]:
+    """Made-up AIA evaluations: the omniscient observer and ``observers`` placed ones."""
+    rng = random.Random(1)
+
+    def scores(rnd: int) -> dict[str, Any]:
+        return {
+            "round": rnd,
+            "attributes": {
+                "gender": {"auc": rng.random(), "majority": {"auc": 0.5}},
+                "age": {"micro_f1": rng.random(), "majority": {"micro_f1": 0.4}},
+                "occupation": {"micro_f1": rng.random(), "majority": {"micro_f1": 0.04}},
+            },
+        }
+
+    return [
+        {
+            "round": r,
+            "aia": {"omniscient": scores(r), **{f"colluders {k}": scores(r) for k in range(observers)}},
+        }
+        for r in rounds
+    ]
+
+
+def test_the_aia_legend_does_not_grow_with_the_observers_and_each_attribute_keeps_its_colour() -> None:
+    for observers in (0, 1, 12, 60):
+        fig, ax = plt.subplots()
+        draw_inference(ax, evaluations(observers), "test")
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        placed = 3 if observers else 0  # one "placed (mean)" entry an attribute (was 2 per observer)
+        assert len(labels) == 6 + placed and len(set(labels)) == len(labels), labels
+        assert "gender AUC, omniscient" in labels and "occupation majority class" in labels
+        for line in ax.get_lines():  # the attribute decides the colour, in every figure
+            name = str(line.get_label()).split(" ")[0]
+            assert to_hex(line.get_color()) == to_hex(ATTRIBUTE_COLOURS[name]), line.get_label()
+        bands = len(ax.collections)
+        assert bands == (3 if observers > 1 else 0)  # the range of two or more placed observers
+        if observers:
+            assert f"{observers} placed observers' mean" in ax.get_title()
+        plt.close(fig)
+
+
+def test_a_single_evaluation_has_its_round_as_the_one_tick() -> None:
+    fig, ax = plt.subplots()
+    draw_inference(ax, evaluations(0, rounds=(4,)), "test")
+    assert list(ax.get_xticks()) == [4]  # not 3.80, 3.85, ...
+    plt.close(fig)
