@@ -11,7 +11,7 @@ attack's ROC curve on log axes at the last round, when ``--mia`` ran).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,7 +278,7 @@ def attribute_colour(name: str, others: list[str]) -> str:
     return f"C{(3 + others.index(name)) % 10}" if name in others else "C9"
 
 
-def draw_inference(ax: Any, evaluated: list[Mapping[str, Any]], size: str) -> None:
+def draw_inference(ax: Any, evaluated: Sequence[Mapping[str, Any]], size: str) -> None:
     """Attribute inference per round, one colour per attribute: the omniscient observer's score
     (solid, the bound), the placed observers' mean with their spread (dashed, the band from the
     lowest to the highest of them) and the majority class (dotted). At most three legend entries

@@ -43,7 +43,9 @@ def test_the_aia_legend_does_not_grow_with_the_observers_and_each_attribute_keep
     for observers in (0, 1, 12, 60):
         fig, ax = plt.subplots()
         draw_inference(ax, evaluations(observers), "test")
-        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        legend = ax.get_legend()
+        assert legend is not None
+        labels = [t.get_text() for t in legend.get_texts()]
         placed = 3 if observers else 0  # one "placed (mean)" entry an attribute (was 2 per observer)
         assert len(labels) == 6 + placed and len(set(labels)) == len(labels), labels
         assert "gender AUC, omniscient" in labels and "occupation majority class" in labels
