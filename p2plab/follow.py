@@ -15,10 +15,13 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-COLUMNS = ("nodes", "round", "HR", "CIA", "sent", "recv", "MB out", "merges", "rejected")
+COLUMNS = ("nodes", "round", "HR", "CIA", "KNN q", "usage", "sent", "recv", "MB out", "merges", "rejected")
+#: the columns that are "-" where the run has no such part (no attack, no --knn)
+OPTIONAL = ("HR", "CIA", "KNN q", "usage")
 LEGEND = (
     "HR: share of the nodes whose held-out item ranked in their top K at the last evaluation; "
     "CIA: mean accuracy of the adversaries' community inference (- without attackers); "
+    "KNN q: KNN queries done, usage: mean DataUsage, times a node's rating was used (- without --knn); "
     "sent/recv: models; rejected: frames refused (see p2pnode_rejected_messages_total)"
 )
 GONE_AFTER = 3  #: refreshes with every seen endpoint unreachable before the follow ends
@@ -32,10 +35,15 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
     if not url.rstrip("/").endswith("/metrics"):
         url = url.rstrip("/") + "/metrics"
     with urllib.request.urlopen(url, timeout=timeout) as resp:
-        text = resp.read().decode()
+        return summarize(resp.read().decode())
+
+
+def summarize(text: str) -> dict[str, float]:
+    """One table row from a ``/metrics`` page's text (NaN: a column the run has no part for)."""
     row = dict.fromkeys(COLUMNS, 0.0)
     hits: list[float] = []
     cia: list[float] = []
+    knn: dict[str, list[float]] = {"queries": [], "data_usage": []}
     nodes: set[str] = set()
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -49,6 +57,8 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
                     hits.append(s.value)
                 case "p2pnode_cia_accuracy":
                     cia.append(s.value)
+                case "p2pnode_knn" if s.labels.get("figure") in knn:
+                    knn[s.labels["figure"]].append(s.value)
                 case "p2pnode_models_sent_total":
                     row["sent"] += s.value
                 case "p2pnode_models_received_total":
@@ -62,6 +72,9 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, float]:
     row["nodes"] = float(len(nodes))
     row["HR"] = sum(hits) / len(hits) if hits else float("nan")
     row["CIA"] = sum(cia) / len(cia) if cia else float("nan")
+    row["KNN q"] = sum(knn["queries"]) if knn["queries"] else float("nan")
+    usage = knn["data_usage"]
+    row["usage"] = sum(usage) / len(usage) if usage else float("nan")
     return row
 
 
@@ -76,8 +89,10 @@ def render(rows: dict[str, dict[str, float] | str]) -> str:
         cells = []
         for c in COLUMNS:
             v = row[c]
-            if c in ("HR", "CIA"):
-                cells.append(f"{'-':>8}" if v != v else f"{v:8.3f}")  # NaN: nothing to show
+            if c in OPTIONAL and v != v:  # NaN: nothing to show
+                cells.append(f"{'-':>8}")
+            elif c in ("HR", "CIA"):
+                cells.append(f"{v:8.3f}")
             else:
                 cells.append(f"{v:8.1f}" if c == "MB out" else f"{v:8.0f}")
         lines.append(f"{url:<{width}}  " + "  ".join(cells))

@@ -268,6 +268,8 @@ def _merge_histories(results: Sequence[dict[str, Any]], key: str) -> list[dict[s
                 "bytes": sum(h["bytes"] for h in rows),
             }
         )
+        if any(isinstance(h.get("aia"), dict) for h in rows):  # attribute inference evaluated then
+            merged[-1]["aia"] = merge_aia([h.get("aia") for h in rows])
         if all("time" in h for h in rows):
             merged[-1]["time"] = max(h["time"] for h in rows)  # when the last process got there
         if all(isinstance(h.get("rejected"), dict) for h in rows):  # refusals so far, by reason

@@ -264,7 +264,38 @@ def panels(result: Mapping[str, Any], config: RunConfig, size: str) -> list[tupl
 
     if isinstance(pooled, Mapping) and pooled.get("final_roc"):
         out.append(("mia_roc.png", membership))
+    knn = result.get("knn")
+    usage = [int(r["knn_usage"]) for r in result.get("per_node", []) if isinstance(r.get("knn_usage"), int)]
+
+    def neighbourhoods(ax: Any) -> None:
+        assert isinstance(knn, Mapping)
+        draw_knn(ax, knn, usage, size)
+
+    if isinstance(knn, Mapping) and usage:
+        out.append(("knn.png", neighbourhoods))
     return out
+
+
+def draw_knn(ax: Any, knn: Mapping[str, Any], usage: Sequence[int], size: str) -> None:
+    """The KNN service (paper 003): how often each node's data was used as a neighbour
+    (DataUsage, one bar a range of counts) against τ, the count past which a node answers with
+    randomized response under ``--knn-dp tau``; the title carries the MAE over the queries done."""
+    tau = float(knn["tau"])
+    ax.hist(usage, bins=min(30, max(5, len(set(usage)))), color="C0", alpha=0.8, label="nodes")
+    ax.axvline(
+        tau, color="tab:red", linestyle="--", label=f"τ = {tau:.1f} ({100 * knn['vulnerable']:.1f}% past it)"
+    )
+    median = float(knn["data_usage"]["median"])
+    ax.axvline(median, color="tab:gray", linestyle=":", label=f"median {median:.0f}")
+    ax.set_xlabel("DataUsage: times a node's data was used as a neighbour")
+    ax.set_ylabel("nodes")
+    mae = "no query done" if knn.get("mae") is None else f"MAE {knn['mae']:.4f}"
+    ax.set_title(
+        f"KNN {knn['strategy']} (k {knn['k']}): {mae} over {knn['done']} of {knn['queries']} queries\n{size}",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 #: one colour per attribute, the same in every figure (004's three first)
@@ -292,9 +323,12 @@ def draw_inference(ax: Any, evaluated: Sequence[Mapping[str, Any]], size: str) -
 
     attributes: list[str] = []
     placed: set[str] = set()
+    omniscient: set[str] = set()
     for h in evaluated:
         for observer, scores in h["aia"].items():
-            if observer != "omniscient":
+            if observer.startswith("omniscient"):  # a launch's are "omniscient (process K)"
+                omniscient.add(observer)
+            else:
                 placed.add(observer)
             for name in scores.get("attributes", {}):
                 if name not in attributes:
@@ -315,10 +349,10 @@ def draw_inference(ax: Any, evaluated: Sequence[Mapping[str, Any]], size: str) -
                 continue
             rnd = int(next((r["round"] for r in rows.values() if "round" in r), h["round"]))
             label = "AUC" if got[0][1][0] == "auc" else "micro-F1"
-            omni = [v for o, v in got if o == "omniscient"]
-            if omni:
-                bound.append((rnd, omni[0][1]))
-            scores = [v[1] for o, v in got if o != "omniscient"]
+            omni = [v for o, v in got if o.startswith("omniscient")]
+            if omni:  # several: each process's own nodes (p2plab/merge.py), drawn as their mean
+                bound.append((rnd, sum(v[1] for v in omni) / len(omni)))
+            scores = [v[1] for o, v in got if not o.startswith("omniscient")]
             if scores:
                 spread.append((rnd, sum(scores) / len(scores), min(scores), max(scores)))
             majority.append((rnd, (omni[0] if omni else got[0][1])[2]))
@@ -341,6 +375,11 @@ def draw_inference(ax: Any, evaluated: Sequence[Mapping[str, Any]], size: str) -
     ax.set_ylabel("%")
     ax.set_ylim(0, 100)
     who = f": {len(placed)} placed observers' mean" + (" and range" if len(placed) > 1 else "")
-    ax.set_title(f"Attribute inference (004) per round{who if placed else ''}\n{size}", fontsize=10)
+    if len(omniscient) > 1:  # each process's omniscient observer read its own nodes only
+        who += f"{',' if placed else ':'} omniscient: mean of {len(omniscient)} processes' (own nodes each)"
+    ax.set_title(
+        f"Attribute inference (004) per round{who if placed or len(omniscient) > 1 else ''}\n{size}",
+        fontsize=10,
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=max(1, len(attributes)), loc="upper center", bbox_to_anchor=(0.5, -0.17))

@@ -141,3 +141,20 @@ def test_a_network_runs_at_its_slowest_process_pace_and_pools_its_round_trips() 
     assert total["history"][0]["rejected"] == {"busy": 3}  # the first round's refusals, summed
     unpaced = {k: v for k, v in _process(1.0, 0, []).items() if k != "pace"}
     assert "pace" not in aggregate([unpaced], "hit_ratio_at_20")
+
+
+def test_a_launchs_history_carries_each_rounds_attribute_inference() -> None:
+    from p2plab.merge import aggregate
+
+    a, b = _process(1.0, 0, [0.1]), _process(1.0, 0, [0.1])
+    scores = {"round": 2, "attributes": {"gender": {"auc": 0.6, "majority": {"auc": 0.5}}}}
+    a["history"][1]["aia"] = {"omniscient": scores}
+    b["history"][1]["aia"] = {"omniscient": scores, "node 7": scores}
+    history = aggregate([a, b], "hit_ratio_at_20")["history"]
+    assert "aia" not in history[0]  # round 1 was not evaluated
+    # (a launch's history used to have no AIA at all, so its aia.png was never drawn)
+    assert history[1]["aia"] == {
+        "omniscient (process 0)": scores,
+        "omniscient (process 1)": scores,
+        "node 7": scores,
+    }

@@ -64,3 +64,47 @@ def test_a_single_evaluation_has_its_round_as_the_one_tick() -> None:
     draw_inference(ax, evaluations(0, rounds=(4,)), "test")
     assert list(ax.get_xticks()) == [4]  # not 3.80, 3.85, ...
     plt.close(fig)
+
+
+def test_the_knn_figure_shows_data_usage_against_tau_with_the_mae() -> None:
+    from p2plab.run_report import draw_knn
+
+    knn = {"strategy": "expect", "k": 10, "tau": 89.1, "vulnerable": 0.45, "mae": 0.9114, "done": 1317,
+           "queries": 1317, "data_usage": {"median": 80.0}}  # fmt: skip
+    fig, ax = plt.subplots()
+    draw_knn(ax, knn, [12, 40, 80, 90, 300, 571], "test")
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == ["nodes", "τ = 89.1 (45.0% past it)", "median 80"]
+    assert ax.get_title().startswith("KNN expect (k 10): MAE 0.9114 over 1317 of 1317 queries")
+    plt.close(fig)
+
+
+def test_the_follow_table_has_knn_columns_read_from_the_knn_gauges() -> None:
+    from p2plab.follow import render, summarize
+
+    page = "\n".join(
+        [
+            "# TYPE p2pnode_round gauge",
+            'p2pnode_round{node="0"} 3',
+            'p2pnode_round{node="1"} 3',
+            "# TYPE p2pnode_knn gauge",
+            'p2pnode_knn{node="0",figure="queries"} 5',
+            'p2pnode_knn{node="1",figure="queries"} 7',
+            'p2pnode_knn{node="0",figure="data_usage"} 10',
+            'p2pnode_knn{node="1",figure="data_usage"} 30',
+            'p2pnode_knn{node="1",figure="epsilon"} 2',
+            "",
+        ]
+    )
+    row = summarize(page)
+    assert (row["nodes"], row["KNN q"], row["usage"]) == (2, 12, 20)
+    table = render({"a:1": row}).splitlines()
+    assert "KNN q" in table[0] and "usage" in table[0]
+    plain = summarize('# TYPE p2pnode_round gauge\np2pnode_round{node="0"} 3\n')
+    assert render({"a:1": plain}).splitlines()[1].split()[3:7] == [
+        "-",
+        "-",
+        "-",
+        "-",
+    ]  # HR, CIA, KNN q, usage
