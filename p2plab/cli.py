@@ -440,14 +440,22 @@ def _reuseknn(args: argparse.Namespace, exp: Any) -> int:
     from p2pnode.runners.process import tune_process
 
     tune_process()
+    from p2plab.reuseknn_lab import ReuseSpec
+
     given = cli.given_config(args)
-    flags = (("--set", args.set), ("--nodes", "nodes" in given), ("--rounds", "rounds" in given))
+    flags = (("--nodes", "nodes" in given), ("--rounds", "rounds" in given))
     ignored = [f for f, v in (*flags, ("--rows", args.rows), ("--real", args.real)) if v]
     if ignored:
         raise ConfigError(
-            f"experiment {exp.name}: {', '.join(ignored)} do not apply (edit the [reuseknn] table)"
+            f"experiment {exp.name}: {', '.join(ignored)} do not apply (its [reuseknn] table's keys "
+            f"do, with --set: {', '.join(ReuseSpec.__dataclass_fields__)})"
         )
     spec = exp.reuseknn
+    if args.set:  # the [reuseknn] table's keys, e.g. --set folds=2 --set ks=[10] (checked as the file's)
+        raw: dict[str, Any] = {k: getattr(spec, k) for k in ReuseSpec.__dataclass_fields__}
+        for key, value in args.set:
+            raw[key.removeprefix("reuseknn.")] = value
+        spec = ReuseSpec.from_mapping(raw, "--set")
     if args.seeds:
         spec = dataclasses.replace(spec, seed=args.seeds[0])
     if "dataset" in given:

@@ -42,6 +42,19 @@ METHODS: tuple[tuple[str, str, str | None], ...] = (
     ("Expect_DP", "expect", "tau"),
     ("Gain_DP", "gain", "tau"),
 )
+#: one colour per neighbour choice, the same in every figure and panel (with DP or without);
+#: UserKNN with DP on every answer (``^full``) its own
+STRATEGY_COLOURS = {"userknn": "C0", "reuse": "C1", "expect": "C2", "gain": "C3"}
+
+
+def method_colour(label: str) -> str | None:
+    """A method's colour by its neighbour choice (``Expect`` and ``Expect_DP`` alike)."""
+    for name, strategy, how in METHODS:
+        if name == label:
+            return "C4" if how == "full" else STRATEGY_COLOURS[strategy]
+    return None
+
+
 #: 003's ML-1M numbers at k = 10 (Tables 4-6), the reference on another data set
 PAPER_ML1M: dict[str, dict[str, float]] = {
     "UserKNN": {
@@ -314,7 +327,8 @@ def _report(title: str, spec: ReuseSpec, doc: Mapping[str, Any], figures: Sequen
     paper = PAPER_ML1M
 
     def star(label: str, key: str) -> str:
-        return "**" if marks.get(label, {}).get(key) else ""
+        """003's ``**`` after a value, escaped: bare, Markdown reads it as an unclosed bold."""
+        return "\\*\\*" if marks.get(label, {}).get(key) else ""
 
     lines = [
         f"# {title}",
@@ -356,8 +370,9 @@ def _report(title: str, spec: ReuseSpec, doc: Mapping[str, Any], figures: Sequen
         "",
         f"## Table 6: accuracy against privacy risk, k = {k}",
         "",
-        f"`**`: lower than UserKNN_DP by a one-tailed Mann-Whitney U test at α = {spec.alpha:g} in "
-        "every fold (MAE over the queries' absolute errors, privacy risk over the users).",
+        f"`**` after a value: lower than UserKNN_DP by a one-tailed Mann-Whitney U test at "
+        f"α = {spec.alpha:g} in every fold (MAE over the queries' absolute errors, privacy risk "
+        "over the users).",
         "",
         "| method | MAE: 003 ML-1M | ours | privacy risk: 003 ML-1M | ours | median ε of the users used |",
         "|---|---|---|---|---|---|",
@@ -365,9 +380,9 @@ def _report(title: str, spec: ReuseSpec, doc: Mapping[str, Any], figures: Sequen
     for label in dp_rows:
         row = m[label]
         lines.append(
-            f"| {label} | {_fmt(paper[label].get('mae'))} | {star(label, 'mae')}{_fmt(row['mae'], 3)} | "
-            f"{_fmt(paper[label].get('privacy_risk'))} | {star(label, 'privacy_risk')}"
-            f"{_fmt(row['privacy_risk'])} | {_fmt(row['epsilon_median'], 2)} |"
+            f"| {label} | {_fmt(paper[label].get('mae'))} | {_fmt(row['mae'], 3)}{star(label, 'mae')} | "
+            f"{_fmt(paper[label].get('privacy_risk'))} | {_fmt(row['privacy_risk'])}"
+            f"{star(label, 'privacy_risk')} | {_fmt(row['epsilon_median'], 2)} |"
         )
     lines += [
         "",
@@ -410,8 +425,16 @@ def _plots(
     for ax, dp in zip(axes, (False, True), strict=True):
         for label, _, how in METHODS:
             if (how is not None) == dp:
-                ax.plot(spec.ks, [means[k][label]["mae"] for k in spec.ks], "o-", ms=3, label=label)
+                ax.plot(
+                    spec.ks,
+                    [means[k][label]["mae"] for k in spec.ks],
+                    "o-",
+                    ms=3,
+                    label=label,
+                    color=method_colour(label),
+                )
         ax.set_xlabel("k (neighbours)")
+        ax.set_xticks(spec.ks)  # the k run, not 9.6 and 9.8
         ax.set_ylabel("MAE")
         ax.set_title("with DP past τ" if dp else "without DP", fontsize=10)
         ax.grid(alpha=0.3)
@@ -421,7 +444,7 @@ def _plots(
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for label in ("UserKNN", "UserKNN+Reuse", "Expect", "Gain"):
         usage = np.concatenate([s[label]["data_usage"] for s in samples])
-        ax.hist(usage, bins=40, histtype="step", label=label)
+        ax.hist(usage, bins=40, histtype="step", label=label, color=method_colour(label))
     ax.set_xlabel(f"DataUsage@{spec.report_k} (queries a user was a neighbour for)")
     ax.set_ylabel("users (all folds)")
     ax.set_title(f"DataUsage distributions, k = {spec.report_k}", fontsize=10)
@@ -432,7 +455,7 @@ def _plots(
         axes, ("neighbours_q", "coratings_q"), ("Neighbors@q", "CoRatings@q"), strict=True
     ):
         for label, series in curves.items():
-            ax.plot(range(1, len(series[what]) + 1), series[what], label=label)
+            ax.plot(range(1, len(series[what]) + 1), series[what], label=label, color=method_colour(label))
         ax.set_xlabel("q (the target user's queries so far)")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)

@@ -36,11 +36,12 @@ def ratings_file(path: Path) -> Path:
 
 
 def test_the_reuseknn_experiment_writes_its_tables_and_figures(tmp_path: Path) -> None:
-    spec = tmp_path / "small.toml"
-    spec.write_text(SPEC)
     data = ratings_file(tmp_path / "ratings.csv")
     out = tmp_path / "out"
-    argv = ["experiment", str(spec), "--dataset", str(data), "--out", str(out), "--quiet"]
+    # the bundled experiment, made small with --set on its [reuseknn] keys (it used to need a
+    # copied TOML: "--set ... do not apply")
+    small = ["--set", "ks=[5, 10]", "--set", "folds=2", "--set", "seed=3", "--set", "report_k=10"]
+    argv = ["experiment", "reuseknn", *small, "--dataset", str(data), "--out", str(out), "--quiet"]
     assert lab_main(argv) == 0
     doc = json.loads((out / "results.json").read_text())
     assert doc["users"] == 60 and doc["ratings"] == 1500 and doc["spec"]["dataset"] == str(data)
@@ -52,6 +53,11 @@ def test_the_reuseknn_experiment_writes_its_tables_and_figures(tmp_path: Path) -
     report = (out / "report.md").read_text()
     for table in ("## Table 4", "## Table 5", "## Table 6"):
         assert table in report
+    cells = [c.strip() for line in report.splitlines() if line.startswith("| ") for c in line.split("|")]
+    assert not [
+        c for c in cells if c.startswith("**") or (c.count("**") % 2 and "\\*\\*" not in c)
+    ]  # balanced
+    assert doc["spec"]["folds"] == 2 and doc["spec"]["ks"] == [5, 10]
     assert {p.name for p in out.glob("*.png")} == {"mae_k.png", "data_usage.png", "neighbours_q.png"}
     assert (out / "results.csv").read_text().count("\n") == 1 + 2 * 9  # header, 2 ks x 9 methods
 
@@ -60,4 +66,17 @@ def test_gossip_options_do_not_apply_to_it(tmp_path: Path, capsys: pytest.Captur
     spec = tmp_path / "small.toml"
     spec.write_text(SPEC)
     assert lab_main(["experiment", str(spec), "--nodes", "10", "--out", str(tmp_path / "o")]) == 2
-    assert "--nodes do not apply (edit the [reuseknn] table)" in capsys.readouterr().err
+    assert (
+        "--nodes do not apply (its [reuseknn] table's keys do, with --set: dataset, ks"
+        in capsys.readouterr().err
+    )
+    assert lab_main(["experiment", str(spec), "--set", "nodes=10", "--out", str(tmp_path / "o")]) == 2
+    assert "--set: unknown [reuseknn] keys ['nodes']" in capsys.readouterr().err
+
+
+def test_a_method_keeps_its_colour_with_dp_and_without() -> None:
+    from p2plab.reuseknn_lab import METHODS, method_colour
+
+    for plain in ("UserKNN", "UserKNN+Reuse", "Expect", "Gain"):
+        assert method_colour(plain) == method_colour(f"{plain}_DP") is not None
+    assert len({method_colour(label) for label, _, _ in METHODS}) == 5  # four choices and DP^full
