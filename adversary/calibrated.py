@@ -85,15 +85,39 @@ def rmia_scores(
     population: Ints,
     reference: Floats,
     gamma: float = 1.0,
+    smooth: bool = True,
 ) -> Floats:
     """score(x) = Pr_z[LR(x) / LR(z) > γ] for each item x of ``examples``, LR = Pr(x | θ) / Pr(x),
-    over the items z of ``population``, under one model's per-item probabilities ``probability``."""
+    over the items z of ``population``, under one model's per-item probabilities ``probability``.
+
+    ``smooth`` (the default) breaks the fraction's ties, which leave no threshold at a low FPR:
+    with n population items the fraction takes n + 1 values, and every example past the highest
+    z scores 1.0 (on ML-100k many members and non-members do, so TPR at 1% FPR read 0 in every
+    row, finding 25). The smoothed score is (k + f) / (n + 1), k the z beaten and f ∈ [0, 1] where
+    LR(x) / γ lies between the z it falls between, in log LR, linearly; past the highest z,
+    1 − LR(z_max) / (LR(x) / γ); below the lowest, (LR(x) / γ) / LR(z_min). It is continuous and
+    strictly increasing in LR(x), and never reorders two examples whose fractions differ by a
+    whole z; without ``smooth`` the fraction as RMIA writes it."""
     p = np.clip(np.asarray(probability, dtype=np.float64), 1e-12, 1.0)
     if not len(population):
         raise ValueError("RMIA needs population items to compare with")
     ratio = p / np.clip(reference, 1e-12, 1.0)
-    lr_x = ratio[np.asarray(examples, dtype=np.int64)]
+    lr_x = ratio[np.asarray(examples, dtype=np.int64)] / gamma
     lr_z = np.sort(ratio[np.asarray(population, dtype=np.int64)])
+    n = len(lr_z)
     # how many z have LR(z) < LR(x) / γ
-    out: Floats = np.searchsorted(lr_z, lr_x / gamma, side="left") / len(lr_z)
+    beaten = np.searchsorted(lr_z, lr_x, side="left")
+    if not smooth:
+        fraction: Floats = beaten / n
+        return fraction
+    log_x, log_z = np.log(lr_x), np.log(lr_z)
+    f = np.empty(len(lr_x))
+    top, bottom = beaten == n, beaten == 0
+    f[top] = 1.0 - np.exp(log_z[-1] - log_x[top])
+    f[bottom] = np.exp(log_x[bottom] - log_z[0])
+    mid = ~(top | bottom)
+    lo, hi = log_z[beaten[mid] - 1], log_z[beaten[mid]]
+    width = hi - lo
+    f[mid] = np.where(width > 0, (log_x[mid] - lo) / np.where(width > 0, width, 1.0), 0.0)
+    out: Floats = (beaten + np.clip(f, 0.0, 1.0)) / (n + 1)
     return out
