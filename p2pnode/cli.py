@@ -76,18 +76,44 @@ def finite(text: str) -> float:
 _TYPES: dict[str, Any] = {"int": int, "float": finite, "str": str}
 
 
+#: the flags a newcomer reaches for first, listed in their own section at the top of ``--help``
+COMMON = (
+    "--nodes",
+    "--rounds",
+    "--protocol",
+    "--sampling",
+    "--model",
+    "--dataset",
+    "--lr",
+    "--seed",
+    "--attack",
+    "--colluders",
+    "--mia",
+    "--share-less",
+    "--dp-epsilon",
+    "--defence",
+    "--knn",
+)
+#: a process's own settings among them (``run``: which users, where it listens, its peers)
+COMMON_PROCESS = ("--users", "--listen", "--peers", "--processes")
+COMMON_TITLE = "common flags (every other flag follows, by topic)"
+
+
 def experiment_flags(p: argparse.ArgumentParser, real: bool, network: bool = False) -> None:
-    """The flags of a run: ``--config`` and ``--preset``, then one flag per configuration field
-    that declares one (p2pnode/config.py), then the output flags."""
+    """The flags of a run: the common ones first (:data:`COMMON`, ``--config``, ``--preset``,
+    ``--out``, ``--json``, ``--quiet``), then one flag per configuration field that declares one
+    (p2pnode/config.py), by topic."""
+    common = p.add_argument_group(COMMON_TITLE)
     groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()}
-    config_and_preset_flags(groups["experiment"])
     start = defaults(daemon=real)
     for path, f in config_fields():
         flag: Flag | None = f.metadata.get("flag")
         if flag is None or not flag.offered(real, network):
             continue
-        _field_flag(groups[flag.group], path, f, start.get(path), _dest(path))
-    output_flags(p)
+        group = common if flag.flag_name(f.name) in COMMON else groups[flag.group]
+        _field_flag(group, path, f, start.get(path), _dest(path))
+    config_and_preset_flags(common)
+    output_flags(p, group=common)
 
 
 def config_and_preset_flags(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -106,9 +132,12 @@ def config_and_preset_flags(g: argparse.ArgumentParser | argparse._ArgumentGroup
     )
 
 
-def output_flags(p: argparse.ArgumentParser, json: bool = True) -> None:
-    """``--out``, ``--json`` and ``--quiet``, as every command that runs something has them."""
-    o = p.add_argument_group("output")
+def output_flags(
+    p: argparse.ArgumentParser, json: bool = True, group: argparse._ArgumentGroup | None = None
+) -> None:
+    """``--out``, ``--json`` and ``--quiet``, as every command that runs something has them (in
+    ``group``, or a section of their own)."""
+    o = group if group is not None else p.add_argument_group("output")
     out_flag(o)
     if json:
         o.add_argument("--json", action="store_true", help="print one final JSON object")
@@ -162,8 +191,12 @@ def settings_flags(p: argparse.ArgumentParser, command: str) -> None:
     defaults = ProcessConfig()
     titles = {"process": "process", "limits": "load limits (per process; p2pnode/trust/limits.py)"}
     groups: dict[str, argparse._ArgumentGroup] = {}
+    common = next((g for g in p._action_groups if g.title == COMMON_TITLE), None)
     for path, f in offered(command):
         flag: Flag = f.metadata["flag"]
+        if common is not None and flag.flag_name(f.name) in COMMON_PROCESS:
+            _field_flag(common, path, f, get_path(defaults, path), _setting_dest(path))
+            continue
         if flag.group not in groups:
             groups[flag.group] = p.add_argument_group(titles[flag.group])
         _field_flag(groups[flag.group], path, f, get_path(defaults, path), _setting_dest(path))
@@ -361,8 +394,20 @@ def build_parser(commands: Sequence[Command] | None = None) -> argparse.Argument
     for command in commands:
         p = sub.add_parser(command.name, help=command.help)
         command.flags(p)
+        _short_usage(p)
         p.set_defaults(handler=command.handle)
     return parser
+
+
+def _short_usage(p: argparse.ArgumentParser, most: int = 6) -> None:
+    """A usage line for a command of many flags: its positionals and ``[flags]`` (argparse's own
+    lists every flag, ~80 lines for ``simulate``, before the help gets to any of them)."""
+    if len(p.format_usage().splitlines()) <= most:
+        return
+    positionals = [a.metavar or a.dest for a in p._actions if not a.option_strings]
+    p.usage = " ".join(["%(prog)s", "[flags]", *(str(x) for x in positionals)]) + (
+        "   (the common flags come first below)"
+    )
 
 
 def _version() -> str:

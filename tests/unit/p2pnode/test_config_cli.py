@@ -577,3 +577,24 @@ def test_out_naming_a_file_is_refused_before_the_run(
     code = lab_main([command, "--nodes", "12", "--rounds", "1", "--out", str(f)])  # before any round
     err = capsys.readouterr().err  # (it used to end the run, after its rounds, with a traceback)
     assert code == 2 and f"{f} is a file, not a folder" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["simulate", "run", "launch"])
+def test_help_lists_the_common_flags_first_under_a_one_line_usage(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from p2pnode.cli import COMMON, COMMON_TITLE
+
+    assert lab_main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == f"usage: p2pnode {command} [flags]   (the common flags come first below)"
+    # (argparse's own usage listed every flag: ~80 lines before the first help line)
+    sections = text.split("\n\n")
+    assert sections[1].startswith("options:")
+    first = sections[2]  # right after -h (and a lab command's own options)
+    assert first.startswith(COMMON_TITLE + ":"), first[:80]
+    for flag in ("--nodes", "--rounds", "--attack", "--out", "--config"):
+        assert f"\n  {flag} " in first, flag
+    assert all(f"\n  {flag}" in first for flag in COMMON if f"\n  {flag}" in text)  # none left behind
+    if command == "run":
+        assert "\n  --users " in first and "\n  --peers " in first
