@@ -320,3 +320,23 @@ def test_ci_runs_the_readmes_test_command_in_a_fresh_home_temporary_folder_and_d
     assert made and exported
     for name in ("HOME", "TMPDIR", "P2PNODE_DATA"):
         assert any(f'{name}="$ci_root/' in ln for ln in exported), name
+
+
+def test_the_readme_opens_with_what_p2pnode_is_the_commands_a_sample_and_where_next() -> None:
+    """The first screen: a few lines of what it is, the two commands, what the main job prints
+    and links that resolve; the spreads and the long explanations live in docs/ (it used to be
+    the commands and then a 40-line paragraph of figures, with what p2pnode is at line ~40)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = readme[: readme.index("## Commands")]
+    assert len(first.splitlines()) <= 50, len(first.splitlines())
+    opening = first.split("```bash\n")[0]
+    assert "p2pnode is a peer-to-peer gossip-learning node daemon" in opening
+    assert len(opening.strip().splitlines()) <= 8
+    sample = first.split("```\n")[2]  # the block after the commands' block
+    assert "\ndone: 100 nodes, 20 rounds" in sample and "\nCIA: Max AAC" in sample and "self-check:" in sample
+    links = re.findall(r"\]\(([^)#]+)\)", first)
+    assert len(links) >= 6 and all((ROOT / link).exists() for link in links), links
+    for moved in ("docs/main-job.md", "docs/testing.md", "docs/measured.md"):
+        assert moved in links
