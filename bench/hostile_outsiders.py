@@ -27,9 +27,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from p2plab.launch import free_ports
 from p2pnode.trust.auth import Keyring, save_keyring
@@ -189,20 +190,27 @@ async def get_flood(host: str, port: int, stop: asyncio.Event) -> None:
 ATTACKS = {"slow-body": slow_body, "slowloris": slowloris, "get-flood": get_flood}
 
 
-class Attack:
-    """Runs attack coroutines in a thread with its own event loop until :meth:`stop`."""
+Flood = Callable[[str, int, asyncio.Event], Coroutine[Any, Any, None]]  #: (host, port, stop)
 
-    def __init__(self, address: str, counts: dict[str, int]) -> None:
+
+class FloodThread:
+    """Runs copies of flood coroutines (each ``(host, port, stop)``) against one address in a
+    thread with its own event loop, from :meth:`start` until :meth:`stop` (or as a context).
+    The loop is closed at the stop: a soak starts one every phase, and an unclosed loop keeps
+    its selector's and self-pipe's files open."""
+
+    def __init__(self, address: str, floods: Sequence[tuple[Flood, int]], settle_s: float = 0.0) -> None:
         import threading
 
         host, port = address.rsplit(":", 1)
         self._loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
+        self._settle_s = settle_s
 
         async def main() -> None:
             tasks = [
-                asyncio.create_task(ATTACKS[kind](host, int(port), self._stop))
-                for kind, n in counts.items()
+                asyncio.create_task(flood(host, int(port), self._stop))
+                for flood, n in floods
                 for _ in range(n)
             ]
             await self._stop.wait()
@@ -213,14 +221,28 @@ class Attack:
 
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(main(),), daemon=True)
 
-    def __enter__(self) -> Attack:
+    def start(self) -> FloodThread:
         self._thread.start()
-        time.sleep(1.0)  # the connections are open before the window starts
+        time.sleep(self._settle_s)  # the connections are open before a measured window starts
         return self
 
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=15)
+        if not self._thread.is_alive() and not self._loop.is_closed():
+            self._loop.close()
+
+    def __enter__(self) -> FloodThread:
+        return self.start()
+
     def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=10)
+        self.stop()
+
+
+def Attack(address: str, counts: dict[str, int]) -> FloodThread:
+    """The named attacks of :data:`ATTACKS`, ``counts`` copies each, against ``address``."""
+    return FloodThread(address, [(ATTACKS[kind], n) for kind, n in counts.items()], settle_s=1.0)
 
 
 def measure(c: Cluster, counts: dict[str, int], seconds: float) -> tuple[float, float]:

@@ -42,15 +42,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.hostile_outsiders import (
     ATTACKER,
+    Flood,
+    FloodThread,
     counter,
     free_port,
     get,
@@ -67,8 +68,6 @@ from peer_sampling.messages import ShuffleRequest
 
 NODES_A, NODES_B = 4, 12
 LOG_BOUND = 4096  #: bytes a log may grow by between two samples
-
-Flood = Callable[[str, int, asyncio.Event], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -191,30 +190,6 @@ def member(key: Path, b_port: int) -> tuple[Flood, Flood]:
         return run()
 
     return junk, cyclon
-
-
-class Floods:
-    """Runs ``count`` copies of a flood against ``address`` in a thread with its own loop."""
-
-    def __init__(self, address: str, flood: Flood, count: int) -> None:
-        host, port = address.rsplit(":", 1)
-        self._loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-
-        async def main() -> None:
-            tasks = [asyncio.create_task(flood(host, int(port), self._stop)) for _ in range(count)]
-            await self._stop.wait()
-            await asyncio.sleep(0.2)
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(main(),), daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=15)
 
 
 def phases(s: Soaked) -> list[tuple[str, list[tuple[Flood, int]]]]:
@@ -347,7 +322,7 @@ def run(minutes: float, every: float, phase: float) -> Soak:
         i = 0
         while time.monotonic() < end:
             name, floods = rotation[i % len(rotation)]
-            running = [Floods(s.a, flood, n) for flood, n in floods]
+            running = [FloodThread(s.a, floods).start()] if floods else []
             phase_end = min(end, time.monotonic() + phase)
             try:
                 while time.monotonic() < phase_end:
