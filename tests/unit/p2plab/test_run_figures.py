@@ -108,3 +108,15 @@ def test_the_follow_table_has_knn_columns_read_from_the_knn_gauges() -> None:
         "-",
         "-",
     ]  # HR, CIA, KNN q, usage
+
+
+def test_every_panel_is_one_an_earlier_run_is_cleared_of() -> None:
+    """--out into a folder holding an earlier run removes that run's figures by name
+    (``PANEL_FILES``): a panel missing from the list would be left beside the new run's."""
+    import re
+    from pathlib import Path
+
+    import p2plab.run_report as rr
+
+    drawn = set(re.findall(r'out\.append\(\("([a-z_]+\.png)"', Path(rr.__file__).read_text()))
+    assert drawn == set(rr.PANEL_FILES), drawn ^ set(rr.PANEL_FILES)
