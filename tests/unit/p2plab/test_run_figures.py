@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -120,3 +121,27 @@ def test_every_panel_is_one_an_earlier_run_is_cleared_of() -> None:
 
     drawn = set(re.findall(r'out\.append\(\("([a-z_]+\.png)"', Path(rr.__file__).read_text()))
     assert drawn == set(rr.PANEL_FILES), drawn ^ set(rr.PANEL_FILES)
+
+
+@pytest.mark.slow
+def test_every_figure_of_a_run_has_a_title_and_a_legend_that_fits() -> None:
+    from p2plab.run_report import panels, run_size
+    from p2pnode.config import RunConfig
+    from p2pnode.runners.sim import simulate
+
+    config = RunConfig(nodes=24, rounds=3, seed=1).replace(
+        **{"learning.lr": 0.01, "attack.kind": "cia", "attack.target_k": 3, "attack.mia": True,
+           "attack.colluders": 0.25, "attack.mia_holdout": 3, "knn.strategy": "expect"}
+    )  # fmt: skip
+    result = simulate(config)
+    drawn = panels(result, config, run_size(result, config))
+    assert {name for name, _ in drawn} == {"utility.png", "cia.png", "mia_roc.png", "knn.png"}
+    for name, draw in drawn:
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        draw(ax)
+        legend = ax.get_legend()
+        assert legend is not None, name
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert 1 <= len(labels) <= 9 and len(set(labels)) == len(labels) and all(labels), (name, labels)
+        assert ax.get_title().strip() and ax.get_xlabel() and ax.get_ylabel(), name
+        plt.close(fig)
