@@ -212,7 +212,7 @@ class AdversaryNode(GossipNode):
         if self.observer is None:
             if self.aia is not None:
                 return len(self.aia.features)
-            return len(self.mia.rows) if self.mia is not None else 0
+            return len(self.mia.held()) if self.mia is not None else 0
         return len(self.observer.v)
 
     def _refresh(self) -> None:

@@ -17,7 +17,7 @@ from adversary.aia import AttributeObserver
 from adversary.calibrated import population_likelihood, train_reference
 from adversary.cia import CIAObserver, kept_rows
 from adversary.evaluation import AttackLab, Reference, Victim
-from adversary.mia_observer import MembershipWatch
+from adversary.mia_observer import MembershipWatch, SharedRows
 from adversary.models import OwnHead, attack_model
 from adversary.node import AdversaryNode, ForwardingColluder
 from adversary.plan import (
@@ -307,7 +307,12 @@ def _wrap(prep: Prepared, node_id: int, protocol: GossipProtocol, learner: Any) 
     aia_partners = role.partners if role is not None else ()
     aia_send_to = role.send_to if role is not None else ()
     mia_name = mia_names(prep).get(node_id)
-    mia = None if mia_name is None else MembershipWatch(attack_model(cfg.model), mia_name)
+    mia = None
+    if mia_name is not None:
+        mia = MembershipWatch(attack_model(cfg.model), mia_name, rank=node_id)
+        if list(mia_names(prep).values()).count(mia_name) > 1:  # a colluding group: one store
+            pools: dict[str, SharedRows] = prep.cache.setdefault("mia_pools", {})
+            mia.pool = pools.setdefault(mia_name, SharedRows())
     if spec is None:
         if aia is None and mia is None:
             return GossipNode(protocol)

@@ -275,3 +275,27 @@ def test_placed_observers_read_membership_off_what_they_received() -> None:
     assert set(gossip["mia"]["observers"]) == {"colluders 0"}  # one group: one observer, pooled
     adversaries = [row for row in gossip["per_node"] if row["adversary"]]
     assert len(adversaries) == 10  # each member keeps its own watch
+
+
+def test_a_groups_shared_rows_give_the_view_its_members_own_rows_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A colluding group's members keep one store (adversary/mia_observer.SharedRows: a row per
+    sender, not one per member and sender); its figures are those of each member keeping its own
+    latest rows and the scorer pooling them, to the last digit."""
+    config = synthetic(rounds=4).replace(**{"attack.kind": "", "attack.mia": True, "attack.colluders": 0.2})
+    sim = Simulation(config)
+    members = list(attack_mod.watches(sim.host.nodes.values()))
+    assert len(members) == 20 and len({id(w.pool) for w in members}) == 1 and members[0].pool is not None
+    pooled = simulate(config)
+    monkeypatch.setattr(attack_mod, "SharedRows", _NoPool)
+    own = simulate(config)
+    assert pooled["mia"]["observers"] == own["mia"]["observers"]
+    assert pooled["mia"]["observers"]["colluders 0"]["observed"][-1] > 0
+
+
+class _NoPool:
+    """In place of SharedRows: every member keeps its own rows (the watch before the store)."""
+
+    def __new__(cls) -> None:  # type: ignore[misc]
+        return None

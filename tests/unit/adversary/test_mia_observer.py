@@ -117,3 +117,30 @@ def test_an_observer_that_heard_from_nobody_has_no_curve() -> None:
     assert row["observed"] == 0 and "auc" not in row
     summary = lab.mia_summary()
     assert summary is not None and "final_auc" not in summary["observers"]["node 9"]
+
+
+def test_a_groups_shared_rows_keep_the_latest_and_each_member_checkpoints_its_own() -> None:
+    from adversary.mia_observer import SharedRows
+
+    model = attack_model("gmf")
+    pool = SharedRows()
+    a, b = (MembershipWatch(model, "colluders 0", pool=pool, rank=r) for r in (3, 5))
+    rng = np.random.default_rng(1)
+    m1, m2, m3 = _model(rng), _model(rng), _model(rng)
+    b.observe(7, m1, now=2.0)
+    a.observe(7, m2, now=2.0)  # the same time: the lower rank's, as pooling in rank order gave
+    b.observe(7, m3, now=2.0)
+    assert pool.rows[7][1] == 3 and np.allclose(pool.rows[7][2], _scores(m2))
+    b.observe(8, m3, now=1.0)
+    a.observe(8, m1, now=0.5)  # older: b's row stays
+    assert set(a.held()) == {7} and set(b.held()) == {8}
+    (view,) = views([a, b])
+    assert sorted(view.scores) == [7, 8]
+    # a process restarted: each member's checkpoint restores its own rows into a new store
+    fresh = SharedRows()
+    a2, b2 = (MembershipWatch(model, "colluders 0", pool=fresh, rank=r) for r in (3, 5))
+    b2.restore(b.state())
+    a2.restore(a.state())
+    (again,) = views([a2, b2])
+    assert sorted(again.scores) == [7, 8]
+    assert all(np.array_equal(again.scores[u], view.scores[u]) for u in (7, 8))
