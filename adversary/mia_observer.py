@@ -6,9 +6,9 @@ current model: an upper bound. A placed observer (the FedAvg server, a lone ``--
 colluding group) reads only what it received: for every sender, the model of its latest message,
 which it scores over the whole catalogue as it arrives (before the protocol's merge may reuse its
 arrays) and keeps as one float32 row per sender (6.7 KB at ML-100k's 1,682 items). A colluding
-group's view is the union of its members' rows, the latest per sender (the group pools what its
-members received, as its CIA and attribute inference do); over real HTTP a group pools within a
-process.
+group's view is the latest row per sender that any member received (the group pools what its
+members received, as its CIA and attribute inference do), kept in one store per group and
+process (:class:`SharedRows`); over real HTTP a group pools within a process.
 
 What it cannot read it counts: a model without the user row (Share less) or without the head it
 scores with (``--local-head``, PARD: the head stays home) gives no M_MPE of the sender's items
