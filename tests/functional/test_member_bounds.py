@@ -24,7 +24,7 @@ from aiohttp import web
 from learning.params import l2_norm
 from p2pnode.config import RunConfig
 from p2pnode.runners import real
-from p2pnode.runners.real import NodeProcess
+from p2pnode.runners.real import MismatchError, NodeProcess
 from p2pnode.transport import http
 from p2pnode.transport.base import Outcome
 from p2pnode.transport.refusals import REASONS
@@ -101,6 +101,20 @@ async def test_a_members_page_that_lists_another_process_nodes_places_none_of_th
     # credential names 6-11 only):
     # A used to refuse to start ("lists node(s) ... its credential does not name", or "hosted by both")
     procs[1].members = lambda: {"address": addrs[1], "nodes": [0, 1, *range(6, 12), 999]}  # type: ignore[method-assign]
+    if not identities:
+        # an open network cannot tell a lie from two processes given overlapping --users (the
+        # user's mistake, which used to run on with a warning): the process refuses, exit 2
+        starts = [asyncio.create_task(p.start()) for p in procs]
+        with pytest.raises(
+            MismatchError, match=r"2 node\(s\) are hosted both here and by .* \(first: \[0, 1\]\)"
+        ):
+            await starts[0]
+        starts[1].cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starts[1]
+        for p in procs:
+            await p.shutdown()
+        return
     await asyncio.gather(*(p.start() for p in procs))
     results = await finish(procs)
     a = procs[0]

@@ -77,7 +77,7 @@ def test_a_file_changes_its_settings_on_one_data_shape_and_the_report_says_why(t
     with pytest.raises(ConfigError, match=r"settings on \['gowalla'\]"):
         ex.load("shape", tmp_path)
     (tmp_path / "bad.toml").write_text(text.replace("prme_lr = 0.1 }", "prme_lr = -1 }"))
-    with pytest.raises(ConfigError, match="prme-lr must be > 0") as refused:
+    with pytest.raises(ConfigError, match=r"learning\.prme_lr must be > 0, got -1\.0") as refused:
         ex.load("bad", tmp_path)
     # the refusal names the file, the first row it fails for and the table that set the value
     named = f"{tmp_path / 'bad.toml'}: row 'Rand-Gossip GMF' under [on.gowalla-nyc]: "

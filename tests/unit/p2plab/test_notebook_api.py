@@ -199,7 +199,8 @@ def test_a_run_with_attribute_inference_plots_it() -> None:
     assert any(t.startswith("Attribute inference (004)") for t in titles)
     aia_axes = next(ax for ax in fig.axes if ax.get_title().startswith("Attribute inference"))
     labels = {line.get_label() for line in aia_axes.get_lines()}
-    assert {"server: planted AUC", "server: planted majority", "omniscient: planted AUC"} <= labels
+    # one colour an attribute: the omniscient bound, the placed observers' mean, the majority
+    assert {"planted AUC, omniscient", "planted AUC, placed (mean)", "planted majority class"} <= labels
 
 
 def test_help_lists_every_argument_with_its_default_and_help() -> None:

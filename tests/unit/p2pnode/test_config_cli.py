@@ -560,11 +560,16 @@ def test_a_head_kept_home_refuses_only_what_the_readme_says_it_refuses() -> None
         ([], "1 rounds, HR@20"),
     ],
 )
-def test_the_summary_line_names_the_defence_the_run_had(
-    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert lab_main(["simulate", "--nodes", "12", "--rounds", "1", "--quiet", *argv]) == 0
-    line = capsys.readouterr().out.splitlines()[0]
+def test_the_summary_line_names_the_defence_the_run_had(argv: list[str], said: str) -> None:
+    from p2pnode.runners.report import metric_for, summary
+
+    config = config_from_args(
+        build_parser().parse_args(["simulate", "--nodes", "12", "--rounds", "1", *argv])
+    )
+    metric = metric_for(config)
+    stats = {"nodes": 12, "round": 1, metric.key: 0.5, "messages": 4, "model_messages": 2,
+             "delta_messages": 0, "bytes": 1000, "config": config.to_dict()}  # fmt: skip
+    line = summary(stats, metric)  # the line a run's summary (its ``config`` included) gives
     assert line.startswith("done: 12 nodes, 1 rounds") and said in line, line
 
 
