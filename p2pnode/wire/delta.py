@@ -106,6 +106,7 @@ class DeltaEncoder:
             return None
         base = self._open.get(version)
         if base is None or not base.alive:
+            self._drop_closed()
             full = sum(v.nbytes for v in params.values())
             dense = sum(v.nbytes for v in params.values() if v.ndim != 2)
             limit = min((1.0 - self.min_saving) * full - dense, self.budget)
@@ -139,8 +140,14 @@ class DeltaEncoder:
         for base in (encoded.base, encoded.against):
             if base is not None:
                 self.history.release(base)
-                if not base.alive and self._open.get(base.version) is base:
-                    del self._open[base.version]
+        self._drop_closed()
+
+    def _drop_closed(self) -> None:
+        """Forget the bases that closed (released, or over their budget): one a model version,
+        kept for ever, was a daemon's steady growth (the hour's soak: ~1 MB a minute a process;
+        2,896 kept after 7 min at 12 nodes)."""
+        for old in [v for v, b in self._open.items() if not b.alive]:
+            del self._open[old]
 
     def _delta(
         self, version: int, base: tuple[int, ParamsView], view: ParamsView, dtype: str | None

@@ -113,7 +113,9 @@ def test_a_senders_budget_closes_its_base_past_that_many_saved_rows() -> None:
     assert not old.alive and old not in hist.bases
 
 
-def _scripted(history: bool, seed: int, budget: float = float("inf")) -> list[bytes]:
+def _scripted(
+    history: bool, seed: int, budget: float = float("inf"), kept: list[DeltaEncoder] | None = None
+) -> list[bytes]:
     """Wire bytes of a node that trains rows, merges peers' models and sends to three peers, in
     one random order: with bases kept by rows, or as copies of what it sent."""
     from learning.learner import Snapshot
@@ -161,6 +163,8 @@ def _scripted(history: bool, seed: int, budget: float = float("inf")) -> list[by
             else:
                 enc.forget(peer)
             enc.settled(encoded)
+    if kept is not None:
+        kept.append(enc)
     return out
 
 
@@ -169,6 +173,19 @@ def test_bases_kept_by_rows_send_the_same_bytes_as_copies(seed: int) -> None:
     assert _scripted(True, seed) == _scripted(False, seed)
     # a budget above the delta rule's own limit (a whole model here) changes no byte
     assert _scripted(True, seed, budget=120 * 36.0) == _scripted(False, seed)
+
+
+@pytest.mark.parametrize("budget", [float("inf"), 4 * 36.0])
+def test_the_encoder_keeps_no_closed_base(budget: float) -> None:
+    """A base per model version stayed in the encoder after it closed (a daemon's steady RSS
+    growth in the hour's soak, ~1 MB a minute a process): only open ones are kept now."""
+    kept: list[DeltaEncoder] = []
+    _scripted(True, 0, budget=budget, kept=kept)
+    enc = kept[0]
+    bases = list(enc._open.values())
+    assert enc.history is not None
+    assert all(b.alive for b in bases), [b.alive for b in bases]  # (a closed one stayed before)
+    assert {id(b) for b in bases} <= {id(b) for b in enc.history.bases}  # the history's open ones
 
 
 def test_a_receiver_in_the_same_process_rebuilds_a_delta_from_the_senders_own_base() -> None:
